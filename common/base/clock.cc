@@ -1,0 +1,10 @@
+#include "common/base/clock.h"
+
+namespace tandem {
+
+Clock& Clock::Real() {
+  static SystemClock clock;
+  return clock;
+}
+
+}  // namespace tandem
