@@ -45,3 +45,31 @@ elseif(TANDEM_SANITIZE STREQUAL "thread")
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=thread> $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>)
   add_link_options(-fsanitize=thread)
 endif()
+
+# tandem_fuzz_target(<name> SOURCES ... DEPS ... CORPUS <dir>)
+# SOURCES define `extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t)`.
+# Always builds `<name>_corpus_test`: a ctest (label unit) that runs every file of
+# the seed corpus through the target, so the corpus is a regression test with any
+# compiler. With -DTANDEM_FUZZ=ON (clang) it also builds `<name>`, a libFuzzer binary.
+function(tandem_fuzz_target name)
+  cmake_parse_arguments(ARG "" "CORPUS" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name}_corpus_test ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/testing/fuzz_corpus_main.cc)
+  target_link_libraries(${name}_corpus_test PRIVATE ${ARG_DEPS})
+  target_include_directories(${name}_corpus_test PRIVATE ${PROJECT_SOURCE_DIR})
+  add_test(NAME ${name}_corpus_test COMMAND ${name}_corpus_test ${ARG_CORPUS})
+  set_tests_properties(${name}_corpus_test PROPERTIES LABELS "unit;fuzz" TIMEOUT 300)
+  if(TANDEM_FUZZ)
+    add_executable(${name} ${ARG_SOURCES})
+    target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+  endif()
+endfunction()
+
+if(TANDEM_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "TANDEM_FUZZ=ON needs clang (CXX=clang++)")
+  endif()
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link,address,undefined>)
+  add_link_options(-fsanitize=address,undefined)
+endif()
