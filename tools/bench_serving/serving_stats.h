@@ -1,0 +1,48 @@
+// Latency statistics for the serving benchmark: per-request records in,
+// percentiles, throughput and goodput out. Plain values; not thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tandem::bench {
+
+// What one request measured (seconds, wall clock from its send).
+struct RequestRecord {
+  bool ok = false;
+  std::string error;              // why it failed, when !ok
+  int prompt_tokens = 0;          // from usage
+  int completion_tokens = 0;      // from usage
+  double ttft_s = 0;              // send -> first content chunk
+  double e2e_s = 0;               // send -> [DONE]
+  std::vector<double> itl_s;      // gaps between content chunks
+  // Time per output token after the first: (e2e - ttft) / (completion_tokens - 1).
+  double TpotSeconds() const;
+};
+
+struct GoodputLimits {
+  double ttft_ms = 0;  // 0 = no limit
+  double tpot_ms = 0;  // 0 = no limit
+};
+
+struct Summary {
+  int completed = 0, failed = 0;
+  double duration_s = 0;
+  long total_prompt_tokens = 0, total_completion_tokens = 0;
+  double request_throughput = 0;   // completed requests / s
+  double output_throughput = 0;    // completion tokens / s
+  double goodput = 0;              // requests meeting the limits / s
+  // p50, p90, p99 in milliseconds.
+  double ttft_ms[3] = {}, tpot_ms[3] = {}, itl_ms[3] = {}, e2e_ms[3] = {};
+};
+
+// Nearest-rank percentile (p in [0, 100]) of values; 0 for an empty list.
+double Percentile(std::vector<double> values, double p);
+
+Summary Summarize(const std::vector<RequestRecord>& records, double duration_s,
+                  const GoodputLimits& limits);
+
+// A fixed-width table, one metric per line.
+std::string FormatSummary(const Summary& summary);
+
+}  // namespace tandem::bench
