@@ -46,10 +46,20 @@ struct ModelConfig {
   DType dtype = DType::kBF16;        // torch_dtype of the checkpoint
   std::optional<int> bos_token_id;
   std::vector<int> eos_token_ids;    // from config.json; generation_config may add more
+  // Mistral/Qwen sliding-window attention width in tokens, when the checkpoint
+  // enables it (Qwen's `use_sliding_window: false` leaves this empty). The
+  // runtime must refuse or handle sequences longer than this.
+  std::optional<int> sliding_window;
 
-  // Positive sizes, heads divisible by kv heads, known rope scaling values.
+  // Positive sizes (with sane upper bounds), heads divisible by kv heads, even
+  // head_dim, known rope scaling values, token ids inside the vocabulary.
   Status Validate() const;
 };
+
+// "llama", "mistral", "qwen2", "qwen3" (the HF `model_type`).
+std::string_view ModelFamilyName(ModelFamily family);
+// The HF class name, e.g. "Qwen2ForCausalLM".
+std::string_view ModelFamilyArchitecture(ModelFamily family);
 
 // Parses config.json text. Unknown architectures, missing or mistyped fields,
 // non-JSON, and text over 1 MiB are InvalidArgument with the field named.
@@ -69,5 +79,10 @@ struct GenerationConfig {
 
 // Parses generation_config.json text. Same limits and errors as ParseModelConfig.
 StatusOr<GenerationConfig> ParseGenerationConfig(std::string_view json_text);
+
+// Reads and parses `<dir>/config.json` (errors name the file).
+StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
+// Reads `<dir>/generation_config.json`; a missing file gives the defaults.
+StatusOr<GenerationConfig> LoadGenerationConfig(const std::string& dir);
 
 }  // namespace tandem::model
