@@ -1,0 +1,113 @@
+// Scheduler: continuous batching over a two-tier paged KV cache.
+//
+// Each Schedule() step: expire reservation leases, register newly computed full
+// blocks in the prefix cache, then fill a token budget in this order:
+//   1. running sequences (priority class, then arrival): a decode token or the
+//      next prefill chunk; when blocks run out, the lowest-priority newest
+//      running sequence is preempted (swapped to host, or recomputed), never
+//      one already preempted max_preemptions_per_request times;
+//   2. swapped sequences, brought back when the device has room;
+//   3. waiting sequences (interactive before batch, FCFS), each first taking
+//      the longest cached prefix of its prompt (device or host tier).
+// Steps 2 and 3 are skipped in a step that had to preempt.
+// Reservations hold device blocks for KV computed elsewhere until
+// CompleteReservation, Cancel, or the lease deadline (Clock).
+//
+// Engine contract: call Schedule(), run the output's copies and forward, call
+// AppendToken for every needs_logits entry, then Schedule() again. Tokens are
+// counted as computed when scheduled.
+// Thread rule: not thread-safe; engine thread only (other threads post events).
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "common/base/clock.h"
+#include "common/base/status.h"
+#include "common/kv_cache/kv_cache_manager.h"
+#include "common/scheduler/scheduler_config.h"
+#include "common/scheduler/scheduler_output.h"
+#include "common/scheduler/sequence.h"
+
+namespace tandem::scheduler {
+
+// Blocks held for an incoming remote prefill.
+struct Reservation {
+  std::vector<BlockId> block_table;  // device blocks for the whole prompt
+  int num_cached_tokens = 0;         // leading prompt tokens already present locally
+  int first_block_to_fill = 0;       // blocks [first_block_to_fill, end) need remote data
+  Nanos lease_deadline = 0;
+};
+
+class Scheduler {
+ public:
+  // REQUIRES: both configs valid and block sizes equal. `clock` outlives this.
+  Scheduler(SchedulerConfig config, kv_cache::KvCacheConfig kv_config, const Clock& clock);
+
+  // Queues a request. Errors (nothing kept): InvalidArgument for a malformed
+  // request or one longer than max_model_len; ResourceExhausted when it can
+  // never fit the device tier or the waiting queue is full; AlreadyExists.
+  Status AddRequest(SequenceParams params);
+  // Holds device blocks for the whole prompt now, reusing cached prefix blocks,
+  // for KV that another node will write; lease_ms <= 0 means the default.
+  // ResourceExhausted when the blocks or batch slots are not there now.
+  StatusOr<Reservation> Reserve(SequenceParams params, int64_t lease_ms);
+  // The reserved KV has landed and the remote prefill sampled `first_token`:
+  // the sequence joins the running batch. Returns the finish reason if that
+  // token already ends it. NotFound / FailedPrecondition (not reserved).
+  StatusOr<std::optional<FinishReason>> CompleteReservation(RequestId id, TokenId first_token);
+  // Ends a request in any phase and frees all its blocks. NotFound if unknown.
+  Status Cancel(RequestId id);
+
+  // One scheduling step (see the class comment).
+  SchedulerOutput Schedule();
+  // Records the token sampled for a needs_logits entry of the last step.
+  // Returns the finish reason when the sequence ended (its blocks are then
+  // released, full ones kept in the prefix cache). FailedPrecondition when the
+  // sequence had no logits pending.
+  StatusOr<std::optional<FinishReason>> AppendToken(RequestId id, TokenId token);
+
+  // The live sequence with this id, or nullptr.
+  const Sequence* Find(RequestId id) const;
+  SchedulerCounters Counters() const;
+  const kv_cache::KvCacheManager& kv() const { return kv_; }
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  struct StepState;
+  Status Validate(const SequenceParams& params) const;
+  Sequence* NewSequence(SequenceParams params);
+  void ExpireLeases(SchedulerOutput* out);
+  void RegisterComputedBlocks(Sequence* seq);
+  void ScheduleRunning(StepState* step, SchedulerOutput* out);
+  void ResumeSwapped(StepState* step, SchedulerOutput* out);
+  void AdmitWaiting(StepState* step, SchedulerOutput* out);
+  // Allocates and emits the next chunk of `seq`; false when blocks are short.
+  bool TrySchedule(Sequence* seq, StepState* step, SchedulerOutput* out);
+  int AcquireCachedPrefix(Sequence* seq);
+  void Preempt(Sequence* seq, SchedulerOutput* out);
+  // Index in running_ of the preemption victim after `after`, or -1.
+  int PickVictim(int after) const;
+  void InsertRunning(Sequence* seq);
+  void InsertSorted(std::vector<Sequence*>* queue, Sequence* seq);
+  void RemoveFrom(std::vector<Sequence*>* queue, Sequence* seq);
+  std::optional<FinishReason> CheckStop(const Sequence& seq, TokenId token) const;
+  void Finish(Sequence* seq, FinishReason reason, Status status);
+
+  SchedulerConfig config_;
+  kv_cache::KvCacheManager kv_;
+  const Clock& clock_;
+  std::unordered_map<RequestId, std::unique_ptr<Sequence>> seqs_;
+  std::vector<Sequence*> waiting_[kNumPriorities];  // by arrival
+  std::vector<Sequence*> running_;                  // by (priority, arrival)
+  std::vector<Sequence*> swapped_;                  // by (priority, arrival)
+  std::vector<Sequence*> reserved_;
+  std::vector<FinishedSequence> pending_finished_;
+  uint64_t next_arrival_ = 0;
+  SchedulerCounters stats_;
+};
+
+}  // namespace tandem::scheduler

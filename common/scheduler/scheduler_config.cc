@@ -1,0 +1,24 @@
+#include "common/scheduler/scheduler_config.h"
+
+#include <fmt/format.h>
+
+namespace tandem::scheduler {
+
+Status SchedulerConfig::Validate() const {
+  auto positive = [](const char* name, int64_t v) -> Status {
+    if (v <= 0) return InvalidArgumentError(fmt::format("scheduler: {} must be > 0, got {}", name, v));
+    return Status::Ok();
+  };
+  TANDEM_RETURN_IF_ERROR(positive("max_num_batched_tokens", max_num_batched_tokens));
+  TANDEM_RETURN_IF_ERROR(positive("max_num_seqs", max_num_seqs));
+  TANDEM_RETURN_IF_ERROR(positive("max_prefill_chunk_tokens", max_prefill_chunk_tokens));
+  TANDEM_RETURN_IF_ERROR(positive("max_model_len", max_model_len));
+  TANDEM_RETURN_IF_ERROR(positive("max_waiting_requests", max_waiting_requests));
+  TANDEM_RETURN_IF_ERROR(positive("default_lease_ms", default_lease_ms));
+  if (max_preemptions_per_request < 0) {
+    return InvalidArgumentError("scheduler: max_preemptions_per_request must be >= 0");
+  }
+  return Status::Ok();
+}
+
+}  // namespace tandem::scheduler

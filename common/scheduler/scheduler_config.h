@@ -1,0 +1,40 @@
+// SchedulerConfig: the continuous-batching policy knobs of one engine.
+// Thread rule: plain value type.
+#pragma once
+
+#include <cstdint>
+
+#include "common/base/status.h"
+
+namespace tandem::scheduler {
+
+enum class PreemptionMode : uint8_t {
+  kSwap,       // copy the victim's blocks to the host tier; recompute when it has no room
+  kRecompute,  // drop the victim's blocks; its tokens are prefilled again on resume
+};
+
+struct SchedulerConfig {
+  // Tokens computed per step across all sequences (decodes count 1 each). Bounds
+  // step latency; raise for throughput on large GPUs (8192 is a good H200 default).
+  int max_num_batched_tokens = 8192;
+  // Sequences in the running batch at most (plus reservations). Bounds the decode
+  // batch and the CUDA-graph bucket sizes.
+  int max_num_seqs = 256;
+  // Longest prefill chunk of one sequence per step; long prompts are split into
+  // chunks of this size and mixed with decodes. Lower = smoother inter-token latency.
+  int max_prefill_chunk_tokens = 2048;
+  // Longest sequence (prompt + generated) accepted; normally the model's context length.
+  int max_model_len = 32768;
+  // Requests allowed to wait at once; more are rejected (backpressure).
+  int max_waiting_requests = 4096;
+  // What preemption does with a victim's KV.
+  PreemptionMode preemption_mode = PreemptionMode::kSwap;
+  // A request preempted this often is no longer chosen as a victim.
+  int max_preemptions_per_request = 4;
+  // Lease of a remote-KV reservation when the caller passes none, in milliseconds.
+  int64_t default_lease_ms = 10'000;
+
+  Status Validate() const;
+};
+
+}  // namespace tandem::scheduler

@@ -1,0 +1,207 @@
+// Scheduler::Schedule() and its phases: running, swapped, waiting.
+#include <algorithm>
+#include <span>
+
+#include <fmt/format.h>
+
+#include "common/base/check.h"
+#include "common/scheduler/scheduler.h"
+
+namespace tandem::scheduler {
+
+using kv_cache::KvTier;
+
+struct Scheduler::StepState {
+  int budget = 0;          // tokens left this step
+  bool preempted = false;  // a preemption happened: admit nothing new
+  bool stalled = false;    // a running sequence could not get blocks
+};
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  ++stats_.steps;
+  ExpireLeases(&out);
+  // Everything scheduled last step has been computed now: publish full blocks.
+  for (Sequence* seq : running_) RegisterComputedBlocks(seq);
+  StepState step;
+  step.budget = config_.max_num_batched_tokens;
+  out.scheduled.reserve(running_.size() + 8);
+  ScheduleRunning(&step, &out);
+  if (!step.preempted) {
+    ResumeSwapped(&step, &out);
+    AdmitWaiting(&step, &out);
+  }
+  if (out.scheduled.empty() && step.stalled && !running_.empty()) {
+    // Every sequence that could give blocks back has hit its preemption bound.
+    ++stats_.aborted;
+    Finish(running_.back(), FinishReason::kAborted,
+           ResourceExhaustedError("KV blocks exhausted and no sequence may be preempted again"));
+  }
+  out.copies = kv_.TakeCopies();
+  out.finished = std::move(pending_finished_);
+  pending_finished_.clear();
+  return out;
+}
+
+void Scheduler::ExpireLeases(SchedulerOutput* out) {
+  const Nanos now = clock_.NowNanos();
+  for (size_t i = 0; i < reserved_.size();) {
+    Sequence* seq = reserved_[i];
+    if (seq->lease_deadline > now) {
+      ++i;
+      continue;
+    }
+    ++stats_.lease_expiries;
+    Finish(seq, FinishReason::kLeaseExpired,
+           DeadlineExceededError(fmt::format("KV reservation lease of request {} expired", seq->params.id)));
+  }
+}
+
+void Scheduler::RegisterComputedBlocks(Sequence* seq) {
+  const auto& cfg = kv_.config();
+  if (!cfg.enable_prefix_caching) return;
+  const int full = seq->num_computed_tokens / cfg.block_size;
+  if (full <= seq->num_registered_blocks) return;
+  if (static_cast<int>(seq->block_hashes.size()) < full) {
+    kv_cache::ExtendBlockHashes(seq->params.tenant_salt, cfg.model_id, cfg.block_size,
+                                std::span<const TokenId>(seq->tokens).first(static_cast<size_t>(full) * cfg.block_size),
+                                &seq->block_hashes);
+  }
+  kv_.CacheBlocks(std::span<const kv_cache::BlockHash>(seq->block_hashes).first(static_cast<size_t>(full)),
+                  seq->block_table, seq->num_registered_blocks);
+  seq->num_registered_blocks = full;
+}
+
+bool Scheduler::TrySchedule(Sequence* seq, StepState* step, SchedulerOutput* out) {
+  const int start = seq->num_computed_tokens;
+  const int remaining = seq->num_tokens() - start;
+  int n = std::min(remaining, step->budget);
+  if (n > 1) n = std::min(n, config_.max_prefill_chunk_tokens);
+  if (n <= 0) return true;
+  if (!kv_.AllocateSlots(start + n, &seq->block_table)) return false;
+  ScheduledSequence s;
+  s.id = seq->params.id;
+  s.start_position = start;
+  s.num_new_tokens = n;
+  s.new_tokens = std::span<const TokenId>(seq->tokens).subspan(static_cast<size_t>(start), static_cast<size_t>(n));
+  s.block_table = seq->block_table;
+  s.needs_logits = start + n == seq->num_tokens();
+  s.is_prefill = start < seq->num_prompt_tokens();
+  out->scheduled.push_back(s);
+  out->num_batched_tokens += n;
+  seq->num_computed_tokens += n;
+  step->budget -= n;
+  return true;
+}
+
+void Scheduler::ScheduleRunning(StepState* step, SchedulerOutput* out) {
+  for (int i = 0; i < static_cast<int>(running_.size()) && step->budget > 0; ++i) {
+    Sequence* seq = running_[i];
+    if (seq->num_computed_tokens >= seq->num_tokens()) continue;  // awaiting its sample
+    while (!TrySchedule(seq, step, out)) {
+      int victim = PickVictim(i);
+      if (victim >= 0) {
+        Preempt(running_[victim], out);
+        step->preempted = true;
+        continue;
+      }
+      if (seq->num_preemptions < config_.max_preemptions_per_request) {
+        Preempt(seq, out);
+        step->preempted = true;
+        --i;  // running_[i] is now the next sequence
+      } else {
+        step->stalled = true;
+      }
+      break;
+    }
+  }
+}
+
+int Scheduler::PickVictim(int after) const {
+  for (int j = static_cast<int>(running_.size()) - 1; j > after; --j) {
+    if (running_[j]->num_preemptions < config_.max_preemptions_per_request) return j;
+  }
+  return -1;
+}
+
+void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
+  RemoveFrom(&running_, seq);
+  ++seq->num_preemptions;
+  ++stats_.preemptions;
+  PreemptionMode mode = config_.preemption_mode;
+  if (mode == PreemptionMode::kSwap && kv_.SwapOut(&seq->block_table)) {
+    seq->state = SequenceState::kSwapped;
+    seq->num_registered_blocks = 0;  // host copies are private; re-register after swap-in
+    InsertSorted(&swapped_, seq);
+    ++stats_.swaps_out;
+    ++stats_.preemptions_swap;
+  } else {
+    mode = PreemptionMode::kRecompute;
+    kv_.Release(KvTier::kDevice, &seq->block_table);
+    seq->num_computed_tokens = 0;
+    seq->num_registered_blocks = 0;
+    seq->state = SequenceState::kWaiting;
+    InsertSorted(&waiting_[static_cast<int>(seq->params.priority)], seq);
+    ++stats_.preemptions_recompute;
+  }
+  out->preempted.push_back({seq->params.id, mode});
+}
+
+void Scheduler::ResumeSwapped(StepState* step, SchedulerOutput* out) {
+  while (!swapped_.empty() && step->budget > 0 &&
+         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+    Sequence* seq = swapped_.front();
+    int n = std::min(seq->num_tokens() - seq->num_computed_tokens, step->budget);
+    if (n > 1) n = std::min(n, config_.max_prefill_chunk_tokens);
+    int needed = std::max<int>(kv_.BlocksForTokens(seq->num_computed_tokens + n),
+                               static_cast<int>(seq->block_table.size()));
+    if (kv_.NumAvailableDeviceBlocks() < needed) return;
+    TANDEM_CHECK(kv_.SwapIn(&seq->block_table));
+    swapped_.erase(swapped_.begin());
+    seq->state = SequenceState::kRunning;
+    InsertRunning(seq);
+    ++stats_.swaps_in;
+    TANDEM_CHECK(TrySchedule(seq, step, out)) << "blocks counted for swap-in vanished";
+  }
+}
+
+int Scheduler::AcquireCachedPrefix(Sequence* seq) {
+  const auto& cfg = kv_.config();
+  if (!cfg.enable_prefix_caching) return 0;
+  kv_cache::ExtendBlockHashes(seq->params.tenant_salt, cfg.model_id, cfg.block_size, seq->tokens,
+                              &seq->block_hashes);
+  // Leave at least one token to compute: its logits give the next token.
+  const int max_blocks = (seq->num_tokens() - 1) / cfg.block_size;
+  int hit = kv_.AcquirePrefix(seq->block_hashes, max_blocks, &seq->block_table);
+  seq->num_computed_tokens = hit * cfg.block_size;
+  seq->num_registered_blocks = hit;
+  return hit;
+}
+
+void Scheduler::AdmitWaiting(StepState* step, SchedulerOutput* out) {
+  for (auto& queue : waiting_) {
+    while (!queue.empty()) {
+      if (step->budget <= 0 || static_cast<int>(running_.size()) >= config_.max_num_seqs) return;
+      Sequence* seq = queue.front();
+      int hit_tokens = AcquireCachedPrefix(seq) * kv_.config().block_size;
+      if (!TrySchedule(seq, step, out)) {
+        // Head of line waits (FCFS); give the prefix back so it can be evicted meanwhile.
+        kv_.Release(KvTier::kDevice, &seq->block_table);
+        seq->num_computed_tokens = 0;
+        seq->num_registered_blocks = 0;
+        return;
+      }
+      queue.erase(queue.begin());
+      seq->state = SequenceState::kRunning;
+      InsertRunning(seq);
+      stats_.prefix_query_tokens += seq->num_tokens();
+      stats_.prefix_hit_tokens += hit_tokens;
+      if (!seq->admitted_once) {
+        seq->admitted_once = true;
+        seq->num_cached_prompt_tokens = std::min(hit_tokens, seq->num_prompt_tokens());
+      }
+    }
+  }
+}
+
+}  // namespace tandem::scheduler
