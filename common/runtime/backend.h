@@ -1,0 +1,62 @@
+// Backend: an op set plus the memory it runs on. The CPU backend (fp32
+// reference) and the CUDA backend implement it; the model forward, the KV
+// cache and the weight loader only see this interface.
+//
+// Buffer: an owning, move-only allocation from a backend (RAII). It must not
+// outlive its backend.
+// Thread rule: a backend and its buffers belong to one thread (the engine thread).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "common/base/dtype.h"
+#include "common/base/status.h"
+#include "common/runtime/ops.h"
+#include "common/runtime/tensor.h"
+
+namespace tandem::runtime {
+
+class Backend;
+
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Tensor tensor, Backend* owner) : tensor_(tensor), owner_(owner) {}
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  const Tensor& tensor() const { return tensor_; }
+
+ private:
+  void Reset();
+
+  Tensor tensor_;
+  Backend* owner_ = nullptr;
+};
+
+class Backend : public Ops {
+ public:
+  friend class Buffer;
+
+  virtual Device device() const = 0;
+  // dtype of weights and activations (F32 on CPU, BF16 on CUDA).
+  virtual DType compute_dtype() const = 0;
+
+  // A zero-filled tensor of `shape` on this device. ResourceExhausted when
+  // memory runs out, InvalidArgument for a bad shape.
+  virtual StatusOr<Buffer> Allocate(DType dtype, const std::vector<int64_t>& shape) = 0;
+  // Copies `dst.NumBytes()` bytes from host memory `src` into `dst`.
+  virtual Status CopyToDevice(const void* src, size_t num_bytes, Tensor dst) = 0;
+  // Copies `src` into host memory `dst` and waits for all prior ops to finish.
+  virtual Status CopyToHost(Tensor src, void* dst, size_t num_bytes) = 0;
+
+ protected:
+  // Releases memory from Allocate. Called by Buffer only.
+  virtual void Free(void* data) = 0;
+};
+
+}  // namespace tandem::runtime

@@ -1,0 +1,127 @@
+#include "common/runtime/batch_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace tandem::runtime {
+namespace {
+
+int BlocksFor(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
+
+Status CheckChunk(const SeqChunk& c, size_t index, const BatchLimits& limits) {
+  const int64_t n = static_cast<int64_t>(c.tokens.size());
+  if (n == 0) return InvalidArgumentError(fmt::format("chunk {}: no tokens", index));
+  if (c.start_position < 0) return InvalidArgumentError(fmt::format("chunk {}: negative start position", index));
+  const int64_t end = c.start_position + n;
+  if (end > limits.max_model_len) {
+    return InvalidArgumentError(
+        fmt::format("chunk {}: positions up to {} exceed the model length {}", index, end, limits.max_model_len));
+  }
+  if (static_cast<int64_t>(c.block_table.size()) * limits.block_size < end) {
+    return InvalidArgumentError(fmt::format("chunk {}: {} blocks of {} tokens cannot hold {} positions", index,
+                                            c.block_table.size(), limits.block_size, end));
+  }
+  for (int b = 0; b < BlocksFor(static_cast<int>(end), limits.block_size); ++b) {
+    if (c.block_table[b] < 0 || c.block_table[b] >= limits.num_blocks) {
+      return InvalidArgumentError(fmt::format("chunk {}: block id {} out of range [0, {})", index, c.block_table[b],
+                                              limits.num_blocks));
+    }
+  }
+  for (TokenId t : c.tokens) {
+    if (t < 0 || t >= limits.vocab_size) {
+      return InvalidArgumentError(fmt::format("chunk {}: token id {} out of range [0, {})", index, t, limits.vocab_size));
+    }
+  }
+  return Status::Ok();
+}
+
+// Two chunks must never write the same block in one step.
+Status CheckDisjointWrites(std::span<const SeqChunk> chunks, int block_size) {
+  std::unordered_map<BlockId, size_t> writer;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const auto& c = chunks[i];
+    int first = c.start_position / block_size;
+    int last = (c.start_position + static_cast<int>(c.tokens.size()) - 1) / block_size;
+    for (int b = first; b <= last; ++b) {
+      auto [it, inserted] = writer.emplace(c.block_table[b], i);
+      if (!inserted && it->second != i) {
+        return InvalidArgumentError(
+            fmt::format("chunks {} and {} both write block {}", it->second, i, c.block_table[b]));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+size_t MaxPackedSize(const BatchLimits& l) {
+  size_t width = static_cast<size_t>(BlocksFor(l.max_model_len, l.block_size));
+  return 3 * static_cast<size_t>(l.max_num_tokens) + 2 * static_cast<size_t>(l.max_num_seqs) + 1 +
+         static_cast<size_t>(l.max_num_seqs) * width + static_cast<size_t>(l.max_logits_rows);
+}
+
+StatusOr<BatchPlan> BatchPlan::Build(std::span<const SeqChunk> chunks, const BatchLimits& limits) {
+  if (chunks.empty()) return InvalidArgumentError("empty batch");
+  if (static_cast<int64_t>(chunks.size()) > limits.max_num_seqs) {
+    return InvalidArgumentError(fmt::format("{} sequences in a step, limit {}", chunks.size(), limits.max_num_seqs));
+  }
+  BatchPlan plan;
+  plan.num_seqs = static_cast<int>(chunks.size());
+  int64_t tokens = 0, rows = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    TANDEM_RETURN_IF_ERROR(CheckChunk(chunks[i], i, limits));
+    const auto& c = chunks[i];
+    const int n = static_cast<int>(c.tokens.size());
+    tokens += n;
+    rows += c.want_logits ? (c.all_logits ? n : 1) : 0;
+    plan.max_query_len = std::max(plan.max_query_len, n);
+    plan.max_kv_len = std::max(plan.max_kv_len, c.start_position + n);
+    plan.table_width = std::max(plan.table_width, BlocksFor(c.start_position + n, limits.block_size));
+  }
+  if (tokens > limits.max_num_tokens) {
+    return InvalidArgumentError(fmt::format("{} tokens in a step, limit {}", tokens, limits.max_num_tokens));
+  }
+  if (rows > limits.max_logits_rows) {
+    return InvalidArgumentError(fmt::format("{} logits rows in a step, limit {}", rows, limits.max_logits_rows));
+  }
+  TANDEM_RETURN_IF_ERROR(CheckDisjointWrites(chunks, limits.block_size));
+  plan.num_tokens = static_cast<int>(tokens);
+  plan.num_logits_rows = static_cast<int>(rows);
+
+  const size_t n_tok = plan.num_tokens, n_seq = plan.num_seqs;
+  plan.token_ids_offset = 0;
+  plan.positions_offset = n_tok;
+  plan.slot_mapping_offset = 2 * n_tok;
+  plan.query_start_offset = 3 * n_tok;
+  plan.kv_lens_offset = plan.query_start_offset + n_seq + 1;
+  plan.block_tables_offset = plan.kv_lens_offset + n_seq;
+  plan.logits_rows_offset = plan.block_tables_offset + n_seq * plan.table_width;
+  plan.packed.assign(plan.logits_rows_offset + rows, kInvalidBlock);
+
+  int32_t* p = plan.packed.data();
+  int32_t row = 0, logits_row = 0;
+  for (size_t s = 0; s < n_seq; ++s) {
+    const auto& c = chunks[s];
+    const int n = static_cast<int>(c.tokens.size());
+    p[plan.query_start_offset + s] = row;
+    p[plan.kv_lens_offset + s] = c.start_position + n;
+    const int used_blocks = BlocksFor(c.start_position + n, limits.block_size);
+    std::copy_n(c.block_table.begin(), used_blocks, p + plan.block_tables_offset + s * plan.table_width);
+    for (int i = 0; i < n; ++i, ++row) {
+      const int pos = c.start_position + i;
+      p[plan.token_ids_offset + row] = c.tokens[i];
+      p[plan.positions_offset + row] = pos;
+      p[plan.slot_mapping_offset + row] = c.block_table[pos / limits.block_size] * limits.block_size +
+                                          pos % limits.block_size;
+      const bool wants = c.want_logits && (c.all_logits || i == n - 1);
+      if (wants) p[plan.logits_rows_offset + logits_row++] = row;
+    }
+  }
+  p[plan.query_start_offset + n_seq] = row;
+  return plan;
+}
+
+}  // namespace tandem::runtime

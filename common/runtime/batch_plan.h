@@ -1,0 +1,62 @@
+// SeqChunk and BatchPlan: the input of one forward step and its host-side
+// plan. One SeqChunk per sequence: a prefill chunk of any length or a single
+// decode token. BatchPlan validates the chunks against the model and cache
+// limits (bad input is InvalidArgument, never a crash) and packs every piece
+// of metadata the ops need into one I32 array, uploaded with a single copy.
+// Thread rule: plain value types.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/base/ids.h"
+#include "common/base/status.h"
+
+namespace tandem::runtime {
+
+struct SeqChunk {
+  std::span<const TokenId> tokens;        // new tokens of this step (non-empty)
+  int start_position = 0;                 // position of tokens[0]; the cache holds [0, start_position)
+  std::span<const BlockId> block_table;   // blocks covering at least [0, start_position + tokens.size())
+  bool want_logits = false;               // one logits row, for the last token
+  bool all_logits = false;                // with want_logits: a row for every token (prompt logprobs, tests)
+};
+
+// Limits of a step, from the model, the KV cache and the runtime options.
+struct BatchLimits {
+  int vocab_size = 0;
+  int block_size = 16;
+  int num_blocks = 0;          // blocks in the KV pool
+  int max_model_len = 0;       // positions must stay below this
+  int max_num_tokens = 0;      // sum of chunk lengths
+  int max_num_seqs = 0;        // chunks per step
+  int max_logits_rows = 0;     // logits rows per step
+};
+
+struct BatchPlan {
+  int num_tokens = 0;       // N
+  int num_seqs = 0;         // S
+  int num_logits_rows = 0;  // R
+  int max_query_len = 0;
+  int max_kv_len = 0;
+  int table_width = 0;      // W: block table row length (max blocks any sequence uses)
+
+  // Packed I32 metadata, in this order (the offsets below index into it):
+  //   token_ids [N] | positions [N] | slot_mapping [N] | query_start [S+1] |
+  //   kv_lens [S] | block_tables [S, W] (padded with kInvalidBlock) | logits_rows [R]
+  std::vector<int32_t> packed;
+  size_t token_ids_offset = 0, positions_offset = 0, slot_mapping_offset = 0, query_start_offset = 0,
+         kv_lens_offset = 0, block_tables_offset = 0, logits_rows_offset = 0;
+
+  // Validates and plans. Errors name the chunk: empty tokens, negative start,
+  // positions past max_model_len, a block table too short or with blocks out
+  // of range, a block written by two chunks, token ids out of range, or a
+  // step over the token / sequence / logits-row limits.
+  static StatusOr<BatchPlan> Build(std::span<const SeqChunk> chunks, const BatchLimits& limits);
+};
+
+// Size of `packed` for a step at the limits (to size the metadata buffer).
+size_t MaxPackedSize(const BatchLimits& limits);
+
+}  // namespace tandem::runtime

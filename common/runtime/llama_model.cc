@@ -1,0 +1,208 @@
+#include "common/runtime/llama_model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace tandem::runtime {
+
+// Activation buffers at capacity, and this step's metadata views.
+struct LlamaModel::Workspace {
+  Buffer meta;           // I32 [MaxPackedSize(limits)]
+  Buffer residual;       // [max_tokens, hidden]
+  Buffer hidden;         // [max_tokens, hidden]: sub-layer outputs
+  Buffer normed;         // [max_tokens, hidden]
+  Buffer q, attn;        // [max_tokens, heads, head_dim]
+  Buffer k, v;           // [max_tokens, kv_heads, head_dim]
+  Buffer gate, up;       // [max_tokens, ffn]; SiluAndMul writes into gate
+  Buffer logits_hidden;  // [max_logits_rows, hidden]: picked sub-layer outputs, then normed
+  Buffer logits_residual;  // [max_logits_rows, hidden]: picked residual rows
+  Buffer logits;         // [max_logits_rows, vocab]
+
+  // Views of `meta` for the current step.
+  Tensor token_ids, positions, slot_mapping, query_start, kv_lens, block_tables, logits_rows;
+};
+
+namespace {
+
+Status CheckConfig(const model::ModelConfig& c) {
+  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
+      c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0) {
+    return InvalidArgumentError("model config needs positive vocab, hidden, ffn, layers, heads and head_dim");
+  }
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return InvalidArgumentError(fmt::format("{} attention heads not divisible by {} KV heads", c.num_heads,
+                                            c.num_kv_heads));
+  }
+  if (c.head_dim % 2 != 0) return InvalidArgumentError("rope needs an even head_dim");
+  if (!(c.rms_norm_eps > 0.0)) return InvalidArgumentError("rms_norm_eps must be positive");
+  if (c.max_position_embeddings <= 0) return InvalidArgumentError("max_position_embeddings must be positive");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RuntimeOptions::Validate() const {
+  if (max_num_tokens <= 0 || max_num_seqs <= 0 || max_logits_rows <= 0 || max_model_len < 0) {
+    return InvalidArgumentError("runtime options: max_num_tokens, max_num_seqs, max_logits_rows must be positive");
+  }
+  if (kv_block_size <= 0 || (kv_block_size & (kv_block_size - 1)) != 0) {
+    return InvalidArgumentError(fmt::format("runtime options: kv_block_size {} is not a power of two", kv_block_size));
+  }
+  return Status::Ok();
+}
+
+LlamaModel::LlamaModel(const model::ModelConfig& config, const RuntimeOptions& options, Backend* backend)
+    : config_(config), options_(options), backend_(backend), ws_(std::make_unique<Workspace>()) {
+  if (options_.max_model_len == 0) options_.max_model_len = config_.max_position_embeddings;
+}
+
+LlamaModel::~LlamaModel() = default;
+
+StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const model::ModelConfig& config,
+                                                         const model::ModelWeights& weights, Backend* backend,
+                                                         const RuntimeOptions& options) {
+  TANDEM_RETURN_IF_ERROR(CheckConfig(config));
+  TANDEM_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<LlamaModel> m(new LlamaModel(config, options, backend));
+  TANDEM_ASSIGN_OR_RETURN(m->weights_, LlamaWeights::Load(config, weights, backend));
+  TANDEM_RETURN_IF_ERROR(m->AllocateWorkspace());
+  return m;
+}
+
+Status LlamaModel::AllocateWorkspace() {
+  const DType act = backend_->compute_dtype();
+  const int64_t t = options_.max_num_tokens, r = options_.max_logits_rows, h = config_.hidden_size;
+  const int64_t ffn = config_.intermediate_size, d = config_.head_dim;
+  BatchLimits limits{.block_size = options_.kv_block_size, .max_model_len = options_.max_model_len,
+                     .max_num_tokens = options_.max_num_tokens, .max_num_seqs = options_.max_num_seqs,
+                     .max_logits_rows = options_.max_logits_rows};
+  Workspace& w = *ws_;
+  TANDEM_ASSIGN_OR_RETURN(w.meta, backend_->Allocate(DType::kI32, {static_cast<int64_t>(MaxPackedSize(limits))}));
+  TANDEM_ASSIGN_OR_RETURN(w.residual, backend_->Allocate(act, {t, h}));
+  TANDEM_ASSIGN_OR_RETURN(w.hidden, backend_->Allocate(act, {t, h}));
+  TANDEM_ASSIGN_OR_RETURN(w.normed, backend_->Allocate(act, {t, h}));
+  TANDEM_ASSIGN_OR_RETURN(w.q, backend_->Allocate(act, {t, config_.num_heads, d}));
+  TANDEM_ASSIGN_OR_RETURN(w.attn, backend_->Allocate(act, {t, config_.num_heads, d}));
+  TANDEM_ASSIGN_OR_RETURN(w.k, backend_->Allocate(act, {t, config_.num_kv_heads, d}));
+  TANDEM_ASSIGN_OR_RETURN(w.v, backend_->Allocate(act, {t, config_.num_kv_heads, d}));
+  TANDEM_ASSIGN_OR_RETURN(w.gate, backend_->Allocate(act, {t, ffn}));
+  TANDEM_ASSIGN_OR_RETURN(w.up, backend_->Allocate(act, {t, ffn}));
+  TANDEM_ASSIGN_OR_RETURN(w.logits_hidden, backend_->Allocate(act, {r, h}));
+  TANDEM_ASSIGN_OR_RETURN(w.logits_residual, backend_->Allocate(act, {r, h}));
+  TANDEM_ASSIGN_OR_RETURN(w.logits, backend_->Allocate(act, {r, config_.vocab_size}));
+  return Status::Ok();
+}
+
+kv_cache::KvLayout LlamaModel::KvLayoutFor(int num_blocks) const {
+  return KvLayoutForModel(config_, options_.kv_block_size, num_blocks, backend_->compute_dtype());
+}
+
+Status LlamaModel::CheckCache(const PagedKvCache& cache) const {
+  const kv_cache::KvLayout& l = cache.layout();
+  if (l.num_layers != config_.num_layers || l.num_kv_heads != config_.num_kv_heads ||
+      l.head_dim != config_.head_dim || l.dtype != backend_->compute_dtype()) {
+    return InvalidArgumentError("KV cache layout does not fit the model: " + l.DebugString());
+  }
+  if (cache.pool().device != backend_->device()) return InvalidArgumentError("KV cache is on another device");
+  return Status::Ok();
+}
+
+Status LlamaModel::RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cache) {
+  const LlamaLayerWeights& lw = weights_.layers[layer];
+  Workspace& w = *ws_;
+  const int64_t n = plan.num_tokens, d = config_.head_dim;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  Tensor residual = w.residual.tensor().Rows(0, n), hidden = w.hidden.tensor().Rows(0, n);
+  Tensor normed = w.normed.tensor().Rows(0, n);
+  Tensor q = w.q.tensor().Rows(0, n), k = w.k.tensor().Rows(0, n), v = w.v.tensor().Rows(0, n);
+  Tensor attn = w.attn.tensor().Rows(0, n);
+
+  // Layer 0 normalizes the embeddings (already in `residual`); later layers
+  // first add the previous MLP output to the residual stream.
+  RmsNormParams in_norm{.x = layer == 0 ? residual : hidden, .residual = layer == 0 ? Tensor() : residual,
+                        .weight = lw.input_norm.tensor(), .out = normed, .eps = eps};
+  TANDEM_RETURN_IF_ERROR(backend_->RmsNorm(in_norm));
+  const int64_t q_dim = config_.num_heads * d, kv_dim = config_.num_kv_heads * d;
+  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.q_proj.tensor(), lw.q_bias.tensor(), q.Reshape({n, q_dim})}));
+  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.k_proj.tensor(), lw.k_bias.tensor(), k.Reshape({n, kv_dim})}));
+  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.v_proj.tensor(), lw.v_bias.tensor(), v.Reshape({n, kv_dim})}));
+  if (config_.qk_norm) {
+    Tensor q_rows = q.Reshape({n * config_.num_heads, d}), k_rows = k.Reshape({n * config_.num_kv_heads, d});
+    TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = q_rows, .residual = Tensor(), .weight = lw.q_norm.tensor(), .out = q_rows, .eps = eps}));
+    TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = k_rows, .residual = Tensor(), .weight = lw.k_norm.tensor(), .out = k_rows, .eps = eps}));
+  }
+  const kv_cache::KvLayout& layout = cache.layout();
+  TANDEM_RETURN_IF_ERROR(backend_->RopeKvWrite({.q = q, .k = k, .v = v, .positions = w.positions,
+                                                .slot_mapping = w.slot_mapping,
+                                                .inv_freq = weights_.rope_inv_freq.tensor(),
+                                                .kv_pool = cache.pool(), .layout = layout, .layer = layer}));
+  TANDEM_RETURN_IF_ERROR(backend_->PagedAttention(
+      {.q = q, .out = attn, .kv_pool = cache.pool(), .layout = layout, .layer = layer,
+       .query_start = w.query_start, .kv_lens = w.kv_lens, .block_tables = w.block_tables,
+       .num_seqs = plan.num_seqs, .max_query_len = plan.max_query_len, .max_kv_len = plan.max_kv_len,
+       .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))}));
+  TANDEM_RETURN_IF_ERROR(
+      backend_->Linear({attn.Reshape({n, q_dim}), lw.o_proj.tensor(), lw.o_bias.tensor(), hidden}));
+
+  TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = hidden, .residual = residual,
+                                            .weight = lw.post_attention_norm.tensor(), .out = normed, .eps = eps}));
+  Tensor gate = w.gate.tensor().Rows(0, n), up = w.up.tensor().Rows(0, n);
+  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.gate_proj.tensor(), Tensor(), gate}));
+  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.up_proj.tensor(), Tensor(), up}));
+  TANDEM_RETURN_IF_ERROR(backend_->SiluAndMul(gate, up, gate));
+  return backend_->Linear({gate, lw.down_proj.tensor(), Tensor(), hidden});
+}
+
+StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCache& cache) {
+  TANDEM_RETURN_IF_ERROR(CheckCache(cache));
+  const kv_cache::KvLayout& layout = cache.layout();
+  BatchLimits limits{.vocab_size = config_.vocab_size, .block_size = layout.block_size,
+                     .num_blocks = layout.num_blocks, .max_model_len = options_.max_model_len,
+                     .max_num_tokens = options_.max_num_tokens, .max_num_seqs = options_.max_num_seqs,
+                     .max_logits_rows = options_.max_logits_rows};
+  TANDEM_ASSIGN_OR_RETURN(BatchPlan plan, BatchPlan::Build(chunks, limits));
+  Workspace& w = *ws_;
+  const int64_t packed = static_cast<int64_t>(plan.packed.size());
+  if (packed > w.meta.tensor().shape[0]) {
+    return InvalidArgumentError(fmt::format("step metadata of {} ints exceeds the workspace (block size {} < {}?)",
+                                            packed, layout.block_size, options_.kv_block_size));
+  }
+  Tensor meta = w.meta.tensor().Rows(0, packed);
+  TANDEM_RETURN_IF_ERROR(backend_->CopyToDevice(plan.packed.data(), packed * sizeof(int32_t), meta));
+  const int64_t n = plan.num_tokens, s = plan.num_seqs, r = plan.num_logits_rows;
+  w.token_ids = meta.Rows(plan.token_ids_offset, n);
+  w.positions = meta.Rows(plan.positions_offset, n);
+  w.slot_mapping = meta.Rows(plan.slot_mapping_offset, n);
+  w.query_start = meta.Rows(plan.query_start_offset, s + 1);
+  w.kv_lens = meta.Rows(plan.kv_lens_offset, s);
+  w.block_tables = meta.Rows(plan.block_tables_offset, s * plan.table_width).Reshape({s, plan.table_width});
+  w.logits_rows = meta.Rows(plan.logits_rows_offset, r);
+
+  Tensor residual = w.residual.tensor().Rows(0, n);
+  TANDEM_RETURN_IF_ERROR(backend_->Embedding(w.token_ids, weights_.embed_tokens.tensor(), residual));
+  for (int layer = 0; layer < config_.num_layers; ++layer) {
+    TANDEM_RETURN_IF_ERROR(RunLayer(layer, plan, cache).WithContext(fmt::format("layer {}", layer)));
+  }
+  Tensor logits = w.logits.tensor().Rows(0, r);
+  if (r == 0) return logits;
+  // Final norm and LM head only for the rows that want logits.
+  Tensor picked = w.logits_hidden.tensor().Rows(0, r), picked_residual = w.logits_residual.tensor().Rows(0, r);
+  TANDEM_RETURN_IF_ERROR(backend_->GatherRows(w.hidden.tensor().Rows(0, n), w.logits_rows, picked));
+  TANDEM_RETURN_IF_ERROR(backend_->GatherRows(residual, w.logits_rows, picked_residual));
+  TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = picked, .residual = picked_residual,
+                                            .weight = weights_.final_norm.tensor(), .out = picked,
+                                            .eps = static_cast<float>(config_.rms_norm_eps)}));
+  TANDEM_RETURN_IF_ERROR(backend_->Linear({picked, weights_.LmHead(), Tensor(), logits}));
+  return logits;
+}
+
+StatusOr<std::vector<float>> LlamaModel::ForwardToHost(std::span<const SeqChunk> chunks, PagedKvCache& cache) {
+  TANDEM_ASSIGN_OR_RETURN(Tensor logits, Forward(chunks, cache));
+  if (logits.dtype != DType::kF32) return UnimplementedError("ForwardToHost: logits are not fp32");
+  std::vector<float> host(logits.NumElements());
+  TANDEM_RETURN_IF_ERROR(backend_->CopyToHost(logits, host.data(), host.size() * sizeof(float)));
+  return host;
+}
+
+}  // namespace tandem::runtime

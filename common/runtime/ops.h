@@ -1,0 +1,96 @@
+// Ops: the op set the model forward is written against. A backend (CPU fp32
+// reference, CUDA) implements every op; the forward never touches tensor
+// elements itself, so a new backend plugs in without changing model code.
+//
+// Conventions for every op:
+//  - Tensors are dense row-major views on the backend's device, in the
+//    backend's compute dtype (Backend::compute_dtype()) unless noted (I32 for
+//    ids and batch metadata). N is the number of tokens in the batch, S the
+//    number of sequences.
+//  - Ops are enqueued in order on the backend's stream; they never read
+//    device memory on the host. Host-side sizes that a launcher needs to plan
+//    its grid (num_seqs, max_kv_len ...) travel in the params.
+//  - Shapes are checked (op_checks.h) and a mismatch is InvalidArgument; the
+//    values in device memory (ids, block tables) are the caller's contract.
+// Thread rule: an Ops object is used by one thread (the engine thread).
+#pragma once
+
+#include "common/base/status.h"
+#include "common/kv_cache/kv_layout.h"
+#include "common/runtime/tensor.h"
+
+namespace tandem::runtime {
+
+// out = RMSNorm(x) * weight, over the last dim, computed in fp32:
+// y = x / sqrt(mean(x^2) + eps) * weight (Hugging Face LlamaRMSNorm).
+// With `residual`: residual += x first, and the updated residual is normalized
+// (the fused "add + norm" between transformer sub-layers).
+// Per-head q/k norm (Qwen3) is this op on a [N * heads, head_dim] view.
+struct RmsNormParams {
+  Tensor x;         // [rows, dim]
+  Tensor residual;  // optional [rows, dim], updated in place
+  Tensor weight;    // [dim]
+  Tensor out;       // [rows, dim]; may alias x (never residual)
+  float eps = 1e-6f;
+};
+
+// out = x * weight^T + bias.
+struct LinearParams {
+  Tensor x;       // [N, in]
+  Tensor weight;  // [out_features, in] (Hugging Face nn.Linear layout)
+  Tensor bias;    // optional [out_features]
+  Tensor out;     // [N, out_features]; must not alias x
+};
+
+// Rotary embedding on q and k (Hugging Face rotate_half convention: dims i and
+// i + head_dim/2 form a pair rotated by angle position * inv_freq[i]), then k
+// and v are written into the paged KV pool at each token's slot.
+struct RopeKvWriteParams {
+  Tensor q;             // [N, num_heads, head_dim], rotated in place
+  Tensor k;             // [N, num_kv_heads, head_dim], rotated in place, then stored
+  Tensor v;             // [N, num_kv_heads, head_dim], stored
+  Tensor positions;     // I32 [N]: position of each token in its sequence
+  Tensor slot_mapping;  // I32 [N]: block_id * block_size + slot of each token
+  Tensor inv_freq;      // F32 [head_dim / 2]: rope frequencies, scaling already applied
+  Tensor kv_pool;       // the whole pool (kv_cache::KvLayout), any shape
+  kv_cache::KvLayout layout;
+  int layer = 0;
+};
+
+// Causal attention over the paged cache for a mixed batch. Sequence s owns
+// query rows [query_start[s], query_start[s+1]); those are its newest tokens,
+// at positions [kv_lens[s] - n_s, kv_lens[s]). Query row at position p attends
+// to cache positions [0, p] of its own sequence (already written by
+// RopeKvWrite). GQA: query head h reads KV head h / (num_heads / num_kv_heads).
+struct PagedAttentionParams {
+  Tensor q;             // [N, num_heads, head_dim]
+  Tensor out;           // [N, num_heads, head_dim]
+  Tensor kv_pool;       // the whole pool
+  kv_cache::KvLayout layout;
+  int layer = 0;
+  Tensor query_start;   // I32 [S + 1], query_start[0] = 0, query_start[S] = N
+  Tensor kv_lens;       // I32 [S]: cache length of each sequence after this step
+  Tensor block_tables;  // I32 [S, max_blocks_per_seq], rows padded past the used blocks
+  int num_seqs = 0;       // S (host copy, for planning)
+  int max_query_len = 0;  // max n_s (host copy)
+  int max_kv_len = 0;     // max kv_lens[s] (host copy)
+  float scale = 1.0f;     // softmax scale, 1/sqrt(head_dim)
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+
+  // out[i] = table[ids[i]]. ids: I32 [N]; table: [vocab, hidden]; out: [N, hidden].
+  virtual Status Embedding(Tensor ids, Tensor table, Tensor out) = 0;
+  virtual Status RmsNorm(const RmsNormParams& p) = 0;
+  virtual Status Linear(const LinearParams& p) = 0;
+  virtual Status RopeKvWrite(const RopeKvWriteParams& p) = 0;
+  virtual Status PagedAttention(const PagedAttentionParams& p) = 0;
+  // out = silu(gate) * up, silu(x) = x / (1 + exp(-x)). All [N, ffn].
+  virtual Status SiluAndMul(Tensor gate, Tensor up, Tensor out) = 0;
+  // out[i] = src[indices[i]]. src: [rows, dim]; indices: I32 [R]; out: [R, dim].
+  virtual Status GatherRows(Tensor src, Tensor indices, Tensor out) = 0;
+};
+
+}  // namespace tandem::runtime

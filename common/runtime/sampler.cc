@@ -1,0 +1,127 @@
+#include "common/runtime/sampler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+
+namespace tandem::runtime {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Argmax with the lowest id on ties; -1 when nothing is finite.
+int32_t Argmax(std::span<const float> logits) {
+  int32_t best = -1;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] != kNegInf && (best < 0 || logits[i] > logits[best])) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+}  // namespace
+
+double Sampler::UniformForStep(uint64_t seed, uint64_t step) {
+  uint64_t bits = SplitMix64(SplitMix64(seed) ^ SplitMix64(step + 0x5bd1e995ULL));
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;  // 53 random bits
+}
+
+void Sampler::ProcessLogits(std::span<float> logits, const SampleRequest& r) {
+  const SamplingParams& p = *r.params;
+  const auto vocab = static_cast<TokenId>(logits.size());
+  for (float& l : logits) {
+    if (std::isnan(l)) l = kNegInf;
+  }
+  if (p.repetition_penalty != 1.0f) {
+    std::vector<bool> seen(logits.size(), false);
+    for (auto tokens : {r.prompt_tokens, r.output_tokens}) {
+      for (TokenId t : tokens) {
+        if (t < 0 || t >= vocab || seen[t]) continue;
+        seen[t] = true;
+        logits[t] = logits[t] > 0 ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
+      }
+    }
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    std::unordered_map<TokenId, int> counts;
+    for (TokenId t : r.output_tokens) {
+      if (t >= 0 && t < vocab) ++counts[t];
+    }
+    for (const auto& [t, c] : counts) logits[t] -= p.frequency_penalty * c + p.presence_penalty;
+  }
+  if (static_cast<int>(r.output_tokens.size()) < p.min_tokens) {
+    for (TokenId t = 0; t < vocab; ++t) {
+      if (IsStopToken(p, r.eos_token_ids, t)) logits[t] = kNegInf;
+    }
+  }
+}
+
+TokenId Sampler::Draw(const SamplingParams& p, double uniform) {
+  // Candidates: every finite token, most likely first (lowest id on ties).
+  order_.clear();
+  for (size_t i = 0; i < work_.size(); ++i) {
+    if (work_[i] != kNegInf) order_.push_back(static_cast<int32_t>(i));
+  }
+  auto more_likely = [&](int32_t a, int32_t b) { return work_[a] > work_[b] || (work_[a] == work_[b] && a < b); };
+  size_t keep = order_.size();
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) keep = p.top_k;
+  std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), more_likely);
+  order_.resize(keep);
+  // Softmax of logits / temperature over the kept tokens, in double.
+  probs_.resize(keep);
+  const double max_logit = work_[order_[0]] / static_cast<double>(p.temperature);
+  double sum = 0.0;
+  for (size_t i = 0; i < keep; ++i) {
+    probs_[i] = std::exp(work_[order_[i]] / static_cast<double>(p.temperature) - max_logit);
+    sum += probs_[i];
+  }
+  // top_p: the shortest prefix whose mass reaches top_p; min_p: relative to the top token.
+  double mass = 0.0;
+  size_t kept = 0;
+  while (kept < keep && (kept == 0 || mass < p.top_p * sum) && probs_[kept] >= p.min_p * probs_[0]) {
+    mass += probs_[kept++];
+  }
+  double target = uniform * mass, acc = 0.0;
+  for (size_t i = 0; i < kept; ++i) {
+    acc += probs_[i];
+    if (target < acc) return order_[i];
+  }
+  return order_[kept - 1];
+}
+
+StatusOr<TokenId> Sampler::Sample(std::span<const float> logits, const SampleRequest& r) {
+  TANDEM_CHECK(r.params != nullptr) << "SampleRequest without params";
+  work_.assign(logits.begin(), logits.end());
+  ProcessLogits(work_, r);
+  const int32_t best = Argmax(work_);
+  if (best < 0) return InvalidArgumentError("sampling: every token is masked or -inf");
+  if (r.params->temperature == 0.0f) return best;
+  return Draw(*r.params, UniformForStep(r.seed, r.output_tokens.size()));
+}
+
+StatusOr<std::vector<TokenId>> Sampler::SampleBatch(std::span<const float> logits, int vocab_size,
+                                                    std::span<const SampleRequest> requests) {
+  if (vocab_size <= 0 || logits.size() != requests.size() * static_cast<size_t>(vocab_size)) {
+    return InvalidArgumentError(fmt::format("SampleBatch: {} logits for {} rows of {}", logits.size(),
+                                            requests.size(), vocab_size));
+  }
+  std::vector<TokenId> tokens(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    StatusOr<TokenId> token = Sample(logits.subspan(i * vocab_size, vocab_size), requests[i]);
+    if (!token.ok()) return token.status().WithContext(fmt::format("row {}", i));
+    tokens[i] = *token;
+  }
+  return tokens;
+}
+
+}  // namespace tandem::runtime

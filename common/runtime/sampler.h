@@ -1,0 +1,51 @@
+// Sampler: picks next tokens from fp32 logits on the host, following
+// SamplingParams (see sampling_params.h for the exact semantics and order).
+// Reproducible: the random draw for a sequence is a pure function of its
+// seed and the number of tokens it has output, never of the batch.
+// Thread rule: one Sampler per thread (it keeps scratch buffers).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/base/ids.h"
+#include "common/base/status.h"
+#include "common/runtime/sampling_params.h"
+
+namespace tandem::runtime {
+
+// One sequence's view for a sampling step. Spans must stay valid for the call.
+struct SampleRequest {
+  const SamplingParams* params = nullptr;   // validated
+  std::span<const TokenId> prompt_tokens;   // for the repetition penalty
+  std::span<const TokenId> output_tokens;   // generated so far; its size is the step index
+  std::span<const TokenId> eos_token_ids;   // the model's eos ids
+  uint64_t seed = 0;                        // params->seed, or the engine's per-request seed
+};
+
+class Sampler {
+ public:
+  // The next token from `logits` [vocab]. NaN counts as -inf.
+  // InvalidArgument when no token is left to pick (every logit -inf or masked).
+  StatusOr<TokenId> Sample(std::span<const float> logits, const SampleRequest& request);
+
+  // Sample for each row of `logits` [requests.size(), vocab] (row-major).
+  StatusOr<std::vector<TokenId>> SampleBatch(std::span<const float> logits, int vocab_size,
+                                             std::span<const SampleRequest> requests);
+
+  // Steps 1-2 of the semantics (penalties, min_tokens mask), in place.
+  static void ProcessLogits(std::span<float> logits, const SampleRequest& request);
+
+  // The uniform draw in [0, 1) used at output step `step` of a sequence seeded `seed`.
+  static double UniformForStep(uint64_t seed, uint64_t step);
+
+ private:
+  TokenId Draw(const SamplingParams& params, double uniform);
+
+  std::vector<float> work_;       // processed logits
+  std::vector<int32_t> order_;    // candidate token ids, most likely first
+  std::vector<double> probs_;     // their probabilities
+};
+
+}  // namespace tandem::runtime

@@ -1,0 +1,67 @@
+#include "common/runtime/sampling_params.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace tandem::runtime {
+namespace {
+
+bool InRange(float v, float lo, float hi) { return std::isfinite(v) && v >= lo && v <= hi; }
+
+}  // namespace
+
+Status SamplingParams::Validate() const {
+  if (!InRange(temperature, 0.0f, 100.0f)) {
+    return InvalidArgumentError(fmt::format("temperature must be in [0, 100], got {}", temperature));
+  }
+  if (top_k < 0) return InvalidArgumentError(fmt::format("top_k must be >= 0 (0 disables), got {}", top_k));
+  if (!InRange(top_p, 0.0f, 1.0f) || top_p == 0.0f) {
+    return InvalidArgumentError(fmt::format("top_p must be in (0, 1], got {}", top_p));
+  }
+  if (!InRange(min_p, 0.0f, 1.0f)) return InvalidArgumentError(fmt::format("min_p must be in [0, 1], got {}", min_p));
+  if (!InRange(repetition_penalty, 0.0f, 100.0f) || repetition_penalty == 0.0f) {
+    return InvalidArgumentError(fmt::format("repetition_penalty must be in (0, 100], got {}", repetition_penalty));
+  }
+  if (!InRange(presence_penalty, -2.0f, 2.0f)) {
+    return InvalidArgumentError(fmt::format("presence_penalty must be in [-2, 2], got {}", presence_penalty));
+  }
+  if (!InRange(frequency_penalty, -2.0f, 2.0f)) {
+    return InvalidArgumentError(fmt::format("frequency_penalty must be in [-2, 2], got {}", frequency_penalty));
+  }
+  if (max_tokens < 1) return InvalidArgumentError(fmt::format("max_tokens must be >= 1, got {}", max_tokens));
+  if (min_tokens < 0 || min_tokens > max_tokens) {
+    return InvalidArgumentError(fmt::format("min_tokens must be in [0, max_tokens], got {}", min_tokens));
+  }
+  for (TokenId t : stop_token_ids) {
+    if (t < 0) return InvalidArgumentError(fmt::format("stop_token_ids: negative id {}", t));
+  }
+  return Status::Ok();
+}
+
+bool IsStopToken(const SamplingParams& params, std::span<const TokenId> eos_token_ids, TokenId token) {
+  if (!params.ignore_eos && std::find(eos_token_ids.begin(), eos_token_ids.end(), token) != eos_token_ids.end()) {
+    return true;
+  }
+  return std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), token) != params.stop_token_ids.end();
+}
+
+StatusOr<int> EffectiveMaxTokens(const SamplingParams& params, int prompt_len, int max_model_len) {
+  if (prompt_len < 0 || prompt_len >= max_model_len) {
+    return InvalidArgumentError(
+        fmt::format("prompt of {} tokens leaves no room in a model length of {}", prompt_len, max_model_len));
+  }
+  return std::min(params.max_tokens, max_model_len - prompt_len);
+}
+
+FinishReason CheckFinish(const SamplingParams& params, std::span<const TokenId> eos_token_ids, TokenId last_token,
+                         int num_output_tokens, int max_tokens) {
+  if (num_output_tokens >= params.min_tokens && IsStopToken(params, eos_token_ids, last_token)) {
+    return FinishReason::kStop;
+  }
+  if (num_output_tokens >= max_tokens) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+}  // namespace tandem::runtime

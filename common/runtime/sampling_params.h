@@ -1,0 +1,76 @@
+// SamplingParams: how one request picks its tokens, and the stop / length
+// rules around it. Plain struct with defaults; Validate() before use.
+//
+// Semantics (applied in this order by Sampler):
+//  1. Penalties on the raw logits:
+//     - repetition_penalty: Hugging Face semantics. For every distinct token
+//       in prompt + output: logit > 0 ? logit / penalty : logit * penalty.
+//     - presence_penalty, frequency_penalty: OpenAI semantics, output tokens
+//       only: logit -= frequency_penalty * count + presence_penalty * (count > 0).
+//  2. Before min_tokens outputs, stop tokens (eos unless ignore_eos, and
+//     stop_token_ids) are masked out.
+//  3. temperature == 0: greedy (argmax, lowest id on ties). Otherwise
+//     logits / temperature, then top_k, top_p, min_p filtering (Hugging Face
+//     warper order), then one draw from the renormalized distribution.
+// Randomness is a pure function of (seed, number of output tokens so far),
+// so the same seed and logits give the same token in any batch.
+// Thread rule: plain value type.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "common/base/ids.h"
+#include "common/base/status.h"
+
+namespace tandem::runtime {
+
+struct SamplingParams {
+  // Softmax temperature; 0 means greedy. Range [0, 100].
+  float temperature = 1.0f;
+  // Keep only the k most likely tokens; 0 disables. Range >= 0.
+  int top_k = 0;
+  // Keep the smallest set of most likely tokens whose probability reaches top_p. Range (0, 1].
+  float top_p = 1.0f;
+  // Drop tokens less likely than min_p times the most likely one. Range [0, 1]; 0 disables.
+  float min_p = 0.0f;
+  // Seed for reproducible sampling. Unset: the engine draws one per request at admission.
+  std::optional<uint64_t> seed;
+  // Hugging Face repetition penalty over prompt + output tokens; 1 disables. Range (0, 100].
+  float repetition_penalty = 1.0f;
+  // OpenAI presence penalty over output tokens; 0 disables. Range [-2, 2].
+  float presence_penalty = 0.0f;
+  // OpenAI frequency penalty over output tokens; 0 disables. Range [-2, 2].
+  float frequency_penalty = 0.0f;
+  // Extra token ids that end generation (in addition to the model's eos ids).
+  std::vector<TokenId> stop_token_ids;
+  // When true, the model's eos ids do not stop generation (stop_token_ids still do).
+  bool ignore_eos = false;
+  // Most output tokens. Range >= 1; also capped by the model length (EffectiveMaxTokens).
+  int max_tokens = 16;
+  // Stop tokens are masked until this many tokens are out. Range [0, max_tokens].
+  int min_tokens = 0;
+
+  // InvalidArgument naming the field when a value is out of range.
+  Status Validate() const;
+};
+
+enum class FinishReason { kNone, kStop, kLength };
+
+// True when `token` ends generation: one of `eos_token_ids` (unless
+// ignore_eos) or of params.stop_token_ids.
+bool IsStopToken(const SamplingParams& params, std::span<const TokenId> eos_token_ids, TokenId token);
+
+// min(max_tokens, max_model_len - prompt_len). InvalidArgument when the prompt
+// leaves no room for even one output token.
+StatusOr<int> EffectiveMaxTokens(const SamplingParams& params, int prompt_len, int max_model_len);
+
+// Whether a sequence is done after appending its newest output token
+// `last_token` (num_output_tokens counts it): kStop for a stop token (only
+// once min_tokens are out), kLength at `max_tokens` (from EffectiveMaxTokens).
+FinishReason CheckFinish(const SamplingParams& params, std::span<const TokenId> eos_token_ids, TokenId last_token,
+                         int num_output_tokens, int max_tokens);
+
+}  // namespace tandem::runtime
