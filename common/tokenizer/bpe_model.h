@@ -1,0 +1,56 @@
+// The BPE `model` of tokenizer.json: vocabulary, ranked merges, unknown-token
+// and byte-fallback handling. Turns one pre-tokenized word into ids.
+// Immutable after FromJson; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/base/ids.h"
+#include "common/base/status.h"
+
+namespace tandem::tokenizer {
+
+class BpeModel {
+ public:
+  // Fails on a missing/ill-typed vocab or merges, a merge naming an unknown
+  // token, or an unknown model type.
+  static StatusOr<BpeModel> FromJson(const nlohmann::json& spec);
+
+  // Appends the ids of `word` to *ids.
+  void EncodeWord(std::string_view word, std::vector<TokenId>* ids) const;
+
+  std::optional<TokenId> TokenToId(std::string_view token) const;
+  // Token text for ids of the model vocabulary (not added tokens).
+  const std::string* IdToToken(TokenId id) const;
+  TokenId MaxId() const { return static_cast<TokenId>(id_to_token_.size()) - 1; }
+
+ private:
+  struct Merge {
+    int rank;
+    TokenId merged_id;
+  };
+  static uint64_t PairKey(TokenId a, TokenId b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+  void InitialSymbols(std::string_view word, std::vector<TokenId>* symbols) const;
+
+  std::unordered_map<std::string, TokenId> vocab_;
+  std::vector<std::string> id_to_token_;
+  std::unordered_map<uint64_t, Merge> merges_;
+  std::optional<TokenId> unk_id_;
+  bool fuse_unk_ = false;
+  bool byte_fallback_ = false;
+  bool ignore_merges_ = false;
+  std::string continuing_subword_prefix_;
+  std::string end_of_word_suffix_;
+  TokenId byte_ids_[256];  // <0xXX> ids when byte_fallback_, else -1
+};
+
+}  // namespace tandem::tokenizer

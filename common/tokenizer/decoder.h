@@ -1,0 +1,37 @@
+// The `decoder` section of tokenizer.json: turns token strings back into text.
+// Supported: ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence.
+// Immutable after FromJson; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/base/status.h"
+
+namespace tandem::tokenizer {
+
+class Decoder {
+ public:
+  // `spec` may be null (tokens are concatenated as they are).
+  static StatusOr<Decoder> FromJson(const nlohmann::json& spec);
+
+  // Applies the chain to `tokens` and concatenates the result. The result is
+  // always valid UTF-8 (invalid bytes become U+FFFD).
+  std::string Decode(std::vector<std::string> tokens) const;
+
+ private:
+  enum class Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
+  struct Step {
+    Kind kind;
+    std::string pattern, content;  // Replace; Strip content; Metaspace replacement
+    int start = 0, stop = 0;       // Strip
+    bool prepend = true;           // Metaspace: strip the first token's leading space
+  };
+  static Status AddSteps(const nlohmann::json& spec, int depth, std::vector<Step>* steps);
+  static void Apply(const Step& step, std::vector<std::string>* tokens);
+  std::vector<Step> steps_;
+};
+
+}  // namespace tandem::tokenizer

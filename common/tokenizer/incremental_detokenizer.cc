@@ -1,0 +1,48 @@
+#include "common/tokenizer/incremental_detokenizer.h"
+
+#include "common/tokenizer/unicode_util.h"
+
+namespace tandem::tokenizer {
+namespace {
+
+bool EndsWithReplacement(const std::string& s) {
+  return s.size() >= kReplacementChar.size() &&
+         s.compare(s.size() - kReplacementChar.size(), kReplacementChar.size(), kReplacementChar) == 0;
+}
+
+}  // namespace
+
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special_tokens)
+    : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
+
+std::string IncrementalDetokenizer::DecodeRange(size_t begin, size_t end) const {
+  auto text = tokenizer_.Decode(std::span<const TokenId>(ids_.data() + begin, end - begin),
+                                skip_special_tokens_);
+  return text.ok() ? *std::move(text) : std::string();
+}
+
+std::string IncrementalDetokenizer::Add(TokenId id) {
+  ids_.push_back(id);
+  const std::string prefix_text = DecodeRange(prefix_offset_, read_offset_);
+  const std::string new_text = DecodeRange(prefix_offset_, ids_.size());
+  // A trailing U+FFFD may be an incomplete character: wait for more ids.
+  if (new_text.size() <= prefix_text.size() || EndsWithReplacement(new_text) ||
+      new_text.compare(0, prefix_text.size(), prefix_text) != 0) {
+    return std::string();
+  }
+  prefix_offset_ = read_offset_;
+  read_offset_ = ids_.size();
+  return new_text.substr(prefix_text.size());
+}
+
+std::string IncrementalDetokenizer::Finish() {
+  const std::string prefix_text = DecodeRange(prefix_offset_, read_offset_);
+  const std::string new_text = DecodeRange(prefix_offset_, ids_.size());
+  prefix_offset_ = read_offset_ = ids_.size();
+  if (new_text.size() <= prefix_text.size() || new_text.compare(0, prefix_text.size(), prefix_text) != 0) {
+    return std::string();
+  }
+  return new_text.substr(prefix_text.size());
+}
+
+}  // namespace tandem::tokenizer
