@@ -1,0 +1,58 @@
+// Paged decode attention (one new query token per sequence) for GQA, FlashDecoding style.
+//
+// One thread block handles (sequence, KV head, split): it streams its share of the
+// sequence's K/V blocks through shared memory once (cp.async, double-buffered tiles of
+// 64 tokens) and computes all query heads of that KV group from each load. With
+// num_splits > 1 each block writes a partial result (fp32 output + log-sum-exp) to the
+// workspace and a second kernel merges the splits.
+//
+// Plan/run split: PlanDecodeAttention picks num_splits and the workspace size from the
+// batch shape and an upper bound on the context length, so a captured CUDA graph can
+// replay one launch for any context lengths up to that bound.
+// Thread rule: launchers only queue work on the given stream.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/base/status.h"
+
+namespace tandem::kernels {
+
+struct DecodeAttentionParams {
+  const __nv_bfloat16* q = nullptr;         // [num_seqs, num_q_heads, head_dim]
+  const __nv_bfloat16* kv_cache = nullptr;  // one layer: [num_blocks, 2, Hkv, block_size, hd]
+  const int32_t* block_tables = nullptr;    // [num_seqs, max_blocks_per_seq] block ids
+  const int32_t* context_lens = nullptr;    // [num_seqs] tokens in the cache, incl. the new one
+  __nv_bfloat16* out = nullptr;             // [num_seqs, num_q_heads, head_dim]
+  float* workspace = nullptr;               // plan.workspace_bytes (unused when 1 split)
+  int num_seqs = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;                     // num_q_heads / num_kv_heads <= 8
+  int head_dim = 0;                         // 64 or 128
+  int block_size = 0;                       // 16, 32 or 64 (any power of two in [8, 64])
+  int max_blocks_per_seq = 0;               // row stride of block_tables
+  int max_context_len = 0;                  // >= every context_lens[i]; the plan's bound
+  float softmax_scale = 0.f;                // usually 1/sqrt(head_dim)
+  int num_splits = 1;                       // from the plan
+};
+
+struct DecodeAttentionPlan {
+  int num_splits = 1;          // thread blocks per (sequence, KV head)
+  size_t workspace_bytes = 0;  // fp32 partial outputs and log-sum-exps
+};
+
+// Chooses the split count for `params` (pointers are ignored) on a GPU with
+// `num_sms` multiprocessors. Errors: InvalidArgument on bad shapes.
+StatusOr<DecodeAttentionPlan> PlanDecodeAttention(const DecodeAttentionParams& params,
+                                                  int num_sms);
+
+// Runs attention. REQUIRES: params.num_splits and params.workspace from a plan made for the
+// same shapes. Context lengths must be in [0, max_context_len]; a sequence with 0 tokens
+// gets a zero output. Errors: InvalidArgument on bad shapes or pointers; Internal on launch.
+Status LaunchDecodeAttention(const DecodeAttentionParams& params, cudaStream_t stream);
+
+}  // namespace tandem::kernels

@@ -1,0 +1,35 @@
+#include "common/kernels/embedding.h"
+
+#include "common/cuda/cuda_status.h"
+#include "common/kernels/kernel_util.cuh"
+
+namespace tandem::kernels {
+namespace {
+
+__global__ void EmbeddingKernel(EmbeddingParams p) {
+  const int t = blockIdx.x;
+  const int32_t id = p.ids[t];
+  const int vecs = p.hidden / 8;
+  uint4* out = reinterpret_cast<uint4*>(p.out + static_cast<int64_t>(t) * p.hidden);
+  if (id < 0 || id >= p.num_rows) {
+    for (int i = threadIdx.x; i < vecs; i += blockDim.x) out[i] = make_uint4(0, 0, 0, 0);
+    return;
+  }
+  const uint4* row = reinterpret_cast<const uint4*>(p.table + static_cast<int64_t>(id) * p.hidden);
+  for (int i = threadIdx.x; i < vecs; i += blockDim.x) out[i] = row[i];
+}
+
+}  // namespace
+
+Status LaunchEmbedding(const EmbeddingParams& p, cudaStream_t stream) {
+  if (p.ids == nullptr || p.table == nullptr || p.out == nullptr)
+    return InvalidArgumentError("Embedding: null pointer");
+  if (p.num_tokens < 0 || p.num_rows <= 0 || p.hidden <= 0 || p.hidden % 8 != 0)
+    return InvalidArgumentError("Embedding: need num_tokens >= 0, num_rows > 0, hidden % 8 == 0");
+  if (p.num_tokens == 0) return Status::Ok();
+  int threads = p.hidden / 8 < 256 ? ((p.hidden / 8 + 31) / 32) * 32 : 256;
+  EmbeddingKernel<<<p.num_tokens, threads, 0, stream>>>(p);
+  return cuda::LastLaunchStatus("EmbeddingKernel");
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,125 @@
+#include "common/kernels/rope_kv_write.h"
+
+#include "common/cuda/cuda_status.h"
+#include "common/kernels/kernel_util.cuh"
+
+namespace tandem::kernels {
+namespace {
+
+// Inverse frequency of rotation pair j, with the configured scaling (fp32 as in HF).
+__device__ float InvFreq(const RopeConfig& c, int j, int head_dim) {
+  float inv = 1.f / powf(c.theta, static_cast<float>(2 * j) / head_dim);
+  if (c.scaling == RopeScaling::kLinear) return inv / c.factor;
+  if (c.scaling == RopeScaling::kLlama3) {
+    const float low_wavelen = c.original_max_position / c.low_freq_factor;
+    const float high_wavelen = c.original_max_position / c.high_freq_factor;
+    const float wavelen = 2.f * 3.14159265358979f / inv;
+    if (wavelen < high_wavelen) return inv;
+    if (wavelen > low_wavelen) return inv / c.factor;
+    const float smooth = (c.original_max_position / wavelen - c.low_freq_factor) /
+                         (c.high_freq_factor - c.low_freq_factor);
+    return (1.f - smooth) * inv / c.factor + smooth * inv;
+  }
+  return inv;
+}
+
+// One warp per (token, head). Lane handles rotation pairs j = lane + 32 * r.
+template <int kHeadDim>
+__global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
+  constexpr int kPairs = kHeadDim / 64;  // pairs per lane
+  constexpr int kHalf = kHeadDim / 2;
+  const int lane = threadIdx.x & 31;
+  const int t = blockIdx.x;
+  const int num_heads = p.num_q_heads + 2 * p.num_kv_heads;
+  const __nv_bfloat16* row = p.qkv + t * p.qkv_stride;
+  const int64_t slot = p.slot_mapping[t];
+  const bool write_cache = slot >= 0 && slot / p.block_size < p.num_cache_blocks;
+  const int64_t block = write_cache ? slot / p.block_size : 0;
+  const int offset = write_cache ? static_cast<int>(slot % p.block_size) : 0;
+  const float pos = static_cast<float>(p.positions[t]);
+  for (int h = threadIdx.x >> 5; h < num_heads; h += blockDim.x >> 5) {
+    const __nv_bfloat16* src = row + h * kHeadDim;
+    float x1[kPairs], x2[kPairs];
+#pragma unroll
+    for (int r = 0; r < kPairs; ++r) {
+      x1[r] = __bfloat162float(src[lane + 32 * r]);
+      x2[r] = __bfloat162float(src[lane + 32 * r + kHalf]);
+    }
+    const bool is_q = h < p.num_q_heads;
+    const bool is_v = h >= p.num_q_heads + p.num_kv_heads;
+    __nv_bfloat16* dst;
+    if (is_q) {
+      dst = p.q_out + (static_cast<int64_t>(t) * p.num_q_heads + h) * kHeadDim;
+    } else {
+      if (!write_cache) continue;
+      const int kv = is_v ? 1 : 0;
+      const int kh = h - p.num_q_heads - kv * p.num_kv_heads;
+      dst = p.kv_cache + block * 2 * p.num_kv_heads * p.block_size * kHeadDim +
+            ((static_cast<int64_t>(kv) * p.num_kv_heads + kh) * p.block_size + offset) * kHeadDim;
+    }
+    if (!is_v) {
+      const __nv_bfloat16* nw = is_q ? p.q_norm_weight : p.k_norm_weight;
+      if (nw != nullptr) {
+        float ss = 0.f;
+#pragma unroll
+        for (int r = 0; r < kPairs; ++r) ss += x1[r] * x1[r] + x2[r] * x2[r];
+        const float inv_rms = rsqrtf(detail::WarpSum(ss) / kHeadDim + p.norm_eps);
+#pragma unroll
+        for (int r = 0; r < kPairs; ++r) {
+          // Rounded to bf16 as the norm's output would be stored before RoPE.
+          x1[r] = __bfloat162float(__float2bfloat16(x1[r] * inv_rms *
+                                                    __bfloat162float(nw[lane + 32 * r])));
+          x2[r] = __bfloat162float(__float2bfloat16(x2[r] * inv_rms *
+                                                    __bfloat162float(nw[lane + 32 * r + kHalf])));
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kPairs; ++r) {
+        float s, c;
+        sincosf(pos * InvFreq(p.rope, lane + 32 * r, kHeadDim), &s, &c);
+        const float a = x1[r] * c - x2[r] * s;
+        const float b = x2[r] * c + x1[r] * s;
+        x1[r] = a;
+        x2[r] = b;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kPairs; ++r) {
+      dst[lane + 32 * r] = __float2bfloat16(x1[r]);
+      dst[lane + 32 * r + kHalf] = __float2bfloat16(x2[r]);
+    }
+  }
+}
+
+}  // namespace
+
+Status LaunchRopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
+  if (p.qkv == nullptr || p.positions == nullptr || p.slot_mapping == nullptr ||
+      p.q_out == nullptr || p.kv_cache == nullptr)
+    return InvalidArgumentError("RopeKvWrite: null pointer");
+  if (p.num_tokens < 0 || p.num_q_heads <= 0 || p.num_kv_heads <= 0 ||
+      p.num_q_heads % p.num_kv_heads != 0 || p.num_cache_blocks <= 0)
+    return InvalidArgumentError("RopeKvWrite: bad head counts or cache size");
+  if (p.block_size <= 0 || (p.block_size & (p.block_size - 1)) != 0)
+    return InvalidArgumentError("RopeKvWrite: block_size must be a power of two");
+  if (p.qkv_stride < static_cast<int64_t>(p.num_q_heads + 2 * p.num_kv_heads) * p.head_dim)
+    return InvalidArgumentError("RopeKvWrite: qkv_stride smaller than the packed heads");
+  const RopeConfig& r = p.rope;
+  if (!(r.theta > 1.f) || !(r.factor > 0.f))
+    return InvalidArgumentError("RopeKvWrite: need theta > 1 and factor > 0");
+  if (r.scaling == RopeScaling::kLlama3 &&
+      !(r.high_freq_factor > r.low_freq_factor && r.low_freq_factor > 0.f &&
+        r.original_max_position > 0.f))
+    return InvalidArgumentError("RopeKvWrite: bad llama3 rope scaling");
+  if (p.num_tokens == 0) return Status::Ok();
+  const int threads = 256;
+  switch (p.head_dim) {
+    case 64: RopeKvWriteKernel<64><<<p.num_tokens, threads, 0, stream>>>(p); break;
+    case 128: RopeKvWriteKernel<128><<<p.num_tokens, threads, 0, stream>>>(p); break;
+    case 256: RopeKvWriteKernel<256><<<p.num_tokens, threads, 0, stream>>>(p); break;
+    default: return InvalidArgumentError("RopeKvWrite: head_dim must be 64, 128 or 256");
+  }
+  return cuda::LastLaunchStatus("RopeKvWriteKernel");
+}
+
+}  // namespace tandem::kernels

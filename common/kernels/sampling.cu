@@ -1,0 +1,179 @@
+#include "common/kernels/sampling.h"
+
+#include <cmath>
+
+#include "common/cuda/cuda_status.h"
+#include "common/kernels/kernel_util.cuh"
+
+namespace tandem::kernels {
+namespace {
+
+constexpr int kThreads = 1024;
+
+struct ValIdx {
+  float v;
+  int i;
+};
+
+__device__ __forceinline__ ValIdx Better(ValIdx a, ValIdx b) {
+  if (b.v > a.v || (b.v == a.v && b.i < a.i)) return b;
+  return a;
+}
+
+// Block-wide argmax (lowest index among equal maxima). `sv`/`si` hold 32 entries.
+__device__ ValIdx BlockArgmax(ValIdx x, float* sv, int* si) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    ValIdx y{__shfl_xor_sync(0xffffffffu, x.v, o), __shfl_xor_sync(0xffffffffu, x.i, o)};
+    x = Better(x, y);
+  }
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) {
+    sv[threadIdx.x >> 5] = x.v;
+    si[threadIdx.x >> 5] = x.i;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  x = lane < (blockDim.x >> 5) ? ValIdx{sv[lane], si[lane]} : ValIdx{-INFINITY, 0x7fffffff};
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    ValIdx y{__shfl_xor_sync(0xffffffffu, x.v, o), __shfl_xor_sync(0xffffffffu, x.i, o)};
+    x = Better(x, y);
+  }
+  return x;
+}
+
+// Exact, order-independent block sum of 64-bit integers. `scratch` holds 32 entries.
+__device__ uint64_t BlockSumU64(uint64_t v, unsigned long long* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, (unsigned long long)v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  uint64_t t = lane < (blockDim.x >> 5) ? scratch[lane] : 0;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, (unsigned long long)t, o);
+  return t;
+}
+
+// Order-preserving map of a float to uint32 (larger float -> larger key).
+__device__ __forceinline__ uint32_t Key(float f) {
+  const uint32_t b = __float_as_uint(f);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+__device__ __forceinline__ uint64_t Mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Fixed-point weight of a logit: exp((l - mx) / T) in units of 2^-32 (exact sums).
+__device__ __forceinline__ uint64_t Weight(float l, float mx, float inv_t) {
+  return static_cast<uint64_t>(__expf((l - mx) * inv_t) * 4294967296.0f);
+}
+
+// Largest key threshold tau with sum_{i: key_i >= tau, key_i >= lo} w_i >= target, where
+// w_i = 1 (kMass false) or Weight(). Bisection on the key bits: 32 deterministic passes.
+template <bool kMass>
+__device__ uint32_t SelectThreshold(const float* row, int vocab, float mx, float inv_t,
+                                    uint32_t lo, uint64_t target, unsigned long long* scratch) {
+  uint32_t tau = 0;
+  for (int bit = 31; bit >= 0; --bit) {
+    const uint32_t cand = tau | (1u << bit);
+    const uint32_t bound = cand > lo ? cand : lo;
+    uint64_t acc = 0;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+      const float l = row[i];
+      if (Key(l) >= bound) acc += kMass ? Weight(l, mx, inv_t) : 1;
+    }
+    if (BlockSumU64(acc, scratch) >= target) tau = cand;
+  }
+  return tau > lo ? tau : lo;
+}
+
+__global__ void __launch_bounds__(kThreads) ArgmaxKernel(ArgmaxParams p) {
+  __shared__ float sv[32];
+  __shared__ int si[32];
+  const float* row = p.logits + blockIdx.x * p.logits_stride;
+  ValIdx best{-INFINITY, 0x7fffffff};
+  for (int i = threadIdx.x; i < p.vocab; i += blockDim.x) best = Better(best, ValIdx{row[i], i});
+  best = BlockArgmax(best, sv, si);
+  if (threadIdx.x == 0) p.out_tokens[blockIdx.x] = best.i < p.vocab ? best.i : 0;
+}
+
+__global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
+  __shared__ float sv[32];
+  __shared__ int si[32];
+  __shared__ unsigned long long scratch[32];
+  const int r = blockIdx.x;
+  const float* row = p.logits + r * p.logits_stride;
+  ValIdx best{-INFINITY, 0x7fffffff};
+  for (int i = threadIdx.x; i < p.vocab; i += blockDim.x) best = Better(best, ValIdx{row[i], i});
+  best = BlockArgmax(best, sv, si);
+  const float temperature = p.temperature[r];
+  const int top_k = p.top_k[r];
+  if (!(temperature > 0.f) || top_k == 1) {
+    if (threadIdx.x == 0) p.out_tokens[r] = best.i < p.vocab ? best.i : 0;
+    return;
+  }
+  const float mx = best.v, inv_t = 1.f / temperature;
+  uint32_t lo = 0;
+  if (top_k > 0 && top_k < p.vocab)
+    lo = SelectThreshold<false>(row, p.vocab, mx, inv_t, 0, static_cast<uint64_t>(top_k), scratch);
+  const float top_p = p.top_p[r];
+  if (top_p < 1.f) {
+    uint64_t mass = 0;
+    for (int i = threadIdx.x; i < p.vocab; i += blockDim.x)
+      if (Key(row[i]) >= lo) mass += Weight(row[i], mx, inv_t);
+    mass = BlockSumU64(mass, scratch);
+    const double t = static_cast<double>(top_p > 0.f ? top_p : 0.f) * static_cast<double>(mass);
+    uint64_t target = static_cast<uint64_t>(ceil(t));
+    if (target < 1) target = 1;
+    lo = SelectThreshold<true>(row, p.vocab, mx, inv_t, lo, target, scratch);
+  }
+  const float min_p = p.min_p[r];
+  // p_i >= min_p * p_max  <=>  logit_i >= mx + T * ln(min_p)
+  const float min_logit = min_p > 0.f ? mx + temperature * logf(min_p) : -INFINITY;
+  const uint64_t stream_key = Mix(Mix(p.seeds[r]) ^ p.offsets[r]);
+  ValIdx pick{-INFINITY, 0x7fffffff};
+  for (int i = threadIdx.x; i < p.vocab; i += blockDim.x) {
+    const float l = row[i];
+    if (Key(l) < lo || l < min_logit) continue;
+    const uint64_t h = Mix(stream_key ^ static_cast<uint64_t>(i));
+    const float u = (static_cast<float>(h >> 40) + 0.5f) * (1.f / 16777216.f);  // (0, 1)
+    pick = Better(pick, ValIdx{(l - mx) * inv_t - logf(-logf(u)), i});
+  }
+  pick = BlockArgmax(pick, sv, si);
+  if (threadIdx.x == 0) p.out_tokens[r] = pick.i < p.vocab ? pick.i : best.i;
+}
+
+Status ValidateRows(const float* logits, int64_t stride, const int32_t* out, int rows, int vocab) {
+  if (logits == nullptr || out == nullptr) return InvalidArgumentError("sampling: null pointer");
+  if (rows < 0 || vocab <= 0 || stride < vocab)
+    return InvalidArgumentError("sampling: need num_rows >= 0, vocab > 0, stride >= vocab");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status LaunchArgmax(const ArgmaxParams& p, cudaStream_t stream) {
+  TANDEM_RETURN_IF_ERROR(ValidateRows(p.logits, p.logits_stride, p.out_tokens, p.num_rows, p.vocab));
+  if (p.num_rows == 0) return Status::Ok();
+  ArgmaxKernel<<<p.num_rows, kThreads, 0, stream>>>(p);
+  return cuda::LastLaunchStatus("ArgmaxKernel");
+}
+
+Status LaunchSampling(const SamplingParams& p, cudaStream_t stream) {
+  TANDEM_RETURN_IF_ERROR(ValidateRows(p.logits, p.logits_stride, p.out_tokens, p.num_rows, p.vocab));
+  if (p.temperature == nullptr || p.top_k == nullptr || p.top_p == nullptr || p.min_p == nullptr ||
+      p.seeds == nullptr || p.offsets == nullptr)
+    return InvalidArgumentError("sampling: null per-row parameter array");
+  if (p.num_rows == 0) return Status::Ok();
+  SamplingKernel<<<p.num_rows, kThreads, 0, stream>>>(p);
+  return cuda::LastLaunchStatus("SamplingKernel");
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,110 @@
+// Embedding gather, RMSNorm (+ residual), SiLU-and-mul against CPU references.
+#include <gtest/gtest.h>
+
+#include "common/kernels/embedding.h"
+#include "common/kernels/rms_norm.h"
+#include "common/kernels/silu_mul.h"
+#include "tests/common/kernels/gpu_test_util.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::AllClose;
+using testing::RandomBf16;
+using testing::RoundBf16;
+using testing::ToFloat;
+
+TEST(EmbeddingTest, GathersRowsAndZeroesOutOfRangeIds) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  for (int hidden : {64, 4096, 136}) {
+    const int vocab = 1000, n = 37;
+    std::mt19937 rng(hidden);
+    auto table = RandomBf16(static_cast<size_t>(vocab) * hidden, rng);
+    std::vector<int32_t> ids(n);
+    for (int i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(rng() % vocab);
+    ids[3] = -1;
+    ids[5] = vocab;
+    auto dt = testing::Upload(table), di = testing::Upload(ids);
+    auto out = testing::Poisoned<uint16_t>(static_cast<size_t>(n) * hidden);
+    EmbeddingParams p{di.as<int32_t>(), dt.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), n, vocab,
+                      hidden};
+    TANDEM_ASSERT_OK(LaunchEmbedding(p, nullptr));
+    auto got = testing::Download<uint16_t>(out, static_cast<size_t>(n) * hidden);
+    for (int t = 0; t < n; ++t)
+      for (int d = 0; d < hidden; ++d) {
+        const uint16_t want =
+            ids[t] < 0 || ids[t] >= vocab ? 0 : table[static_cast<size_t>(ids[t]) * hidden + d];
+        ASSERT_EQ(got[static_cast<size_t>(t) * hidden + d], want) << "t=" << t << " d=" << d;
+      }
+  }
+}
+
+TEST(EmbeddingTest, RejectsBadShapes) {
+  int x = 0;
+  EmbeddingParams p{reinterpret_cast<int32_t*>(&x), reinterpret_cast<__nv_bfloat16*>(&x),
+                    reinterpret_cast<__nv_bfloat16*>(&x), 1, 10, 12};
+  EXPECT_EQ(LaunchEmbedding(p, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+void RunRmsNorm(int rows, int hidden, bool with_residual) {
+  std::mt19937 rng(rows * 1000 + hidden + with_residual);
+  const size_t n = static_cast<size_t>(rows) * hidden;
+  auto in = RandomBf16(n, rng, 2.f), res = RandomBf16(n, rng), w = RandomBf16(hidden, rng, 0.3f, 1.f);
+  auto inf = ToFloat(in), resf = ToFloat(res), wf = ToFloat(w);
+  std::vector<float> ref_out(n), ref_res(n);
+  const float eps = 1e-5f;
+  for (int r = 0; r < rows; ++r) {
+    double ss = 0;
+    std::vector<float> x(hidden);
+    for (int d = 0; d < hidden; ++d) {
+      const size_t i = static_cast<size_t>(r) * hidden + d;
+      x[d] = with_residual ? RoundBf16(inf[i] + resf[i]) : inf[i];
+      ref_res[i] = x[d];
+      ss += static_cast<double>(x[d]) * x[d];
+    }
+    const double inv = 1.0 / std::sqrt(ss / hidden + eps);
+    for (int d = 0; d < hidden; ++d)
+      ref_out[static_cast<size_t>(r) * hidden + d] = static_cast<float>(x[d] * inv * wf[d]);
+  }
+  auto din = testing::Upload(in), dres = testing::Upload(res), dw = testing::Upload(w);
+  auto out = testing::Poisoned<uint16_t>(n);
+  RmsNormParams p{din.as<__nv_bfloat16>(), with_residual ? dres.as<__nv_bfloat16>() : nullptr,
+                  dw.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), rows, hidden, eps};
+  TANDEM_ASSERT_OK(LaunchRmsNorm(p, nullptr));
+  EXPECT_TRUE(AllClose(testing::DownloadBf16(out, n), ref_out, 1e-2f, 1e-2f, 5e-3))
+      << "rows " << rows << " hidden " << hidden;
+  if (with_residual) {
+    EXPECT_TRUE(AllClose(testing::DownloadBf16(dres, n), ref_res, 0.f, 0.f, 0.0));
+  }
+}
+
+TEST(RmsNormTest, MatchesCpuReference) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  for (int hidden : {64, 1000, 4096, 8192})
+    for (bool residual : {false, true}) RunRmsNorm(13, hidden, residual);
+}
+
+TEST(SiluMulTest, MatchesCpuReference) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  for (int ffn : {8, 1000, 14336}) {
+    const int tokens = 9;
+    std::mt19937 rng(ffn);
+    auto gu = RandomBf16(static_cast<size_t>(tokens) * 2 * ffn, rng, 2.f);
+    auto guf = ToFloat(gu);
+    std::vector<float> ref(static_cast<size_t>(tokens) * ffn);
+    for (int t = 0; t < tokens; ++t)
+      for (int i = 0; i < ffn; ++i) {
+        const double g = guf[static_cast<size_t>(t) * 2 * ffn + i];
+        const double u = guf[static_cast<size_t>(t) * 2 * ffn + ffn + i];
+        ref[static_cast<size_t>(t) * ffn + i] = static_cast<float>(g / (1 + std::exp(-g)) * u);
+      }
+    auto dgu = testing::Upload(gu);
+    auto out = testing::Poisoned<uint16_t>(ref.size());
+    SiluMulParams p{dgu.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), tokens, ffn};
+    TANDEM_ASSERT_OK(LaunchSiluMul(p, nullptr));
+    EXPECT_TRUE(AllClose(testing::DownloadBf16(out, ref.size()), ref, 1e-2f, 1e-2f, 5e-3));
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels
