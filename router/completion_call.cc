@@ -1,0 +1,277 @@
+#include "router/completion_call.h"
+
+#include <boost/asio/post.hpp>
+
+#include <chrono>
+
+#include "common/base/logging.h"
+#include "router/sse_writer.h"
+
+namespace tandem::router {
+namespace {
+
+ApiError ContextError(std::string message, std::string param) {
+  return BadRequest(std::move(message), std::move(param), "context_length_exceeded");
+}
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+CompletionCall::CompletionCall(RouterContext* context, std::shared_ptr<ResponseSink> sink,
+                               boost::asio::any_io_executor strand, ApiKind kind,
+                               std::string tenant)
+    : context_(context),
+      sink_(std::move(sink)),
+      strand_(strand),
+      kind_(kind),
+      tenant_(std::move(tenant)),
+      queue_timer_(strand),
+      deadline_timer_(strand) {}
+
+void CompletionCall::Run(const std::string& body) {
+  if (std::optional<ApiError> error = Prepare(body)) return Fail(*error);
+  if (!context_->Ready()) {
+    ApiError error = ApiErrorFromStatus(UnavailableError("the server is not ready"));
+    return Fail(error, context_->config.retry_after_s);
+  }
+  Admit();
+}
+
+std::optional<ApiError> CompletionCall::Prepare(const std::string& body) {
+  const RouterConfig& config = context_->config;
+  nlohmann::json json;
+  if (auto error = ParseJsonBody(body, config.max_json_depth, &json)) return error;
+  RequestLimits limits;
+  limits.vocab_size = context_->deps.model.vocab_size;
+  limits.max_n = config.max_n;
+  limits.max_prompts = config.max_prompts;
+  limits.max_messages = config.max_messages;
+  limits.max_stop_strings = config.max_stop_strings;
+  limits.max_stop_string_bytes = config.max_stop_string_bytes;
+  limits.max_json_depth = config.max_json_depth;
+  auto error = kind_ == ApiKind::kChat ? ParseChatRequest(json, limits, &request_)
+                                       : ParseCompletionRequest(json, limits, &request_);
+  if (error) return error;
+  if (!request_.model.empty() && request_.model != context_->ModelName()) {
+    ApiError not_found = BadRequest("The model `" + request_.model + "` does not exist.", "model",
+                                    "model_not_found");
+    not_found.http_status = 404;
+    return not_found;
+  }
+  return Tokenize(request_);
+}
+
+std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
+  const TextCodec& codec = *context_->deps.codec;
+  const int32_t context_tokens = context_->deps.model.max_context_tokens;
+  const char* prompt_param = kind_ == ApiKind::kChat ? "messages" : "prompt";
+  if (kind_ == ApiKind::kChat) {
+    ChatRenderOptions options;
+    options.add_generation_prompt = request.add_generation_prompt;
+    StatusOr<std::string> text = codec.RenderChat(request.messages, options);
+    if (!text.ok()) return ApiErrorFromStatus(text.status(), "messages");
+    StatusOr<std::vector<TokenId>> ids = codec.Encode(*text, /*add_special=*/false);
+    if (!ids.ok()) return ApiErrorFromStatus(ids.status(), "messages");
+    spec_.prompts.push_back(std::move(*ids));
+  } else {
+    for (const PromptInput& prompt : request.prompts) {
+      if (prompt.is_token_ids) {
+        spec_.prompts.push_back(prompt.token_ids);
+        continue;
+      }
+      StatusOr<std::vector<TokenId>> ids = codec.Encode(prompt.text, /*add_special=*/true);
+      if (!ids.ok()) return ApiErrorFromStatus(ids.status(), "prompt");
+      spec_.prompts.push_back(std::move(*ids));
+    }
+  }
+  int64_t longest = 0;
+  for (const auto& prompt : spec_.prompts) {
+    if (prompt.empty()) return BadRequest("the prompt is empty after tokenization", prompt_param);
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(prompt.size()));
+  }
+  if (longest >= context_tokens) {
+    return ContextError("This model's maximum context length is " +
+                            std::to_string(context_tokens) + " tokens. However, your prompt has " +
+                            std::to_string(longest) + " tokens.",
+                        prompt_param);
+  }
+  const int64_t room = context_tokens - longest;
+  int64_t max_tokens = request.max_tokens.value_or(0);
+  if (!request.max_tokens) {
+    // OpenAI defaults: 16 for completions, the rest of the context for chat.
+    max_tokens = kind_ == ApiKind::kChat ? room : std::min<int64_t>(16, room);
+  } else if (max_tokens > room) {
+    return ContextError("This model's maximum context length is " +
+                            std::to_string(context_tokens) + " tokens. However, you requested " +
+                            std::to_string(longest + max_tokens) + " tokens (" +
+                            std::to_string(longest) + " in the prompt, " +
+                            std::to_string(max_tokens) + " for the completion).",
+                        kind_ == ApiKind::kChat && !request.max_tokens ? "messages" : "max_tokens");
+  }
+  GenerateRequest& base = spec_.base;
+  base.sampling = request.sampling;
+  base.max_tokens = static_cast<int32_t>(max_tokens);
+  base.stop_token_ids = request.stop_token_ids;
+  base.ignore_eos = request.ignore_eos;
+  base.tenant_id = tenant_;
+  const int32_t timeout_ms = context_->config.request_timeout_ms;
+  if (timeout_ms > 0) base.deadline_ns = Clock::Real().NowNanos() + MsToNanos(timeout_ms);
+  spec_.n = request.n;
+  spec_.stop = request.stop;
+  return std::nullopt;
+}
+
+void CompletionCall::Admit() {
+  std::weak_ptr<CompletionCall> weak = weak_from_this();
+  boost::asio::any_io_executor strand = strand_;
+  RouterContext* context = context_;
+  auto on_admitted = [weak, strand, context] {
+    boost::asio::post(strand, [weak, context] {
+      if (auto self = weak.lock()) {
+        self->OnAdmitted();
+      } else {
+        context->admission.Release();  // the call is gone; the slot goes back
+      }
+    });
+  };
+  switch (context_->admission.Acquire(on_admitted, &ticket_)) {
+    case AdmissionController::Outcome::kAdmitted:
+      holds_slot_ = true;
+      state_ = State::kRunning;
+      return StartJob();
+    case AdmissionController::Outcome::kRejected: {
+      ApiError error = ApiErrorFromStatus(ResourceExhaustedError("too many requests; retry later"));
+      return Fail(error, context_->config.retry_after_s);
+    }
+    case AdmissionController::Outcome::kQueued:
+      state_ = State::kQueued;
+      queue_timer_.expires_after(std::chrono::milliseconds(context_->config.max_queue_wait_ms));
+      queue_timer_.async_wait([weak](const boost::system::error_code& ec) {
+        auto self = weak.lock();
+        if (ec || !self || self->state_ != State::kQueued) return;
+        if (!self->context_->admission.CancelQueued(self->ticket_)) return;  // admitted meanwhile
+        ApiError error = ApiErrorFromStatus(
+            ResourceExhaustedError("timed out waiting for capacity; retry later"));
+        self->Fail(error, self->context_->config.retry_after_s);
+      });
+      return;
+  }
+}
+
+void CompletionCall::OnAdmitted() {
+  if (state_ != State::kQueued) {  // client gone or timed out while the slot was in flight
+    context_->admission.Release();
+    return;
+  }
+  queue_timer_.cancel();
+  holds_slot_ = true;
+  state_ = State::kRunning;
+  StartJob();
+}
+
+void CompletionCall::StartJob() {
+  meta_.kind = kind_;
+  meta_.id = NewResponseId(kind_);
+  meta_.created = UnixSeconds();
+  meta_.model = context_->ModelName();
+  auto self = shared_from_this();
+  JobEvents events;
+  if (request_.stream) {
+    const bool usage_null = request_.include_usage;
+    events.on_text = [self, usage_null](int32_t index, const std::string& text) {
+      self->sink_->WriteStream(
+          SseJsonEvent(StreamChunk(self->meta_, index, text, std::nullopt, false, usage_null)));
+    };
+    events.on_choice_done = [self, usage_null](int32_t index, FinishReason reason) {
+      self->sink_->WriteStream(
+          SseJsonEvent(StreamChunk(self->meta_, index, "", reason, false, usage_null)));
+    };
+  }
+  events.on_done = [self](const Status& status) { self->OnJobDone(status); };
+  boost::asio::any_io_executor strand = strand_;
+  GenerationJob::Post post = [strand](std::function<void()> fn) {
+    boost::asio::post(strand, std::move(fn));
+  };
+  job_ = GenerationJob::Create(context_->deps.backend, context_->deps.codec, std::move(post),
+                               std::move(spec_), std::move(events));
+  if (request_.stream) {
+    streaming_ = true;
+    sink_->BeginStream();
+    if (kind_ == ApiKind::kChat) {  // the first chunk of each choice carries the role
+      for (int32_t i = 0; i < job_->num_choices(); ++i) {
+        sink_->WriteStream(SseJsonEvent(
+            StreamChunk(meta_, i, "", std::nullopt, true, request_.include_usage)));
+      }
+    }
+  }
+  if (context_->config.request_timeout_ms > 0) {
+    std::weak_ptr<CompletionCall> weak = self;
+    deadline_timer_.expires_after(std::chrono::milliseconds(context_->config.request_timeout_ms));
+    deadline_timer_.async_wait([weak](const boost::system::error_code& ec) {
+      auto call = weak.lock();
+      if (ec || !call || call->state_ != State::kRunning) return;
+      call->job_->Cancel();
+      call->OnJobDone(DeadlineExceededError("the request deadline passed"));
+    });
+  }
+  job_->Start();
+}
+
+void CompletionCall::OnJobDone(const Status& status) {
+  if (state_ != State::kRunning) return;
+  std::shared_ptr<ResponseSink> sink = sink_;
+  Finish();
+  if (!status.ok()) {
+    TANDEM_LOG_WARN("request {} failed: {}", meta_.id, status.ToString());
+    return Fail(ApiErrorFromStatus(status));
+  }
+  if (streaming_) {
+    if (request_.include_usage) sink->WriteStream(SseJsonEvent(UsageChunk(meta_, job_->usage())));
+    sink->WriteStream(std::string(kSseDone));
+    sink->EndStream(/*close_connection=*/false);
+  } else {
+    sink->Respond(200, DumpJson(CompletionBody(meta_, job_->outputs(), job_->usage())), -1);
+  }
+  sink_.reset();
+}
+
+void CompletionCall::Fail(const ApiError& error, int retry_after_s) {
+  Finish();
+  if (!sink_) return;
+  if (streaming_) {
+    // Terminal outcome once streaming began: an error event, [DONE], close.
+    sink_->WriteStream(SseJsonEvent(error.ToJson()));
+    sink_->WriteStream(std::string(kSseDone));
+    sink_->EndStream(/*close_connection=*/true);
+  } else {
+    sink_->Respond(error.http_status, error.ToBody(), retry_after_s);
+  }
+  sink_.reset();
+}
+
+void CompletionCall::OnClientGone() {
+  if (state_ == State::kQueued) {
+    // If it was admitted meanwhile, OnAdmitted sees kDone and releases the slot.
+    context_->admission.CancelQueued(ticket_);
+  }
+  if (job_) job_->Cancel();
+  Finish();
+  sink_.reset();
+}
+
+void CompletionCall::Finish() {
+  state_ = State::kDone;
+  queue_timer_.cancel();
+  deadline_timer_.cancel();
+  if (holds_slot_) {
+    holds_slot_ = false;
+    context_->admission.Release();
+  }
+}
+
+}  // namespace tandem::router

@@ -1,0 +1,144 @@
+#include "router/generation_job.h"
+
+#include <atomic>
+
+namespace tandem::router {
+namespace {
+
+RequestId NextRequestId() {
+  static std::atomic<RequestId> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+std::shared_ptr<GenerationJob> GenerationJob::Create(InferenceBackend* backend,
+                                                     const TextCodec* codec, Post post,
+                                                     JobSpec spec, JobEvents events) {
+  return std::shared_ptr<GenerationJob>(
+      new GenerationJob(backend, codec, std::move(post), std::move(spec), std::move(events)));
+}
+
+GenerationJob::GenerationJob(InferenceBackend* backend, const TextCodec* codec, Post post,
+                             JobSpec spec, JobEvents events)
+    : backend_(backend),
+      codec_(codec),
+      post_(std::move(post)),
+      spec_(std::move(spec)),
+      events_(std::move(events)) {
+  for (size_t p = 0; p < spec_.prompts.size(); ++p) {
+    usage_.prompt_tokens += static_cast<int64_t>(spec_.prompts[p].size());
+    for (int32_t i = 0; i < spec_.n; ++i) {
+      choices_.push_back(Choice{NextRequestId(), static_cast<int32_t>(p), codec_->NewDecoder(),
+                                Utf8Assembler(), StopMatcher(spec_.stop), false});
+    }
+  }
+  outputs_.resize(choices_.size());
+}
+
+StreamCallbacks GenerationJob::MakeCallbacks(int32_t index) {
+  std::weak_ptr<GenerationJob> weak = weak_from_this();
+  Post post = post_;
+  StreamCallbacks callbacks;
+  callbacks.on_tokens = [weak, post, index](std::vector<TokenId> ids) {
+    post([weak, index, ids = std::move(ids)] {
+      if (auto self = weak.lock()) self->OnTokens(index, ids);
+    });
+  };
+  callbacks.on_finish = [weak, post, index](const GenerateResult& result) {
+    post([weak, index, result] {
+      if (auto self = weak.lock()) self->OnFinish(index, result);
+    });
+  };
+  callbacks.on_error = [weak, post](const Status& status) {
+    post([weak, status] {
+      if (auto self = weak.lock()) self->OnError(status);
+    });
+  };
+  return callbacks;
+}
+
+void GenerationJob::Start() {
+  for (size_t c = 0; c < choices_.size(); ++c) {
+    if (finished_) return;  // a synchronous failure may end the job early
+    const Choice& choice = choices_[c];
+    GenerateRequest request = spec_.base;
+    request.request_id = choice.request_id;
+    request.prompt_token_ids = spec_.prompts[choice.prompt_index];
+    // Independent samples for n > 1 when the client fixed a seed.
+    const int32_t i = static_cast<int32_t>(c) % spec_.n;
+    if (request.sampling.seed) *request.sampling.seed += static_cast<uint64_t>(i);
+    backend_->Submit(std::move(request), MakeCallbacks(static_cast<int32_t>(c)));
+  }
+}
+
+void GenerationJob::Cancel() {
+  if (finished_) return;
+  finished_ = true;
+  for (Choice& choice : choices_) {
+    if (!choice.done) backend_->Cancel(choice.request_id);
+  }
+  events_ = JobEvents();  // drops what the events captured (breaks ownership cycles)
+}
+
+bool GenerationJob::Deliver(int32_t index, const std::string& text) {
+  StopMatcher::Output out = choices_[index].stop.Add(text);
+  if (!out.text.empty()) {
+    outputs_[index].text += out.text;
+    if (events_.on_text) events_.on_text(index, out.text);
+  }
+  return out.stopped;
+}
+
+void GenerationJob::OnTokens(int32_t index, const std::vector<TokenId>& token_ids) {
+  Choice& choice = choices_[index];
+  if (finished_ || choice.done) return;
+  for (TokenId id : token_ids) {
+    ++usage_.completion_tokens;
+    const std::string piece = choice.utf8.Add(choice.decoder->Add(id));
+    if (Deliver(index, piece)) {
+      backend_->Cancel(choice.request_id);
+      FinishChoice(index, FinishReason::kStop);
+      return;
+    }
+  }
+}
+
+void GenerationJob::OnFinish(int32_t index, const GenerateResult& result) {
+  Choice& choice = choices_[index];
+  if (finished_ || choice.done) return;
+  // The prompt is counted once per prompt, so its cache hits are too (first choice).
+  if (index % spec_.n == 0) usage_.cached_tokens += result.num_cached_prompt_tokens;
+  std::string tail = choice.utf8.Add(choice.decoder->Finish());
+  tail += choice.utf8.Finish();
+  if (Deliver(index, tail)) {
+    FinishChoice(index, FinishReason::kStop);
+    return;
+  }
+  const std::string held = choice.stop.Finish();
+  if (!held.empty()) {
+    outputs_[index].text += held;
+    if (events_.on_text) events_.on_text(index, held);
+  }
+  FinishChoice(index, result.finish_reason);
+}
+
+void GenerationJob::OnError(const Status& status) {
+  if (finished_) return;
+  JobEvents events = std::move(events_);
+  Cancel();
+  if (events.on_done) events.on_done(status.ok() ? InternalError("backend error") : status);
+}
+
+void GenerationJob::FinishChoice(int32_t index, FinishReason reason) {
+  choices_[index].done = true;
+  outputs_[index].finish_reason = reason;
+  if (events_.on_choice_done) events_.on_choice_done(index, reason);
+  if (++num_done_ < static_cast<int32_t>(choices_.size()) || finished_) return;
+  finished_ = true;
+  JobEvents events = std::move(events_);
+  events_ = JobEvents();
+  if (events.on_done) events.on_done(Status::Ok());
+}
+
+}  // namespace tandem::router

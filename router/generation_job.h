@@ -1,0 +1,92 @@
+// GenerationJob: the generation behind one OpenAI request, independent of HTTP.
+//
+// It submits one backend request per choice (every prompt times `n`), turns
+// each choice's token batches into text (incremental detokenizer, UTF-8
+// holdback, stop strings across token boundaries), counts usage, and reports
+// text deltas, per-choice ends and one final outcome.
+//
+// Thread rule: every method and every event runs on the job's executor
+// (`post` must serialize, e.g. an Asio strand); backend callbacks are posted
+// onto it, so the job needs no lock. The backend must stop calling back
+// before the executor is destroyed.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "router/inference_backend.h"
+#include "router/openai_response.h"
+#include "router/stop_matcher.h"
+#include "router/text_codec.h"
+#include "router/utf8_stream.h"
+
+namespace tandem::router {
+
+struct JobSpec {
+  std::vector<std::vector<TokenId>> prompts;  // tokenized prompts, each non-empty
+  int32_t n = 1;                              // choices per prompt
+  GenerateRequest base;                       // everything but request_id and prompt
+  std::vector<std::string> stop;              // stop strings (non-empty)
+};
+
+struct JobEvents {
+  // A non-empty, valid UTF-8 piece of choice `index` (index = prompt * n + i).
+  std::function<void(int32_t index, const std::string& text)> on_text;
+  std::function<void(int32_t index, FinishReason reason)> on_choice_done;
+  // Exactly once unless Cancel() came first: OK when every choice finished,
+  // else the first error (the other choices are cancelled).
+  std::function<void(const Status& status)> on_done;
+};
+
+class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
+ public:
+  using Post = std::function<void(std::function<void()>)>;
+
+  static std::shared_ptr<GenerationJob> Create(InferenceBackend* backend, const TextCodec* codec,
+                                               Post post, JobSpec spec, JobEvents events);
+
+  // Submits every choice to the backend.
+  void Start();
+  // Stops everything (client gone, deadline); no more events are delivered.
+  void Cancel();
+
+  // Valid once on_done(OK) ran: text and finish reason per choice, and usage.
+  const std::vector<ChoiceOutput>& outputs() const { return outputs_; }
+  const Usage& usage() const { return usage_; }
+  int32_t num_choices() const { return static_cast<int32_t>(choices_.size()); }
+
+ private:
+  struct Choice {
+    RequestId request_id = 0;
+    int32_t prompt_index = 0;
+    std::unique_ptr<TextDecoder> decoder;
+    Utf8Assembler utf8;
+    StopMatcher stop;
+    bool done = false;
+  };
+
+  GenerationJob(InferenceBackend* backend, const TextCodec* codec, Post post, JobSpec spec,
+                JobEvents events);
+  StreamCallbacks MakeCallbacks(int32_t index);
+  void OnTokens(int32_t index, const std::vector<TokenId>& token_ids);
+  void OnFinish(int32_t index, const GenerateResult& result);
+  void OnError(const Status& status);
+  // Runs text through the stop matcher and delivers what is safe; true on a stop match.
+  bool Deliver(int32_t index, const std::string& text);
+  void FinishChoice(int32_t index, FinishReason reason);
+
+  InferenceBackend* const backend_;
+  const TextCodec* const codec_;
+  const Post post_;
+  JobSpec spec_;
+  JobEvents events_;
+  std::vector<Choice> choices_;
+  std::vector<ChoiceOutput> outputs_;
+  Usage usage_;
+  int32_t num_done_ = 0;
+  bool finished_ = false;  // on_done ran or Cancel() was called
+};
+
+}  // namespace tandem::router

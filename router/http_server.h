@@ -1,0 +1,49 @@
+// HttpServer: the router's OpenAI-compatible HTTP front door.
+//
+// Owns an Asio io_context run by a small fixed pool of threads, the listening
+// socket, and the RouterContext shared by all connections. Routes:
+//   POST /v1/completions, POST /v1/chat/completions, GET /v1/models  (API key)
+//   GET /health/live, GET /health/ready, GET /metrics                (open)
+// Thread rule: Start/Stop/port from one controlling thread.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "router/router_context.h"
+
+namespace tandem::router {
+
+class HttpServer {
+ public:
+  HttpServer(RouterConfig config, RouterDeps deps);
+  ~HttpServer();  // Stop()s
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Validates config and deps, binds, listens and starts the I/O threads.
+  // InvalidArgument for bad config, Unavailable when the address cannot be bound.
+  Status Start();
+  // Stops accepting, stops the I/O threads and drops open connections. The
+  // backend must have stopped calling back before the HttpServer is destroyed.
+  void Stop();
+  // The bound port (useful with listen_port 0). REQUIRES: Start() succeeded.
+  uint16_t port() const { return port_; }
+  RouterContext& context() { return *context_; }
+
+ private:
+  void DoAccept();
+
+  std::unique_ptr<RouterContext> context_;
+  boost::asio::io_context io_context_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::vector<std::thread> threads_;
+  uint16_t port_ = 0;
+  bool started_ = false;
+};
+
+}  // namespace tandem::router

@@ -1,0 +1,288 @@
+#include "router/http_session.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/write.hpp>
+
+#include <chrono>
+
+#include "common/base/logging.h"
+#include "router/api_error.h"
+
+namespace tandem::router {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+using tcp = boost::asio::ip::tcp;
+
+namespace {
+
+std::string_view View(boost::beast::string_view v) { return {v.data(), v.size()}; }
+
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+ApiError MakeError(int http_status, std::string message, std::string code = "") {
+  ApiError error;
+  error.http_status = http_status;
+  error.message = std::move(message);
+  error.code = std::move(code);
+  return error;
+}
+
+}  // namespace
+
+HttpSession::HttpSession(tcp::socket&& socket, RouterContext* context)
+    : stream_(std::move(socket)), context_(context) {}
+
+void HttpSession::Start() {
+  beast::error_code ec;
+  // Lets the disconnect probe peek without ever blocking an I/O thread.
+  stream_.socket().non_blocking(true, ec);
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->DoRead(); });
+}
+
+void HttpSession::DoRead() {
+  parser_.emplace();
+  parser_->header_limit(static_cast<uint32_t>(context_->config.max_header_bytes));
+  parser_->body_limit(static_cast<uint64_t>(context_->config.max_body_bytes));
+  stream_.expires_after(std::chrono::milliseconds(context_->config.header_read_timeout_ms));
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            self->OnHeader(ec);
+                          });
+}
+
+void HttpSession::OnHeader(beast::error_code ec) {
+  if (ec == http::error::header_limit) {
+    return WriteError(MakeError(431, "request header fields too large"), -1, true);
+  }
+  if (ec == http::error::body_limit) {
+    return WriteError(MakeError(413, "request body too large"), -1, true);
+  }
+  if (ec) {
+    // A malformed request line or field gets a 400; a closed, reset or
+    // too-slow (timeout) connection gets nothing.
+    const bool malformed = ec.category() == beast::http::make_error_code(http::error::bad_method).category() &&
+                           ec != http::error::end_of_stream && ec != http::error::partial_message;
+    if (!malformed) return Close();
+    return WriteError(MakeError(400, "malformed HTTP request: " + ec.message()), -1, true);
+  }
+  const auto& header = parser_->get();
+  const auto num_fields = std::distance(header.begin(), header.end());
+  if (num_fields > context_->config.max_header_count) {
+    return WriteError(MakeError(431, "too many request header fields"), -1, true);
+  }
+  if (beast::iequals(header[http::field::expect], "100-continue") && !parser_->is_done()) {
+    stream_.expires_after(std::chrono::milliseconds(context_->config.write_timeout_ms));
+    net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                     [self = shared_from_this()](beast::error_code wec, size_t) {
+                       if (wec) return self->Close();
+                       self->ReadBody();
+                     });
+    return;
+  }
+  ReadBody();
+}
+
+void HttpSession::ReadBody() {
+  if (parser_->is_done()) return OnBody({});
+  stream_.expires_after(std::chrono::milliseconds(context_->config.body_read_timeout_ms));
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
+}
+
+void HttpSession::OnBody(beast::error_code ec) {
+  if (ec == http::error::body_limit) {
+    return WriteError(MakeError(413, "request body too large"), -1, true);
+  }
+  if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == net::error::eof ||
+      ec == net::error::connection_reset) {
+    return Close();
+  }
+  if (ec) return WriteError(MakeError(400, "malformed HTTP request: " + ec.message()), -1, true);
+  stream_.expires_never();
+  Route();
+}
+
+void HttpSession::Route() {
+  const Request& request = parser_->get();
+  keep_alive_ = request.keep_alive();
+  version_ = request.version();
+  std::string_view target(request.target().data(), request.target().size());
+  target = target.substr(0, target.find('?'));
+  const bool get = request.method() == http::verb::get;
+  const bool post = request.method() == http::verb::post;
+  if (target == "/v1/completions" || target == "/v1/chat/completions") {
+    if (!post) return WriteError(MakeError(405, "use POST for " + std::string(target)));
+    return RouteInference(request, target == "/v1/chat/completions" ? ApiKind::kChat
+                                                                     : ApiKind::kCompletion);
+  }
+  if (target == "/health/live" || target == "/health/ready" || target == "/metrics" ||
+      target == "/v1/models") {
+    if (!get) return WriteError(MakeError(405, "use GET for " + std::string(target)));
+  }
+  if (target == "/health/live") return WriteResponse(200, "application/json", R"({"status":"ok"})", -1, false);
+  if (target == "/health/ready") {
+    if (context_->Ready()) return WriteResponse(200, "application/json", R"({"status":"ready"})", -1, false);
+    return WriteResponse(503, "application/json", R"({"status":"not ready"})",
+                         context_->config.retry_after_s, false);
+  }
+  if (target == "/metrics") {
+    std::string text = context_->deps.metrics_text ? context_->deps.metrics_text() : "";
+    return WriteResponse(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text), -1, false);
+  }
+  if (target == "/v1/models") {
+    if (!context_->keys.Authenticate(View(request[http::field::authorization]))) {
+      return WriteError(MakeError(401, "invalid or missing API key", "invalid_api_key"));
+    }
+    nlohmann::json model = {{"id", context_->ModelName()},
+                            {"object", "model"},
+                            {"created", context_->deps.model.created},
+                            {"owned_by", "tandem"},
+                            {"max_model_len", context_->deps.model.max_context_tokens}};
+    nlohmann::json body = {{"object", "list"}, {"data", nlohmann::json::array({model})}};
+    return WriteResponse(200, "application/json", DumpJson(body), -1, false);
+  }
+  WriteError(MakeError(404, "no route for " + std::string(target)));
+}
+
+void HttpSession::RouteInference(const Request& request, ApiKind kind) {
+  std::optional<std::string> tenant =
+      context_->keys.Authenticate(View(request[http::field::authorization]));
+  if (!tenant) return WriteError(MakeError(401, "invalid or missing API key", "invalid_api_key"));
+  call_ = std::make_shared<CompletionCall>(context_, shared_from_this(), stream_.get_executor(),
+                                           kind, std::move(*tenant));
+  WatchDisconnect();
+  std::shared_ptr<CompletionCall> call = call_;  // Run may end the call synchronously
+  call->Run(request.body());
+}
+
+void HttpSession::Respond(int http_status, std::string json_body, int retry_after_s) {
+  call_.reset();
+  WriteResponse(http_status, "application/json", std::move(json_body), retry_after_s, false);
+}
+
+void HttpSession::WriteError(const ApiError& error, int retry_after_s, bool force_close) {
+  WriteResponse(error.http_status, "application/json", error.ToBody(), retry_after_s, force_close);
+}
+
+void HttpSession::WriteResponse(int http_status, std::string content_type, std::string body,
+                                int retry_after_s, bool force_close) {
+  if (closed_) return;
+  auto response = std::make_shared<http::response<http::string_body>>();
+  response->result(static_cast<unsigned>(http_status));
+  response->version(version_);
+  response->set(http::field::server, "tandem-router");
+  response->set(http::field::content_type, content_type);
+  if (retry_after_s >= 0) response->set(http::field::retry_after, std::to_string(retry_after_s));
+  response->keep_alive(keep_alive_ && !force_close);
+  response->body() = std::move(body);
+  response->prepare_payload();
+  stream_.expires_after(std::chrono::milliseconds(context_->config.write_timeout_ms));
+  http::async_write(stream_, *response,
+                    [self = shared_from_this(), response](beast::error_code ec, size_t) {
+                      if (ec || !response->keep_alive()) return self->Close();
+                      self->DoRead();
+                    });
+}
+
+void HttpSession::BeginStream() {
+  stream_header_.emplace(http::status::ok, version_);
+  stream_header_->set(http::field::server, "tandem-router");
+  stream_header_->set(http::field::content_type, "text/event-stream; charset=utf-8");
+  stream_header_->set(http::field::cache_control, "no-cache");
+  stream_header_->keep_alive(keep_alive_);
+  stream_header_->chunked(true);
+  stream_serializer_.emplace(*stream_header_);
+  writing_ = true;
+  stream_.expires_after(std::chrono::milliseconds(context_->config.write_timeout_ms));
+  http::async_write_header(stream_, *stream_serializer_,
+                           [self = shared_from_this()](beast::error_code ec, size_t) {
+                             self->OnStreamWritten(ec);
+                           });
+}
+
+void HttpSession::WriteStream(std::string data) {
+  if (closed_) return;
+  pending_ += data;
+  if (!writing_) FlushStream();
+}
+
+void HttpSession::EndStream(bool close_connection) {
+  stream_end_requested_ = true;
+  close_after_stream_ = close_connection;
+  if (!writing_) FlushStream();
+}
+
+void HttpSession::FlushStream() {
+  if (closed_) return;
+  stream_.expires_after(std::chrono::milliseconds(context_->config.write_timeout_ms));
+  auto done = [self = shared_from_this()](beast::error_code ec, size_t) {
+    self->OnStreamWritten(ec);
+  };
+  if (!pending_.empty()) {
+    in_flight_.swap(pending_);
+    pending_.clear();
+    writing_ = true;
+    net::async_write(stream_, http::make_chunk(net::buffer(in_flight_)), std::move(done));
+  } else if (stream_end_requested_) {
+    stream_end_requested_ = false;
+    last_chunk_in_flight_ = true;
+    writing_ = true;
+    net::async_write(stream_, http::make_chunk_last(), std::move(done));
+  }
+}
+
+void HttpSession::OnStreamWritten(beast::error_code ec) {
+  writing_ = false;
+  if (ec) {  // the client is gone or too slow to read
+    AbortCall();
+    return Close();
+  }
+  if (!last_chunk_in_flight_) return FlushStream();
+  last_chunk_in_flight_ = false;
+  call_.reset();
+  stream_serializer_.reset();
+  stream_header_.reset();
+  in_flight_.clear();
+  if (close_after_stream_ || !keep_alive_) return Close();
+  DoRead();
+}
+
+void HttpSession::WatchDisconnect() {
+  stream_.socket().async_wait(tcp::socket::wait_read,
+                              [self = shared_from_this()](beast::error_code ec) {
+                                self->OnReadable(ec);
+                              });
+}
+
+void HttpSession::OnReadable(beast::error_code ec) {
+  if (ec || !call_ || closed_) return;
+  char byte = 0;
+  beast::error_code peek_ec;
+  const size_t n =
+      stream_.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, peek_ec);
+  if (peek_ec == net::error::would_block) return WatchDisconnect();
+  if (peek_ec || n == 0) {
+    AbortCall();
+    return Close();
+  }
+  // A pipelined next request is waiting; it is read once this one is answered.
+}
+
+void HttpSession::AbortCall() {
+  if (!call_) return;
+  std::shared_ptr<CompletionCall> call = std::move(call_);
+  call->OnClientGone();
+}
+
+void HttpSession::Close() {
+  if (closed_) return;
+  closed_ = true;
+  AbortCall();
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.close();
+}
+
+}  // namespace tandem::router

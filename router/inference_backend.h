@@ -1,0 +1,81 @@
+// InferenceBackend: the router's narrow view of whatever generates tokens
+// (the node cluster behind placement, or a fake in tests). The HTTP layer only
+// talks to this interface; the integrator plugs the real cluster client in.
+//
+// Thread rule: implementations are thread-safe; Submit and Cancel may be called
+// from any thread. Callbacks may run on any thread (including inside Submit),
+// but for one request they run one at a time, in order.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/base/clock.h"
+#include "common/base/ids.h"
+#include "common/base/status.h"
+
+namespace tandem::router {
+
+// Sampling knobs, already validated by the router (ranges in openai_request.h).
+struct SamplingParams {
+  float temperature = 1.0f;         // 0 = greedy
+  float top_p = 1.0f;               // (0, 1]
+  int32_t top_k = 0;                // 0 = disabled, else >= 1
+  float min_p = 0.0f;               // [0, 1]
+  float presence_penalty = 0.0f;    // [-2, 2]
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  float repetition_penalty = 1.0f;  // (0, 2]; 1 = off
+  std::optional<uint64_t> seed;     // per-request sampling seed
+};
+
+// One sequence to generate. An OpenAI request with n choices or several
+// prompts becomes several GenerateRequests with distinct request ids.
+struct GenerateRequest {
+  RequestId request_id = 0;               // unique per router process
+  std::vector<TokenId> prompt_token_ids;  // non-empty, each in [0, vocab)
+  SamplingParams sampling;
+  int32_t max_tokens = 16;                // >= 1; prompt + max_tokens <= context
+  std::vector<TokenId> stop_token_ids;    // extra ids that end the sequence (besides EOS)
+  bool ignore_eos = false;                // keep going past EOS until max_tokens
+  std::string tenant_id;                  // the cache salt is derived from it
+  Nanos deadline_ns = 0;                  // Clock::Real() time; 0 = none
+};
+
+enum class FinishReason {
+  kStop,    // EOS or a stop token id was sampled (that token is in the last batch)
+  kLength,  // max_tokens tokens were generated
+};
+
+struct GenerateResult {
+  FinishReason finish_reason = FinishReason::kLength;
+  int32_t num_cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+// Exactly one of on_finish / on_error ends a request; nothing is called after it.
+// After Cancel() the backend may end the request with on_error(Cancelled) or
+// not at all; the router ignores anything that arrives after it cancelled.
+struct StreamCallbacks {
+  // Newly sampled tokens, in order. Every sampled token counts, including a
+  // final EOS or stop token (it is `usage.completion_tokens`).
+  std::function<void(std::vector<TokenId> token_ids)> on_tokens;
+  std::function<void(const GenerateResult& result)> on_finish;
+  // Status codes map to HTTP: InvalidArgument 400, ResourceExhausted 429,
+  // Unavailable 503, DeadlineExceeded 504, anything else 500.
+  std::function<void(const Status& status)> on_error;
+};
+
+class InferenceBackend {
+ public:
+  virtual ~InferenceBackend() = default;
+  // Starts generating. The callbacks own whatever they capture until the
+  // request ends.
+  virtual void Submit(GenerateRequest request, StreamCallbacks callbacks) = 0;
+  // Stops a request (client gone, stop string matched, deadline). Unknown or
+  // finished ids are ignored.
+  virtual void Cancel(RequestId request_id) = 0;
+};
+
+}  // namespace tandem::router

@@ -1,0 +1,67 @@
+// Parsing and validation of OpenAI request bodies into plain structs.
+//
+// Everything the client controls is checked here, with an ApiError naming the
+// bad `param`. Checks that need the tokenized prompt (context length) happen
+// later, in the handler. Unknown fields are ignored. Thread rule: pure functions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/base/ids.h"
+#include "router/api_error.h"
+#include "router/inference_backend.h"
+
+namespace tandem::router {
+
+// One completions prompt: text, or token ids given directly.
+struct PromptInput {
+  bool is_token_ids = false;
+  std::string text;                // when !is_token_ids; non-empty
+  std::vector<TokenId> token_ids;  // when is_token_ids; non-empty, each in [0, vocab)
+};
+
+enum class ApiKind { kCompletion, kChat };
+
+struct ApiRequest {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string model;                  // as requested; empty = not given
+  std::vector<PromptInput> prompts;   // kCompletion: >= 1
+  nlohmann::json messages;            // kChat: normalized [{role, content[, name, tool_call_id]}]
+  bool add_generation_prompt = true;  // kChat
+  std::optional<int32_t> max_tokens;  // max_tokens / max_completion_tokens; >= 1
+  bool ignore_eos = false;
+  std::vector<std::string> stop;      // non-empty strings
+  std::vector<TokenId> stop_token_ids;
+  int32_t n = 1;
+  SamplingParams sampling;
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+};
+
+struct RequestLimits {
+  int32_t vocab_size = 32000;
+  int32_t max_n = 16;
+  int32_t max_prompts = 64;  // also caps prompts * n
+  int32_t max_messages = 1024;
+  int32_t max_stop_strings = 16;
+  int32_t max_stop_string_bytes = 256;
+  int32_t max_json_depth = 32;
+};
+
+// Parses a request body: rejects nesting deeper than max_depth, malformed or
+// truncated JSON, invalid UTF-8, lone surrogate escapes, and a non-object top level.
+std::optional<ApiError> ParseJsonBody(std::string_view body, int32_t max_depth,
+                                      nlohmann::json* out);
+
+// Validate a parsed body for /v1/completions and /v1/chat/completions.
+std::optional<ApiError> ParseCompletionRequest(const nlohmann::json& body,
+                                               const RequestLimits& limits, ApiRequest* out);
+std::optional<ApiError> ParseChatRequest(const nlohmann::json& body, const RequestLimits& limits,
+                                         ApiRequest* out);
+
+}  // namespace tandem::router

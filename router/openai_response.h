@@ -1,0 +1,56 @@
+// Builders for OpenAI-shaped response bodies and stream chunks
+// (text_completion / chat.completion / chat.completion.chunk).
+// Thread rule: pure functions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "router/inference_backend.h"
+#include "router/openai_request.h"
+
+namespace tandem::router {
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt_tokens_details.cached_tokens
+};
+
+// What every body and chunk of one response shares.
+struct ResponseMeta {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string id;        // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;   // unix seconds
+  std::string model;
+};
+
+struct ChoiceOutput {
+  std::string text;
+  FinishReason finish_reason = FinishReason::kLength;
+};
+
+// "cmpl-<32 hex>" or "chatcmpl-<32 hex>".
+std::string NewResponseId(ApiKind kind);
+const char* FinishReasonName(FinishReason reason);
+nlohmann::json UsageJson(const Usage& usage);
+
+// The non-streaming body; choices[i] has index i.
+nlohmann::json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices,
+                              const Usage& usage);
+
+// One streaming chunk for choice `index`: `text` as delta, `finish_reason`
+// when set, the assistant role when `with_role` (chat's first chunk), and
+// "usage": null when `usage_null` (include_usage streams).
+nlohmann::json StreamChunk(const ResponseMeta& meta, int32_t index, const std::string& text,
+                           std::optional<FinishReason> finish_reason, bool with_role,
+                           bool usage_null);
+
+// The final include_usage chunk: empty choices, the usage object.
+nlohmann::json UsageChunk(const ResponseMeta& meta, const Usage& usage);
+
+}  // namespace tandem::router

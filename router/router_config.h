@@ -1,0 +1,84 @@
+// RouterConfig: every knob of the HTTP front door, with defaults that are safe
+// on a shared host (loopback only, bounded bodies, headers, queues and timeouts).
+//
+// Load with LoadRouterConfigFile() (YAML) and apply command-line overrides with
+// ParseRouterFlags() (router_flags.h). Thread rule: a plain value; copy freely.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/base/status.h"
+
+namespace tandem::router {
+
+// One API key and the tenant it belongs to. The tenant id is forwarded to the
+// backend, which derives the prefix-cache salt from it.
+struct ApiKeyEntry {
+  std::string key;     // the bearer token; never logged
+  std::string tenant;  // tenant id; non-empty
+};
+
+struct RouterConfig {
+  // Address to listen on. Loopback by default; set "0.0.0.0" only deliberately.
+  std::string listen_host = "127.0.0.1";
+  // TCP port; 0 picks a free port (tests read it back from HttpServer::port()).
+  uint16_t listen_port = 8000;
+  // Threads running the Asio io_context (connections, parsing, SSE writes).
+  int32_t num_io_threads = 2;
+
+  // Largest request body in bytes; more gets 413.
+  int64_t max_body_bytes = 8 << 20;
+  // Largest request header block (request line + all fields) in bytes; more gets 431.
+  int32_t max_header_bytes = 16 << 10;
+  // Most header fields per request; more gets 431.
+  int32_t max_header_count = 100;
+  // Deepest JSON nesting accepted in a body ('[' / '{' levels); deeper gets 400.
+  int32_t max_json_depth = 32;
+
+  // Time allowed to receive a complete request header, including the idle time
+  // of a keep-alive connection before its next request. Cuts slow-loris clients.
+  int32_t header_read_timeout_ms = 10'000;
+  // Time allowed to receive the request body once the header is in.
+  int32_t body_read_timeout_ms = 30'000;
+  // Time allowed for one write (a response, or one SSE chunk) to drain.
+  int32_t write_timeout_ms = 30'000;
+  // End-to-end deadline of one generation, passed to the backend; the router
+  // ends the request with an error when it passes. 0 = no deadline.
+  int32_t request_timeout_ms = 600'000;
+
+  // Inference requests running at once (an HTTP request counts once, whatever its n).
+  int32_t max_concurrent_requests = 256;
+  // Inference requests waiting for a running slot; beyond this, 429.
+  int32_t max_queued_requests = 1024;
+  // How long a request may wait in the queue before it is answered 429.
+  int32_t max_queue_wait_ms = 30'000;
+  // Value of the Retry-After header (seconds) on 429 and 503.
+  int32_t retry_after_s = 1;
+
+  // Request shape limits (each violation is a 400 naming the parameter).
+  int32_t max_n = 16;                // most choices per request (`n`)
+  int32_t max_prompts = 64;          // most prompts in one /v1/completions batch
+  int32_t max_messages = 1024;       // most chat messages
+  int32_t max_stop_strings = 16;     // most entries of `stop`
+  int32_t max_stop_string_bytes = 256;  // longest single stop string
+
+  // Model name served on the API. Empty = the model id given to HttpServer.
+  std::string served_model_name;
+
+  // API keys. Empty = open access (every request uses tenant "default"); the
+  // router logs a warning at startup when open.
+  std::vector<ApiKeyEntry> api_keys;
+
+  // Returns InvalidArgument naming the first bad field.
+  Status Validate() const;
+};
+
+// Reads a YAML file with the field names above (api_keys as a list of
+// {key, tenant} maps). Unknown keys are an error (typos should not pass silently).
+StatusOr<RouterConfig> LoadRouterConfigFile(const std::string& path);
+// Same, from YAML text (for tests).
+StatusOr<RouterConfig> ParseRouterConfigYaml(const std::string& yaml_text);
+
+}  // namespace tandem::router

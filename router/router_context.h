@@ -1,0 +1,57 @@
+// RouterContext: what every connection of the HTTP server shares.
+// Thread rule: immutable after HttpServer::Start() except AdmissionController,
+// which is thread-safe; the callbacks must be thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "router/admission_controller.h"
+#include "router/api_key_table.h"
+#include "router/inference_backend.h"
+#include "router/router_config.h"
+#include "router/text_codec.h"
+
+namespace tandem::router {
+
+// The model behind the API (from the model's config and tokenizer).
+struct ServedModel {
+  std::string id;                      // name clients put in "model"
+  int32_t max_context_tokens = 4096;   // prompt + completion limit
+  int32_t vocab_size = 32000;          // token ids must be < this
+  int64_t created = 0;                 // unix seconds shown by /v1/models
+};
+
+// Everything the server needs from the rest of the process. Pointers are not
+// owned and must outlive the HttpServer.
+struct RouterDeps {
+  InferenceBackend* backend = nullptr;
+  const TextCodec* codec = nullptr;
+  ServedModel model;
+  // /health/ready; nullptr = always ready. While false, inference gets 503.
+  std::function<bool()> is_ready;
+  // /metrics body (Prometheus text format); nullptr = empty body.
+  std::function<std::string()> metrics_text;
+};
+
+struct RouterContext {
+  RouterContext(RouterConfig config_in, RouterDeps deps_in)
+      : config(std::move(config_in)),
+        deps(std::move(deps_in)),
+        keys(config.api_keys),
+        admission(config.max_concurrent_requests, config.max_queued_requests) {}
+
+  bool Ready() const { return !deps.is_ready || deps.is_ready(); }
+  const std::string& ModelName() const {
+    return config.served_model_name.empty() ? deps.model.id : config.served_model_name;
+  }
+
+  const RouterConfig config;
+  const RouterDeps deps;
+  const ApiKeyTable keys;
+  AdmissionController admission;
+};
+
+}  // namespace tandem::router

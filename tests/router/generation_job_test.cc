@@ -1,0 +1,140 @@
+// GenerationJob without sockets: a FakeBackend and a serial executor the test drains.
+#include "router/generation_job.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <deque>
+#include <mutex>
+
+#include "tests/router/fake_backend.h"
+#include "tests/router/fake_text_codec.h"
+
+namespace tandem::router::testing {
+namespace {
+
+// A serial executor: posted work runs when the test thread calls RunUntil.
+class ManualExecutor {
+ public:
+  GenerationJob::Post post() {
+    return [this](std::function<void()> fn) {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(fn));
+    };
+  }
+  bool RunUntil(const std::function<bool()>& done, int timeout_ms = 5000) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::function<void()> fn;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!queue_.empty()) {
+          fn = std::move(queue_.front());
+          queue_.pop_front();
+        }
+      }
+      if (fn) {
+        fn();
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<std::function<void()>> queue_;
+};
+
+struct Recorder {
+  std::vector<std::string> text;
+  std::vector<int> order;
+  std::optional<Status> done;
+  JobEvents Events() {
+    JobEvents e;
+    e.on_text = [this](int32_t i, const std::string& t) {
+      text[i] += t;
+      order.push_back(i);
+    };
+    e.on_done = [this](const Status& s) { done = s; };
+    return e;
+  }
+};
+
+TEST(GenerationJobTest, StopStringCancelsAndCountsTokens) {
+  FakeBackend backend;
+  FakeTextCodec codec;
+  ManualExecutor exec;
+  std::vector<TokenId> script = ByteTokens("12STOP34");
+  backend.SetScript({script, /*batch_size=*/3});
+  JobSpec spec;
+  spec.prompts = {{1, 2}};
+  spec.base.max_tokens = 20;
+  spec.stop = {"STOP"};
+  Recorder rec;
+  rec.text.resize(1);
+  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec.Events());
+  job->Start();
+  ASSERT_TRUE(exec.RunUntil([&] { return rec.done.has_value(); }));
+  EXPECT_TRUE(rec.done->ok());
+  EXPECT_EQ(rec.text[0], "12");
+  EXPECT_EQ(job->outputs()[0].text, "12");
+  EXPECT_EQ(job->outputs()[0].finish_reason, FinishReason::kStop);
+  // Batches of 3: "12S", "TOP" -> the match completes on the 6th token.
+  EXPECT_EQ(job->usage().completion_tokens, 6);
+  EXPECT_EQ(job->usage().prompt_tokens, 2);
+  EXPECT_TRUE(backend.WaitCancelled(backend.submitted()[0].request_id, 1000));
+  backend.Shutdown();
+}
+
+TEST(GenerationJobTest, ErrorEndsJobAndCancelsOthers) {
+  FakeBackend backend;
+  FakeTextCodec codec;
+  ManualExecutor exec;
+  backend.SetScriptFn([](const GenerateRequest& r) {
+    Script s{{kWordBase}};
+    if (*r.sampling.seed == 11) s.fail_after = 1;
+    else s.hold_after = 1;
+    return s;
+  });
+  JobSpec spec;
+  spec.prompts = {{1}};
+  spec.n = 2;
+  spec.base.max_tokens = 20;
+  spec.base.sampling.seed = 10;
+  Recorder rec;
+  rec.text.resize(2);
+  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec.Events());
+  job->Start();
+  ASSERT_TRUE(exec.RunUntil([&] { return rec.done.has_value(); }));
+  EXPECT_EQ(rec.done->code(), StatusCode::kUnavailable);
+  // The healthy sibling (seed 10) is cancelled.
+  EXPECT_TRUE(backend.WaitCancelled(backend.submitted()[0].request_id, 1000));
+  backend.Shutdown();
+}
+
+TEST(GenerationJobTest, CancelStopsEventsAndBackend) {
+  FakeBackend backend;
+  FakeTextCodec codec;
+  ManualExecutor exec;
+  backend.SetScript({{kWordBase}, 1, 0, -1, /*hold_after=*/1});
+  JobSpec spec;
+  spec.prompts = {{1}};
+  spec.base.max_tokens = 20;
+  Recorder rec;
+  rec.text.resize(1);
+  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec.Events());
+  job->Start();
+  ASSERT_TRUE(exec.RunUntil([&] { return !rec.text[0].empty(); }));
+  job->Cancel();
+  EXPECT_TRUE(backend.WaitCancelled(backend.submitted()[0].request_id, 1000));
+  exec.RunUntil([] { return false; }, 50);
+  EXPECT_FALSE(rec.done.has_value());
+  EXPECT_EQ(rec.text[0], "Hello");
+  backend.Shutdown();
+}
+
+}  // namespace
+}  // namespace tandem::router::testing

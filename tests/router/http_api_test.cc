@@ -1,0 +1,291 @@
+// OpenAI API behaviour over real loopback sockets: response shapes, usage,
+// streaming, stop strings, UTF-8, n > 1, parameters reaching the backend.
+#include "router/utf8_stream.h"
+#include "tests/router/router_fixture.h"
+
+namespace tandem::router::testing {
+namespace {
+
+using nlohmann::json;
+
+const TokenId kHello = kWordBase, kWorld = kWordBase + 1;
+
+class HttpApiTest : public RouterFixture {};
+
+void ExpectUsage(const json& usage, int64_t prompt, int64_t completion, int64_t cached) {
+  EXPECT_EQ(usage["prompt_tokens"], prompt);
+  EXPECT_EQ(usage["completion_tokens"], completion);
+  EXPECT_EQ(usage["total_tokens"], prompt + completion);
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], cached);
+}
+
+TEST_F(HttpApiTest, CompletionNonStreaming) {
+  StartServer();
+  backend_.SetScript({{kHello, kWorld, kEos}, 1, /*cached_tokens=*/2});
+  HttpResult r = Post(port_, "/v1/completions", {{"model", "tiny"}, {"prompt", "hi"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json body = r.Json();
+  EXPECT_EQ(body["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["model"], "tiny");
+  EXPECT_GT(body["created"].get<int64_t>(), 1600000000);
+  ASSERT_EQ(body["choices"].size(), 1u);
+  EXPECT_EQ(body["choices"][0]["index"], 0);
+  EXPECT_EQ(body["choices"][0]["text"], "Hello world");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  // Prompt "hi" = BOS + 2 bytes; 3 sampled tokens including EOS.
+  ExpectUsage(body["usage"], 3, 3, 2);
+  ASSERT_EQ(backend_.submitted().size(), 1u);
+  EXPECT_EQ(backend_.submitted()[0].prompt_token_ids, (std::vector<TokenId>{kBos, 'h', 'i'}));
+  EXPECT_EQ(backend_.submitted()[0].max_tokens, 16);  // OpenAI's completions default
+}
+
+TEST_F(HttpApiTest, CompletionStreamingWithUsage) {
+  StartServer();
+  backend_.SetScript({{kHello, kWorld, kEos}});
+  HttpResult r = Post(port_, "/v1/completions",
+                      {{"prompt", "hi"}, {"stream", true},
+                       {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["content-type"].rfind("text/event-stream", 0), 0u);
+  auto events = SseEvents(r.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  std::string finish;
+  std::string id;
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    json chunk = json::parse(events[i]);
+    EXPECT_EQ(chunk["object"], "text_completion");
+    EXPECT_TRUE(chunk.contains("usage") && chunk["usage"].is_null());
+    if (id.empty()) id = chunk["id"];
+    EXPECT_EQ(chunk["id"], id);
+    text += chunk["choices"][0]["text"].get<std::string>();
+    if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, "Hello world");
+  EXPECT_EQ(finish, "stop");
+  json usage_chunk = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage_chunk["choices"].empty());
+  ExpectUsage(usage_chunk["usage"], 3, 3, 0);
+}
+
+TEST_F(HttpApiTest, ChatNonStreamingAndStreaming) {
+  StartServer();
+  backend_.SetScript({{kHello, kWorld, kEos}});
+  json request = {{"model", "tiny"},
+                  {"messages", {{{"role", "system"}, {"content", "be brief"}},
+                                {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}}}}}}}};
+  HttpResult r = Post(port_, "/v1/chat/completions", request);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json body = r.Json();
+  EXPECT_EQ(body["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "Hello world");
+  const std::string rendered = "<|system|>be brief\n<|user|>hi\n<|assistant|>";
+  ExpectUsage(body["usage"], static_cast<int64_t>(rendered.size()), 3, 0);
+  // Chat defaults max_tokens to the rest of the context.
+  EXPECT_EQ(backend_.submitted()[0].max_tokens, kContext - static_cast<int32_t>(rendered.size()));
+
+  request["stream"] = true;
+  r = Post(port_, "/v1/chat/completions", request);
+  ASSERT_EQ(r.status, 200);
+  auto events = SseEvents(r.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  json first = json::parse(events[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_FALSE(first.contains("usage"));  // no include_usage
+  std::string content;
+  std::string finish;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    json chunk = json::parse(events[i]);
+    const json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+    if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(content, "Hello world");
+  EXPECT_EQ(finish, "stop");
+}
+
+TEST_F(HttpApiTest, StopStringAcrossTokenBoundariesIsNotEmitted) {
+  StartServer();
+  std::vector<TokenId> script = ByteTokens("abcSTOPdef");
+  backend_.SetScript({script});
+  for (bool stream : {false, true}) {
+    HttpResult r = Post(port_, "/v1/completions",
+                        {{"prompt", "x"}, {"stop", {"zz", "STOP"}}, {"max_tokens", 20},
+                         {"stream", stream}, {"stream_options", {{"include_usage", true}}}});
+    ASSERT_EQ(r.status, 200);
+    std::string text, finish;
+    json usage;
+    if (stream) {
+      for (const auto& e : SseEvents(r.body)) {
+        if (e == "[DONE]") continue;
+        json chunk = json::parse(e);
+        if (!chunk["usage"].is_null()) usage = chunk["usage"];
+        if (chunk["choices"].empty()) continue;
+        text += chunk["choices"][0]["text"].get<std::string>();
+        if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
+      }
+    } else {
+      json body = r.Json();
+      text = body["choices"][0]["text"];
+      finish = body["choices"][0]["finish_reason"];
+      usage = body["usage"];
+    }
+    EXPECT_EQ(text, "abc") << "stream=" << stream;
+    EXPECT_EQ(finish, "stop");
+    EXPECT_EQ(usage["completion_tokens"], 7);  // a b c S T O P
+  }
+  // Each request was cancelled at the backend once its stop string matched.
+  for (const auto& req : backend_.submitted()) EXPECT_TRUE(backend_.WaitCancelled(req.request_id, 2000));
+}
+
+TEST_F(HttpApiTest, StopStringSpanningWordTokensAndHoldback) {
+  StartServer();
+  backend_.SetScript({{kHello, kWorld, kEos}});
+  HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"stop", "lo wor"}});
+  EXPECT_EQ(r.Json()["choices"][0]["text"], "Hel");
+  // A held-back possible prefix ("d!") that never completes is released at the end.
+  backend_.SetScript({{kHello, kWorld, kEos}});
+  r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"stop", "ld!"}, {"stream", true}});
+  std::string text;
+  for (const auto& e : SseEvents(r.body)) {
+    if (e != "[DONE]") text += json::parse(e)["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, "Hello world");
+}
+
+TEST_F(HttpApiTest, StreamIsValidUtf8WhenTokensSplitCharacters) {
+  StartServer();
+  const std::string expected = "caf\xC3\xA9 \xF0\x9F\x98\x80!";
+  std::vector<TokenId> script = ByteTokens(expected);
+  script.push_back(kEos);
+  backend_.SetScript({script});
+  HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"stream", true}, {"max_tokens", 30}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_TRUE(IsValidUtf8(r.body));
+  std::string text;
+  for (const auto& e : SseEvents(r.body)) {
+    if (e == "[DONE]") continue;
+    std::string piece = json::parse(e)["choices"][0]["text"];
+    EXPECT_EQ(piece.find("\xEF\xBF\xBD"), std::string::npos) << "a partial character leaked";
+    text += piece;
+  }
+  EXPECT_EQ(text, expected);
+}
+
+TEST_F(HttpApiTest, NChoicesAreIndependentSequences) {
+  StartServer();
+  backend_.SetScriptFn([](const GenerateRequest& req) {
+    // A different word per seed, so every choice has its own text.
+    return Script{{kWordBase + static_cast<TokenId>(*req.sampling.seed % 4), kEos}};
+  });
+  HttpResult r = Post(port_, "/v1/completions", {{"prompt", "hi"}, {"n", 3}, {"seed", 0}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json body = r.Json();
+  ASSERT_EQ(body["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(body["choices"][i]["index"], i);
+    EXPECT_EQ(body["choices"][i]["text"], kWords[i]);
+  }
+  ExpectUsage(body["usage"], 3, 6, 0);  // the prompt counts once
+  auto submitted = backend_.submitted();
+  ASSERT_EQ(submitted.size(), 3u);
+  EXPECT_NE(submitted[0].request_id, submitted[1].request_id);
+}
+
+TEST_F(HttpApiTest, PromptListsAndTokenIds) {
+  StartServer();
+  backend_.SetScript({{kHello, kEos}});
+  HttpResult r = Post(port_, "/v1/completions", {{"prompt", {{kHello, kWorld}, {7}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json body = r.Json();
+  ASSERT_EQ(body["choices"].size(), 2u);
+  ExpectUsage(body["usage"], 3, 4, 0);
+  r = Post(port_, "/v1/completions", {{"prompt", {"ab", "cde"}}, {"n", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"].size(), 4u);
+  ExpectUsage(r.Json()["usage"], 3 + 4, 8, 0);
+  r = Post(port_, "/v1/completions", {{"prompt", {5, 6, 7}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ExpectUsage(r.Json()["usage"], 3, 2, 0);
+}
+
+TEST_F(HttpApiTest, MaxTokensIgnoreEosAndSamplingReachBackend) {
+  StartServer();
+  backend_.SetScript({{kHello, kEos}});
+  HttpResult r = Post(port_, "/v1/completions",
+                      {{"prompt", "x"}, {"max_tokens", 5}, {"ignore_eos", true},
+                       {"temperature", 0.5}, {"top_p", 0.9}, {"top_k", 7}, {"min_p", 0.1},
+                       {"presence_penalty", 0.5}, {"frequency_penalty", -0.5},
+                       {"repetition_penalty", 1.2}, {"seed", 42}, {"stop_token_ids", {5}},
+                       {"some_unknown_field", {{"nested", true}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json body = r.Json();
+  EXPECT_EQ(body["choices"][0]["text"], "HelloHelloHello");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 5);
+  GenerateRequest req = backend_.submitted().at(0);
+  EXPECT_EQ(req.max_tokens, 5);
+  EXPECT_TRUE(req.ignore_eos);
+  EXPECT_FLOAT_EQ(req.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(req.sampling.top_p, 0.9f);
+  EXPECT_EQ(req.sampling.top_k, 7);
+  EXPECT_FLOAT_EQ(req.sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(req.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(req.sampling.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(req.sampling.repetition_penalty, 1.2f);
+  EXPECT_EQ(req.sampling.seed, 42u);
+  EXPECT_EQ(req.stop_token_ids, std::vector<TokenId>{5});
+  EXPECT_EQ(req.tenant_id, "default");
+  EXPECT_GT(req.deadline_ns, 0);
+  // max_completion_tokens is the chat spelling.
+  r = Post(port_, "/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_completion_tokens", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(backend_.submitted().at(1).max_tokens, 2);
+}
+
+TEST_F(HttpApiTest, ModelsHealthMetrics) {
+  StartServer();
+  HttpResult r = Send(port_, "GET", "/v1/models");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.Json()["object"], "list");
+  EXPECT_EQ(r.Json()["data"][0]["id"], "tiny");
+  EXPECT_EQ(r.Json()["data"][0]["object"], "model");
+  EXPECT_EQ(Send(port_, "GET", "/health/live").status, 200);
+  EXPECT_EQ(Send(port_, "GET", "/health/ready").status, 200);
+  ready_ = false;
+  r = Send(port_, "GET", "/health/ready");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.headers["retry-after"], "1");
+  EXPECT_EQ(Send(port_, "GET", "/health/live").status, 200);
+  r = Send(port_, "GET", "/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("tandem_test_up 1"), std::string::npos);
+  EXPECT_EQ(r.headers["content-type"].rfind("text/plain", 0), 0u);
+  EXPECT_EQ(Send(port_, "GET", "/nope").status, 404);
+  EXPECT_EQ(Send(port_, "GET", "/v1/completions").status, 405);
+}
+
+TEST_F(HttpApiTest, BackendErrorsAreTerminalOutcomes) {
+  StartServer();
+  backend_.SetScript({{kHello}, 1, 0, /*fail_after=*/2});
+  HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}});
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.Json()["error"]["type"], "server_error");
+  r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}, {"stream", true}});
+  ASSERT_EQ(r.status, 200);
+  auto events = SseEvents(r.body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  json error = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(error.contains("error")) << events[events.size() - 2];
+}
+
+}  // namespace
+}  // namespace tandem::router::testing
