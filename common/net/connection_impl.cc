@@ -1,0 +1,529 @@
+#include "common/net/connection_impl.h"
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/write.hpp>
+
+#include "common/base/logging.h"
+#include "common/proto/messages.h"
+
+namespace tandem::net::internal {
+namespace {
+
+constexpr int64_t kFlushBeforeCloseMs = 1000;
+
+bool IsIpLiteral(const std::string& host) {
+  boost::system::error_code ec;
+  asio::ip::make_address(host, ec);
+  return !ec;
+}
+
+}  // namespace
+
+ConnectionImpl::ConnectionImpl(asio::io_context& io, Options options)
+    : io_(io),
+      strand_(asio::make_strand(io)),
+      options_(std::move(options)),
+      expected_token_(options_.rpc.cluster_token),
+      resolver_(strand_),
+      decoder_(options_.rpc.max_frame_bytes),
+      keepalive_timer_(strand_),
+      open_timer_(strand_) {
+  if (options_.tls) {
+    tls_ = std::make_unique<asio::ssl::stream<tcp::socket>>(strand_, *options_.tls);
+  } else {
+    plain_ = std::make_unique<tcp::socket>(strand_);
+  }
+  last_received_ = last_sent_ = Clock::now();
+}
+
+tcp::socket& ConnectionImpl::socket() { return tls_ ? tls_->next_layer() : *plain_; }
+
+std::string ConnectionImpl::remote_address() const {
+  std::lock_guard<std::mutex> lock(info_mu_);
+  return remote_address_;
+}
+
+std::string ConnectionImpl::peer_name() const {
+  std::lock_guard<std::mutex> lock(info_mu_);
+  return peer_name_;
+}
+
+void ConnectionImpl::StartServer() {
+  asio::post(strand_, [self = shared_from_this()] {
+    boost::system::error_code ec;
+    auto endpoint = self->socket().remote_endpoint(ec);
+    {
+      std::lock_guard<std::mutex> lock(self->info_mu_);
+      self->remote_address_ = ec ? "?" : FormatHostPort({endpoint.address().to_string(), endpoint.port()});
+    }
+    self->open_timer_.expires_after(std::chrono::milliseconds(self->options_.rpc.hello_timeout_ms));
+    self->open_timer_.async_wait([self](const boost::system::error_code& ec) {
+      if (!ec && !self->authenticated_) {
+        self->DoClose(DeadlineExceededError("no Hello within hello_timeout_ms"));
+      }
+    });
+    if (!self->tls_) {
+      self->StartRead();
+      return;
+    }
+    self->tls_->async_handshake(asio::ssl::stream_base::server,
+                                [self](const boost::system::error_code& ec) {
+                                  if (ec) {
+                                    self->DoClose(UnavailableError("TLS handshake failed: " + ec.message()));
+                                    return;
+                                  }
+                                  self->StartRead();
+                                });
+  });
+}
+
+void ConnectionImpl::StartClient(const HostPort& peer, int64_t timeout_ms, OpenCallback on_open) {
+  asio::post(strand_, [self = shared_from_this(), peer, timeout_ms, on_open = std::move(on_open)] {
+    self->on_open_ = std::move(on_open);
+    {
+      std::lock_guard<std::mutex> lock(self->info_mu_);
+      self->remote_address_ = FormatHostPort(peer);
+    }
+    self->open_timer_.expires_after(std::chrono::milliseconds(timeout_ms));
+    self->open_timer_.async_wait([self](const boost::system::error_code& ec) {
+      if (!ec && !self->authenticated_) {
+        self->DoClose(DeadlineExceededError("connect to " + self->remote_address() + " timed out"));
+      }
+    });
+    self->resolver_.async_resolve(
+        peer.host, std::to_string(peer.port),
+        [self, peer](const boost::system::error_code& ec, tcp::resolver::results_type results) {
+          if (self->closed_) return;
+          if (ec) {
+            self->DoClose(UnavailableError("resolve " + peer.host + ": " + ec.message()));
+            return;
+          }
+          asio::async_connect(self->socket(), results,
+                              [self, peer](const boost::system::error_code& ec, const tcp::endpoint&) {
+                                if (self->closed_) return;
+                                if (ec) {
+                                  self->DoClose(UnavailableError("connect to " + FormatHostPort(peer) +
+                                                                 ": " + ec.message()));
+                                  return;
+                                }
+                                self->AfterConnect(peer);
+                              });
+        });
+  });
+}
+
+void ConnectionImpl::AfterConnect(const HostPort& peer) {
+  boost::system::error_code ignored;
+  socket().set_option(tcp::no_delay(true), ignored);
+  if (!tls_) {
+    StartRead();
+    SendHello();
+    return;
+  }
+  const std::string& name = options_.rpc.tls.server_name.empty() ? peer.host : options_.rpc.tls.server_name;
+  if (!IsIpLiteral(name)) SSL_set_tlsext_host_name(tls_->native_handle(), name.c_str());
+  tls_->set_verify_callback(asio::ssl::host_name_verification(name));
+  tls_->async_handshake(asio::ssl::stream_base::client,
+                        [self = shared_from_this()](const boost::system::error_code& ec) {
+                          if (self->closed_) return;
+                          if (ec) {
+                            self->DoClose(UnavailableError("TLS handshake failed: " + ec.message()));
+                            return;
+                          }
+                          self->StartRead();
+                          self->SendHello();
+                        });
+}
+
+void ConnectionImpl::SendHello() {
+  proto::Hello hello;
+  hello.set_protocol_version(proto::kProtocolVersion);
+  hello.set_cluster_token(options_.rpc.cluster_token);
+  hello.set_peer_name(options_.rpc.peer_name);
+  uint64_t id = next_correlation_id_++;
+  auto frame = Encode(FrameKind::kRequest, id, hello);
+  if (!frame.ok()) {
+    DoClose(frame.status());
+    return;
+  }
+  PendingCall call;
+  call.on_reply = [self = shared_from_this()](StatusOr<MessagePtr> reply) {
+    if (!reply.ok()) {
+      self->DoClose(reply.status().WithContext("Hello refused"));
+      return;
+    }
+    if (proto::TypeOf(**reply) != proto::MESSAGE_TYPE_HELLO_REPLY) {
+      self->DoClose(UnavailableError("peer answered Hello with " + (*reply)->GetTypeName()));
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(self->info_mu_);
+      self->peer_name_ = static_cast<const proto::HelloReply&>(**reply).peer_name().substr(0, 256);
+    }
+    self->MarkOpen();
+  };
+  pending_.emplace(id, std::move(call));
+  queued_bytes_ += frame->size();
+  PushWrite(std::move(*frame));
+}
+
+void ConnectionImpl::MarkOpen() {
+  authenticated_ = true;
+  open_timer_.cancel();
+  ArmKeepalive();
+  if (on_open_) {
+    OpenCallback callback = std::move(on_open_);
+    on_open_ = nullptr;
+    callback(Status::Ok());
+  }
+  if (options_.handlers.on_open) options_.handlers.on_open(shared_from_this());
+}
+
+StatusOr<std::string> ConnectionImpl::Encode(FrameKind kind, uint64_t correlation_id,
+                                             const google::protobuf::Message& message) {
+  return EncodeFrame(kind, correlation_id, message, options_.rpc.max_frame_bytes);
+}
+
+Status ConnectionImpl::Enqueue(std::string frame) {
+  if (!open_.load()) return UnavailableError("connection to " + remote_address() + " is closed");
+  uint64_t queued = queued_bytes_.fetch_add(frame.size()) + frame.size();
+  if (queued > options_.rpc.max_queued_write_bytes) {
+    queued_bytes_ -= frame.size();
+    return ResourceExhaustedError("write queue to " + remote_address() + " is full");
+  }
+  asio::post(strand_, [self = shared_from_this(), frame = std::move(frame)]() mutable {
+    self->PushWrite(std::move(frame));
+  });
+  return Status::Ok();
+}
+
+void ConnectionImpl::PushWrite(std::string frame) {
+  if (closed_) {
+    queued_bytes_ -= frame.size();
+    return;
+  }
+  write_queue_.push_back(std::move(frame));
+  if (!writing_) StartWrite();
+}
+
+void ConnectionImpl::StartWrite() {
+  writing_ = true;
+  auto on_written = [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+    self->writing_ = false;
+    if (self->closed_) return;
+    if (ec) {
+      self->DoClose(UnavailableError("write failed: " + ec.message()));
+      return;
+    }
+    self->queued_bytes_ -= self->write_queue_.front().size();
+    self->write_queue_.pop_front();
+    self->last_sent_ = Clock::now();
+    if (!self->write_queue_.empty()) {
+      self->StartWrite();
+    } else if (self->close_after_flush_) {
+      self->DoClose(self->close_reason_);
+    }
+  };
+  asio::const_buffer buffer(write_queue_.front().data(), write_queue_.front().size());
+  if (tls_) {
+    asio::async_write(*tls_, buffer, std::move(on_written));
+  } else {
+    asio::async_write(*plain_, buffer, std::move(on_written));
+  }
+}
+
+void ConnectionImpl::StartRead() {
+  if (closed_ || reading_stopped_) return;
+  auto on_read = [self = shared_from_this()](const boost::system::error_code& ec, size_t bytes) {
+    self->OnRead(ec, bytes);
+  };
+  if (tls_) {
+    tls_->async_read_some(asio::buffer(read_buffer_), std::move(on_read));
+  } else {
+    plain_->async_read_some(asio::buffer(read_buffer_), std::move(on_read));
+  }
+}
+
+void ConnectionImpl::OnRead(const boost::system::error_code& ec, size_t bytes) {
+  if (closed_ || reading_stopped_) return;
+  if (ec) {
+    bool eof = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+    DoClose(UnavailableError(eof ? "peer closed the connection" : "read failed: " + ec.message()));
+    return;
+  }
+  last_received_ = Clock::now();
+  decoder_.Append(read_buffer_.data(), bytes);
+  while (!closed_ && !reading_stopped_) {
+    auto next = decoder_.Next();
+    if (!next.ok()) {
+      TANDEM_LOG_WARN("garbled frame from {}: {}", remote_address(), next.status().ToString());
+      Reject(0, next.status());
+      return;
+    }
+    if (!next->has_value()) break;
+    Dispatch(std::move(**next));
+  }
+  StartRead();
+}
+
+void ConnectionImpl::Dispatch(Frame frame) {
+  if (!authenticated_) {
+    if (options_.side == Side::kServer) {
+      HandleHello(frame);
+    } else if (frame.header.kind == FrameKind::kReply) {
+      HandleReply(frame);
+    } else {
+      DoClose(UnavailableError("peer sent " + proto::MessageTypeName(frame.header.type) +
+                               " before answering Hello"));
+    }
+    return;
+  }
+  switch (frame.header.kind) {
+    case FrameKind::kReply: HandleReply(frame); return;
+    case FrameKind::kRequest: HandleRequest(frame); return;
+    case FrameKind::kOneWay: HandleOneWay(frame); return;
+  }
+}
+
+void ConnectionImpl::HandleHello(const Frame& frame) {
+  if (frame.header.kind != FrameKind::kRequest || frame.header.type != proto::MESSAGE_TYPE_HELLO) {
+    Reject(0, PermissionDeniedError("expected Hello first"));
+    return;
+  }
+  auto parsed = proto::ParseMessage(proto::MESSAGE_TYPE_HELLO, frame.payload, options_.rpc.max_frame_bytes);
+  if (!parsed.ok()) {
+    Reject(frame.header.correlation_id, parsed.status());
+    return;
+  }
+  const auto& hello = static_cast<const proto::Hello&>(**parsed);
+  // Check the token before anything else, so a peer without it learns nothing.
+  if (!expected_token_.Matches(hello.cluster_token())) {
+    TANDEM_LOG_WARN("refused control connection from {}: wrong cluster token", remote_address());
+    Reject(frame.header.correlation_id, PermissionDeniedError("cluster token rejected"));
+    return;
+  }
+  if (hello.protocol_version() != proto::kProtocolVersion) {
+    Reject(frame.header.correlation_id,
+           FailedPreconditionError("protocol version " + std::to_string(hello.protocol_version()) +
+                                   " is not supported (want " +
+                                   std::to_string(proto::kProtocolVersion) + ")"));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(info_mu_);
+    peer_name_ = hello.peer_name().substr(0, 256);
+  }
+  proto::HelloReply reply;
+  reply.set_protocol_version(proto::kProtocolVersion);
+  reply.set_peer_name(options_.rpc.peer_name);
+  auto encoded = Encode(FrameKind::kReply, frame.header.correlation_id, reply);
+  if (!encoded.ok()) {
+    DoClose(encoded.status());
+    return;
+  }
+  queued_bytes_ += encoded->size();
+  PushWrite(std::move(*encoded));
+  MarkOpen();
+}
+
+void ConnectionImpl::HandleReply(const Frame& frame) {
+  auto it = pending_.find(frame.header.correlation_id);
+  if (it == pending_.end()) return;  // late reply after its deadline: drop
+  PendingCall call = std::move(it->second);
+  pending_.erase(it);
+  if (call.timer) call.timer->cancel();
+  auto parsed = proto::ParseMessage(static_cast<proto::MessageType>(frame.header.type),
+                                    frame.payload, options_.rpc.max_frame_bytes);
+  if (!parsed.ok()) {
+    call.on_reply(parsed.status());
+    DoClose(parsed.status().WithContext("garbled reply"));
+    return;
+  }
+  if (frame.header.type == proto::MESSAGE_TYPE_ERROR) {
+    Status status = proto::FromErrorInfo(static_cast<const proto::Error&>(**parsed).error());
+    call.on_reply(status.ok() ? InternalError("peer sent an Error reply without a code") : status);
+    return;
+  }
+  call.on_reply(std::move(*parsed));
+}
+
+void ConnectionImpl::HandleRequest(const Frame& frame) {
+  auto parsed = proto::ParseMessage(static_cast<proto::MessageType>(frame.header.type),
+                                    frame.payload, options_.rpc.max_frame_bytes);
+  if (!parsed.ok()) {
+    Reject(frame.header.correlation_id, parsed.status());
+    return;
+  }
+  auto state = std::make_shared<Responder::State>();
+  state->connection = shared_from_this();
+  state->correlation_id = frame.header.correlation_id;
+  Responder responder(state);
+  if (frame.header.type == proto::MESSAGE_TYPE_HELLO) {
+    responder.Fail(FailedPreconditionError("Hello was already done"));
+  } else if (!options_.handlers.on_request) {
+    responder.Fail(UnimplementedError("no request handler here"));
+  } else {
+    options_.handlers.on_request(shared_from_this(), std::move(*parsed), std::move(responder));
+  }
+}
+
+void ConnectionImpl::HandleOneWay(const Frame& frame) {
+  if (frame.header.type == proto::MESSAGE_TYPE_PING) return;
+  auto parsed = proto::ParseMessage(static_cast<proto::MessageType>(frame.header.type),
+                                    frame.payload, options_.rpc.max_frame_bytes);
+  if (!parsed.ok()) {
+    Reject(0, parsed.status());
+    return;
+  }
+  if (options_.handlers.on_message) options_.handlers.on_message(shared_from_this(), std::move(*parsed));
+}
+
+void ConnectionImpl::Reject(uint64_t correlation_id, const Status& status) {
+  proto::Error error;
+  *error.mutable_error() = proto::ToErrorInfo(status);
+  auto encoded = Encode(correlation_id != 0 ? FrameKind::kReply : FrameKind::kOneWay,
+                        correlation_id, error);
+  if (encoded.ok()) {
+    queued_bytes_ += encoded->size();
+    PushWrite(std::move(*encoded));
+  }
+  CloseAfterFlush(status);
+}
+
+void ConnectionImpl::CloseAfterFlush(const Status& reason) {
+  reading_stopped_ = true;
+  open_.store(false);
+  if (!writing_ && write_queue_.empty()) {
+    DoClose(reason);
+    return;
+  }
+  close_after_flush_ = true;
+  close_reason_ = reason;
+  open_timer_.expires_after(std::chrono::milliseconds(kFlushBeforeCloseMs));
+  open_timer_.async_wait([self = shared_from_this(), reason](const boost::system::error_code& ec) {
+    if (!ec) self->DoClose(reason);
+  });
+}
+
+void ConnectionImpl::ArmKeepalive() {
+  const RpcConfig& rpc = options_.rpc;
+  if (rpc.keepalive_interval_ms <= 0 && rpc.idle_timeout_ms <= 0) return;
+  int64_t tick_ms = rpc.keepalive_interval_ms > 0 ? rpc.keepalive_interval_ms : rpc.idle_timeout_ms;
+  if (rpc.idle_timeout_ms > 0) tick_ms = std::min(tick_ms, std::max<int64_t>(rpc.idle_timeout_ms / 4, 1));
+  keepalive_timer_.expires_after(std::chrono::milliseconds(tick_ms));
+  keepalive_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+    if (!ec) self->OnKeepalive();
+  });
+}
+
+void ConnectionImpl::OnKeepalive() {
+  if (closed_ || close_after_flush_) return;
+  const RpcConfig& rpc = options_.rpc;
+  auto now = Clock::now();
+  auto since = [now](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count();
+  };
+  if (rpc.idle_timeout_ms > 0 && since(last_received_) > rpc.idle_timeout_ms) {
+    DoClose(UnavailableError("peer " + remote_address() + " silent for over " +
+                             std::to_string(rpc.idle_timeout_ms) + " ms"));
+    return;
+  }
+  if (rpc.keepalive_interval_ms > 0 && !writing_ && since(last_sent_) >= rpc.keepalive_interval_ms) {
+    auto ping = Encode(FrameKind::kOneWay, 0, proto::Ping());
+    if (ping.ok()) {
+      queued_bytes_ += ping->size();
+      PushWrite(std::move(*ping));
+    }
+  }
+  ArmKeepalive();
+}
+
+void ConnectionImpl::Call(const google::protobuf::Message& request, int64_t timeout_ms,
+                          ReplyCallback on_reply) {
+  if (timeout_ms <= 0) timeout_ms = options_.default_call_timeout_ms;
+  uint64_t id = next_correlation_id_++;
+  auto encoded = Encode(FrameKind::kRequest, id, request);
+  Status status = encoded.ok() ? Status::Ok() : encoded.status();
+  if (status.ok() && !open_.load()) status = UnavailableError("connection to " + remote_address() + " is closed");
+  if (status.ok()) {
+    uint64_t queued = queued_bytes_.fetch_add(encoded->size()) + encoded->size();
+    if (queued > options_.rpc.max_queued_write_bytes) {
+      queued_bytes_ -= encoded->size();
+      status = ResourceExhaustedError("write queue to " + remote_address() + " is full");
+    }
+  }
+  if (!status.ok()) {
+    asio::post(strand_, [on_reply = std::move(on_reply), status] { on_reply(status); });
+    return;
+  }
+  asio::post(strand_, [self = shared_from_this(), id, timeout_ms, frame = std::move(*encoded),
+                       on_reply = std::move(on_reply)]() mutable {
+    if (self->closed_ || self->close_after_flush_) {
+      self->queued_bytes_ -= frame.size();
+      on_reply(UnavailableError("connection to " + self->remote_address() + " is closed"));
+      return;
+    }
+    PendingCall call;
+    call.on_reply = std::move(on_reply);
+    call.timer = std::make_unique<asio::steady_timer>(self->strand_);
+    call.timer->expires_after(std::chrono::milliseconds(timeout_ms));
+    call.timer->async_wait([self, id, timeout_ms](const boost::system::error_code& ec) {
+      if (ec) return;
+      auto it = self->pending_.find(id);
+      if (it == self->pending_.end()) return;
+      ReplyCallback callback = std::move(it->second.on_reply);
+      self->pending_.erase(it);
+      callback(DeadlineExceededError("no reply within " + std::to_string(timeout_ms) + " ms"));
+    });
+    self->pending_.emplace(id, std::move(call));
+    self->PushWrite(std::move(frame));
+  });
+}
+
+Status ConnectionImpl::Send(const google::protobuf::Message& message) {
+  TANDEM_ASSIGN_OR_RETURN(std::string frame, Encode(FrameKind::kOneWay, 0, message));
+  return Enqueue(std::move(frame));
+}
+
+void ConnectionImpl::SendReply(uint64_t correlation_id, const google::protobuf::Message& reply) {
+  auto frame = Encode(FrameKind::kReply, correlation_id, reply);
+  Status status = frame.ok() ? Enqueue(std::move(*frame)) : frame.status();
+  if (!status.ok() && open_.load()) {
+    TANDEM_LOG_WARN("cannot reply to {}: {}", remote_address(), status.ToString());
+    Close(status);
+  }
+}
+
+void ConnectionImpl::Close(const Status& reason) {
+  asio::post(strand_, [self = shared_from_this(), reason] { self->DoClose(reason); });
+}
+
+void ConnectionImpl::DoClose(const Status& reason) {
+  if (closed_) return;
+  closed_ = true;
+  open_.store(false);
+  keepalive_timer_.cancel();
+  open_timer_.cancel();
+  resolver_.cancel();
+  boost::system::error_code ignored;
+  socket().shutdown(tcp::socket::shutdown_both, ignored);
+  socket().close(ignored);
+  Status closed = UnavailableError("connection to " + remote_address() + " closed: " + reason.ToString());
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& [id, call] : pending) {
+    if (call.timer) call.timer->cancel();
+    call.on_reply(closed);
+  }
+  if (on_open_) {
+    OpenCallback callback = std::move(on_open_);
+    on_open_ = nullptr;
+    callback(reason);
+  }
+  if (authenticated_ && options_.handlers.on_close) options_.handlers.on_close(shared_from_this(), reason);
+}
+
+}  // namespace tandem::net::internal
