@@ -1,0 +1,169 @@
+#include "kv_transfer/kv_receiver.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "common/base/logging.h"
+
+namespace tandem::kv_transfer {
+
+Status KvReceiverConfig::Validate() const {
+  if (model_id.empty()) return InvalidArgumentError("kv receiver: model_id is required");
+  TANDEM_RETURN_IF_ERROR(layout.Validate());
+  if (layout.num_blocks <= 0) return InvalidArgumentError("kv receiver: landing pool has no blocks");
+  if (max_sessions <= 0) return InvalidArgumentError("kv receiver: max_sessions must be > 0");
+  if (default_lease_ms == 0 || default_lease_ms > kMaxLeaseMs) {
+    return InvalidArgumentError("kv receiver: default_lease_ms out of range");
+  }
+  return Status::Ok();
+}
+
+KvReceiver::KvReceiver(const KvReceiverConfig& config, Transport& transport, Clock& clock,
+                       ControlSink sink)
+    : config_(config), transport_(transport), clock_(clock), sink_(std::move(sink)) {
+  TANDEM_CHECK_OK(config.Validate());
+  TANDEM_CHECK(sink_ != nullptr);
+}
+
+KvReceiver::~KvReceiver() {
+  while (!sessions_.empty()) {
+    End(sessions_.begin()->first, CancelledError("KV receiver shut down"), true);
+  }
+  if (landing_.id != kInvalidHandle) transport_.UnregisterMemory(landing_.id).IgnoreError();
+}
+
+Status KvReceiver::RegisterLanding(void* base, MemoryKind kind) {
+  if (landing_.id != kInvalidHandle) return FailedPreconditionError("landing memory already registered");
+  TANDEM_ASSIGN_OR_RETURN(landing_, transport_.RegisterMemory(base, config_.layout.TotalBytes(), kind));
+  return Status::Ok();
+}
+
+StatusOr<std::string> KvReceiver::Open(ReceiveParams params) {
+  if (landing_.id == kInvalidHandle) return FailedPreconditionError("no landing memory registered");
+  if (params.blocks.empty() || params.blocks.size() > kMaxBlocksPerSession) {
+    return InvalidArgumentError(fmt::format("bad block count {}", params.blocks.size()));
+  }
+  for (BlockId b : params.blocks) {
+    if (b < 0 || b >= config_.layout.num_blocks) {
+      return InvalidArgumentError(fmt::format("landing block {} outside the pool", b));
+    }
+  }
+  uint32_t lease_ms = params.lease_ms == 0 ? config_.default_lease_ms : params.lease_ms;
+  if (lease_ms > kMaxLeaseMs) return InvalidArgumentError("lease_ms out of range");
+  auto existing = sessions_.find(params.request_id);
+  if (existing != sessions_.end()) {
+    if (existing->second.epoch >= params.epoch) {
+      return AlreadyExistsError(fmt::format("request {} already has a receive session at epoch {}",
+                                            params.request_id, existing->second.epoch));
+    }
+    End(params.request_id, CancelledError(fmt::format("superseded by epoch {}", params.epoch)), true);
+  }
+  if (sessions_.size() >= static_cast<size_t>(config_.max_sessions)) {
+    return ResourceExhaustedError("too many KV receive sessions");
+  }
+  KvTarget target{.request_id = params.request_id, .epoch = params.epoch, .model_id = config_.model_id,
+                  .layout = config_.layout, .worker_address = transport_.WorkerAddress(),
+                  .region_descriptor = landing_.descriptor, .region_offset = 0,
+                  .blocks = std::move(params.blocks), .lease_ms = lease_ms};
+  Session s;
+  s.epoch = params.epoch;
+  s.opened_at = clock_.NowNanos();
+  s.deadline = s.opened_at + MsToNanos(lease_ms);
+  s.landed.assign(config_.layout.num_layers, false);
+  s.on_layer = std::move(params.on_layer);
+  s.on_done = std::move(params.on_done);
+  sessions_.emplace(params.request_id, std::move(s));
+  ++stats_.sessions_opened;
+  return EncodeKvTarget(target);
+}
+
+void KvReceiver::End(RequestId request_id, const Status& status, bool tell_sender) {
+  auto it = sessions_.find(request_id);
+  if (it == sessions_.end()) return;
+  std::function<void(const Status&)> on_done = std::move(it->second.on_done);
+  if (tell_sender && !status.ok()) {
+    ControlMessage abort = MakeMessage(MessageType::kAbort, request_id, it->second.epoch);
+    abort.status = status;
+    sink_(request_id, EncodeControlMessage(abort));
+  }
+  sessions_.erase(it);
+  ++(status.ok() ? stats_.sessions_ok : stats_.sessions_failed);
+  if (on_done) on_done(status);
+}
+
+void KvReceiver::Cancel(RequestId request_id, const Status& reason) {
+  End(request_id, reason.ok() ? CancelledError("cancelled") : reason, true);
+}
+
+Status KvReceiver::Apply(Session& s, const ControlMessage& m, bool* finished) {
+  switch (m.type) {
+    case MessageType::kHello:
+      if (s.state != State::kAwaitingHello) return FailedPreconditionError("protocol: second Hello");
+      TANDEM_RETURN_IF_ERROR(CheckCompatible(config_.model_id, config_.layout, m.model_id, m.layout));
+      s.state = State::kReceiving;
+      return Status::Ok();
+    case MessageType::kLayerDone: {
+      if (s.state != State::kReceiving) return FailedPreconditionError("protocol: LayerDone before Hello");
+      if (m.layer >= s.landed.size()) return InvalidArgumentError("protocol: LayerDone layer out of range");
+      if (s.landed[m.layer]) return FailedPreconditionError("protocol: layer landed twice");
+      s.landed[m.layer] = true;
+      ++s.layers_landed;
+      ++stats_.layers_landed;
+      if (s.on_layer) s.on_layer(static_cast<int>(m.layer));
+      return Status::Ok();
+    }
+    case MessageType::kKvDone:
+      if (s.state != State::kReceiving ||
+          m.num_layers != static_cast<uint32_t>(config_.layout.num_layers) ||
+          s.layers_landed != config_.layout.num_layers) {
+        return FailedPreconditionError(fmt::format("protocol: KvDone with {} of {} layers landed",
+                                                   s.layers_landed, config_.layout.num_layers));
+      }
+      *finished = true;
+      return Status::Ok();
+    case MessageType::kAbort:
+      return m.status.WithContext("sender aborted");
+  }
+  return InternalError("unreachable");
+}
+
+void KvReceiver::OnControlMessage(std::string_view bytes) {
+  StatusOr<ControlMessage> m = DecodeControlMessage(bytes);
+  if (!m.ok()) {
+    ++stats_.bad_messages;
+    TANDEM_LOG_WARN("kv receiver: dropping malformed control message: {}", m.status().ToString());
+    return;
+  }
+  auto it = sessions_.find(m->request_id);
+  if (it == sessions_.end() || it->second.epoch != m->epoch) {
+    ++stats_.stale_messages;
+    return;
+  }
+  bool finished = false;
+  // on_layer may re-enter (e.g. Cancel); look the session up again afterwards.
+  Status st = Apply(it->second, *m, &finished);
+  if (!st.ok()) {
+    End(m->request_id, st, m->type != MessageType::kAbort);
+  } else if (finished) {
+    End(m->request_id, Status::Ok(), false);
+  }
+}
+
+void KvReceiver::Poll() {
+  std::vector<TransferEvent> events;
+  transport_.Poll(&events);  // one-sided: the receiver posts nothing, so no events of its own
+  Nanos now = clock_.NowNanos();
+  std::vector<std::pair<RequestId, Status>> expired;
+  for (const auto& [id, s] : sessions_) {
+    if (now >= s.deadline) {
+      expired.emplace_back(id, DeadlineExceededError(fmt::format(
+                                   "KV lease expired after {} ms with {} of {} layers landed",
+                                   (now - s.opened_at) / 1'000'000, s.layers_landed,
+                                   config_.layout.num_layers)));
+    }
+  }
+  for (auto& [id, st] : expired) End(id, st, true);
+}
+
+}  // namespace tandem::kv_transfer

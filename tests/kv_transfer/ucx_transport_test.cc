@@ -1,0 +1,200 @@
+// UCX backend: two workers in one process (tcp and shared memory), sessions
+// streamed over UCX, and a second process as the peer (writes land; peer killed).
+#include "kv_transfer/ucx/ucx_transport.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "tests/kv_transfer/session_harness.h"
+#include "tests/kv_transfer/transport_conformance.h"
+
+namespace tandem::kv_transfer {
+namespace {
+
+// UCX 1.13's shared-memory transports have no peer-failure support, so shm runs
+// without UCP_ERR_HANDLING_MODE_PEER (the session lease covers dead peers there).
+std::unique_ptr<UcxTransport> MakeUcx(const std::string& tls) {
+  auto t = UcxTransport::Create(UcxConfig{.transports = tls, .peer_error_handling = tls != "shm"});
+  TANDEM_CHECK(t.ok()) << t.status().ToString();
+  return std::move(*t);
+}
+
+class UcxTransportTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(UcxTransportTest, BatchesLandByteExact) {
+  auto a = MakeUcx(GetParam()), b = MakeUcx(GetParam());
+  EXPECT_EQ(a->Capabilities().backend, "ucx");
+  EXPECT_TRUE(a->Capabilities().one_sided);
+  testing::CheckBatchesLandByteExact(*a, *b);
+}
+
+TEST_P(UcxTransportTest, SessionsStreamLayersByteExact) {
+  auto a = MakeUcx(GetParam()), b = MakeUcx(GetParam());
+  SystemClock clock;
+  {
+    testing::SessionHarness h(*a, *b, clock, 64, 96);
+    std::vector<BlockId> src = {1, 2, 3, 40, 41, 7}, dst = {90, 91, 92, 10, 11, 50};
+    std::vector<BlockId> src2 = {5}, dst2 = {0};
+    ASSERT_TRUE(h.Open(1, 1, src, dst, 10'000).ok());
+    ASSERT_TRUE(h.Open(2, 1, src2, dst2, 10'000).ok());
+    for (int layer = 0; layer < 3; ++layer) {
+      ASSERT_TRUE(h.SendLayer(1, layer).ok());
+      ASSERT_TRUE(h.SendLayer(2, layer).ok());
+    }
+    for (int i = 0; i < 100000 && (!h.recv_outcomes[1].done || !h.recv_outcomes[2].done); ++i) h.Pump(1);
+    ASSERT_TRUE(h.recv_outcomes[1].done && h.recv_outcomes[2].done);
+    EXPECT_TRUE(h.recv_outcomes[1].status.ok()) << h.recv_outcomes[1].status.ToString();
+    EXPECT_TRUE(h.recv_outcomes[2].status.ok());
+    EXPECT_TRUE(h.Landed(src, dst));
+    EXPECT_TRUE(h.Landed(src2, dst2));
+    std::vector<BlockId> all = dst;
+    all.push_back(0);
+    EXPECT_TRUE(h.UntouchedExcept(all));
+    EXPECT_EQ(h.sender().stats().writes_posted, 3u * 4);  // runs: [1..3], [40,41], [7], [5]
+    EXPECT_EQ(h.sender().num_sessions() + h.receiver().num_sessions(), 0u);
+  }
+}
+
+TEST_P(UcxTransportTest, DescriptorGarbageIsRefused) {
+  auto a = MakeUcx(GetParam()), b = MakeUcx(GetParam());
+  auto peer = a->Connect(b->WorkerAddress());
+  ASSERT_TRUE(peer.ok());
+  uint8_t buf[64];
+  RegisteredRegion r = *b->RegisterMemory(buf, sizeof(buf), MemoryKind::kHost);
+  for (size_t n = 0; n < r.descriptor.size(); ++n) {
+    EXPECT_FALSE(a->LoadRemoteRegion(*peer, r.descriptor.substr(0, n)).ok()) << n;
+  }
+  EXPECT_EQ(a->RegisterMemory(buf, 8, MemoryKind::kDevice).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(b->UnregisterMemory(r.id).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Loopback, UcxTransportTest, ::testing::Values("tcp", "shm"));
+
+// --- two processes ------------------------------------------------------------
+
+uint8_t PatternByte(uint32_t seed, size_t i) { return static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 9)) & 0xff); }
+
+std::string Unhex(const std::string& h) {
+  std::string out;
+  for (size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+// The helper process, with its stdin/stdout as pipes.
+class Peer {
+ public:
+  explicit Peer(const char* tls) {
+    int in[2], out[2];
+    TANDEM_CHECK(pipe(in) == 0 && pipe(out) == 0);
+    pid_ = fork();
+    TANDEM_CHECK(pid_ >= 0);
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      close(in[1]);
+      close(out[0]);
+      execl(TANDEM_UCX_PEER_PATH, TANDEM_UCX_PEER_PATH, tls, static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_ = fdopen(in[1], "w");
+    from_ = fdopen(out[0], "r");
+    address = Unhex(ReadLine());
+    descriptor = Unhex(ReadLine());
+  }
+  ~Peer() {
+    if (pid_ > 0) {
+      Command("exit");
+      waitpid(pid_, nullptr, 0);
+    }
+    fclose(to_);
+    fclose(from_);
+  }
+  std::string ReadLine() {
+    char buf[65536];
+    if (fgets(buf, sizeof(buf), from_) == nullptr) return "";
+    std::string s(buf);
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  }
+  void Command(const std::string& c) {
+    fprintf(to_, "%s\n", c.c_str());
+    fflush(to_);
+  }
+  void Kill() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  std::string address, descriptor;
+
+ private:
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+};
+
+TEST(UcxTwoProcessTest, WritesLandInAnotherProcess) {
+  Peer peer("tcp");
+  ASSERT_FALSE(peer.address.empty());
+  auto t = MakeUcx("tcp");
+  std::vector<uint8_t> src(4 << 20);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = PatternByte(5, i);
+  RegionId local = t->RegisterMemory(src.data(), src.size(), MemoryKind::kHost)->id;
+  PeerId p = *t->Connect(peer.address);
+  RemoteRegionId remote = *t->LoadRemoteRegion(p, peer.descriptor);
+  std::vector<WriteOp> ops;  // four 1 MiB writes, posted out of order
+  for (uint64_t k : {3, 0, 2, 1}) ops.push_back(WriteOp{local, k << 20, remote, k << 20, 1 << 20});
+  auto id = t->PostWrites(p, ops);
+  ASSERT_TRUE(id.ok());
+  std::vector<TransferEvent> events;
+  auto start = std::chrono::steady_clock::now();
+  while (events.empty() && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) t->Poll(&events);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].status.ok()) << events[0].status.ToString();
+  peer.Command("check 5 " + std::to_string(src.size()));
+  EXPECT_EQ(peer.ReadLine(), "ok");
+  peer.Command("check 6 16");  // the oracle can say no
+  EXPECT_EQ(peer.ReadLine(), "bad");
+  ASSERT_TRUE(t->UnloadRemoteRegion(remote).ok());
+  ASSERT_TRUE(t->Disconnect(p).ok());
+  ASSERT_TRUE(t->UnregisterMemory(local).ok());
+}
+
+TEST(UcxTwoProcessTest, KilledPeerEndsTransfersWithAnErrorNotAHang) {
+  Peer peer("tcp");
+  auto t = MakeUcx("tcp");
+  std::vector<uint8_t> src(1 << 20, 1);
+  RegionId local = t->RegisterMemory(src.data(), src.size(), MemoryKind::kHost)->id;
+  PeerId p = *t->Connect(peer.address);
+  RemoteRegionId remote = *t->LoadRemoteRegion(p, peer.descriptor);
+  WriteOp op{local, 0, remote, 0, src.size()};
+  peer.Kill();
+  // Keep posting until the failure surfaces; every batch must end (no hang).
+  auto start = std::chrono::steady_clock::now();
+  bool failed = false;
+  while (!failed && std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+    auto id = t->PostWrites(p, std::span<const WriteOp>(&op, 1));
+    if (!id.ok()) {
+      EXPECT_EQ(id.status().code(), StatusCode::kUnavailable) << id.status().ToString();
+      failed = true;
+      break;
+    }
+    std::vector<TransferEvent> events;
+    while (events.empty() && std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) t->Poll(&events);
+    ASSERT_EQ(events.size(), 1u) << "a batch to a dead peer never completed";
+    failed = !events[0].status.ok();
+  }
+  EXPECT_TRUE(failed);
+  ASSERT_TRUE(t->Disconnect(p).ok());
+  ASSERT_TRUE(t->UnregisterMemory(local).ok());
+}
+
+}  // namespace
+}  // namespace tandem::kv_transfer
