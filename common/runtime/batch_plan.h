@@ -16,9 +16,9 @@
 namespace tandem::runtime {
 
 struct SeqChunk {
-  std::span<const TokenId> tokens;        // new tokens of this step (non-empty)
+  std::span<const TokenId> tokens{};        // new tokens of this step (non-empty)
   int start_position = 0;                 // position of tokens[0]; the cache holds [0, start_position)
-  std::span<const BlockId> block_table;   // blocks covering at least [0, start_position + tokens.size())
+  std::span<const BlockId> block_table{};   // blocks covering at least [0, start_position + tokens.size())
   bool want_logits = false;               // one logits row, for the last token
   bool all_logits = false;                // with want_logits: a row for every token (prompt logprobs, tests)
 };

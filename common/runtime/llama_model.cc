@@ -17,7 +17,7 @@ struct LlamaModel::Workspace {
   Buffer gate, up;       // [max_tokens, ffn]; SiluAndMul writes into gate
   Buffer logits_hidden;  // [max_logits_rows, hidden]: picked sub-layer outputs, then normed
   Buffer logits_residual;  // [max_logits_rows, hidden]: picked residual rows
-  Buffer logits;         // [max_logits_rows, vocab]
+  Buffer logits;         // F32 [max_logits_rows, vocab]
 
   // Views of `meta` for the current step.
   Tensor token_ids, positions, slot_mapping, query_start, kv_lens, block_tables, logits_rows;
@@ -90,7 +90,7 @@ Status LlamaModel::AllocateWorkspace() {
   TANDEM_ASSIGN_OR_RETURN(w.up, backend_->Allocate(act, {t, ffn}));
   TANDEM_ASSIGN_OR_RETURN(w.logits_hidden, backend_->Allocate(act, {r, h}));
   TANDEM_ASSIGN_OR_RETURN(w.logits_residual, backend_->Allocate(act, {r, h}));
-  TANDEM_ASSIGN_OR_RETURN(w.logits, backend_->Allocate(act, {r, config_.vocab_size}));
+  TANDEM_ASSIGN_OR_RETURN(w.logits, backend_->Allocate(DType::kF32, {r, config_.vocab_size}));
   return Status::Ok();
 }
 
@@ -199,7 +199,6 @@ StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCa
 
 StatusOr<std::vector<float>> LlamaModel::ForwardToHost(std::span<const SeqChunk> chunks, PagedKvCache& cache) {
   TANDEM_ASSIGN_OR_RETURN(Tensor logits, Forward(chunks, cache));
-  if (logits.dtype != DType::kF32) return UnimplementedError("ForwardToHost: logits are not fp32");
   std::vector<float> host(logits.NumElements());
   TANDEM_RETURN_IF_ERROR(backend_->CopyToHost(logits, host.data(), host.size() * sizeof(float)));
   return host;

@@ -53,8 +53,8 @@ class LlamaModel {
                                                       const RuntimeOptions& options);
   ~LlamaModel();
 
-  // Runs one step. Returns logits [rows, vocab_size] in the backend's compute
-  // dtype on its device, rows ordered by chunk, then by token; the view stays
+  // Runs one step. Returns F32 logits [rows, vocab_size] on the backend's
+  // device, rows ordered by chunk, then by token; the view stays
   // valid until the next Forward. InvalidArgument for bad chunks (see
   // BatchPlan::Build) or a cache whose layout does not fit this model.
   StatusOr<Tensor> Forward(std::span<const SeqChunk> chunks, PagedKvCache& cache);

@@ -68,7 +68,9 @@ Status CheckLinear(const LinearParams& p, DType act) {
   if (!Is(p.weight, act, {-1, p.x.shape[1]})) return Bad("Linear", "weight", p.weight);
   int64_t out_features = p.weight.shape[0];
   if (p.bias.defined() && !Is(p.bias, act, {out_features})) return Bad("Linear", "bias", p.bias);
-  if (!Is(p.out, act, {p.x.shape[0], out_features})) return Bad("Linear", "out", p.out);
+  if (!Is(p.out, act, {p.x.shape[0], out_features}) && !Is(p.out, DType::kF32, {p.x.shape[0], out_features})) {
+    return Bad("Linear", "out", p.out);
+  }
   if (p.out.data == p.x.data) return Bad("Linear", "out (aliases x)", p.out);
   return Status::Ok();
 }

@@ -27,32 +27,32 @@ namespace tandem::runtime {
 // (the fused "add + norm" between transformer sub-layers).
 // Per-head q/k norm (Qwen3) is this op on a [N * heads, head_dim] view.
 struct RmsNormParams {
-  Tensor x;         // [rows, dim]
-  Tensor residual;  // optional [rows, dim], updated in place
-  Tensor weight;    // [dim]
-  Tensor out;       // [rows, dim]; may alias x (never residual)
+  Tensor x{};         // [rows, dim]
+  Tensor residual{};  // optional [rows, dim], updated in place
+  Tensor weight{};    // [dim]
+  Tensor out{};       // [rows, dim]; may alias x (never residual)
   float eps = 1e-6f;
 };
 
 // out = x * weight^T + bias.
 struct LinearParams {
-  Tensor x;       // [N, in]
-  Tensor weight;  // [out_features, in] (Hugging Face nn.Linear layout)
-  Tensor bias;    // optional [out_features]
-  Tensor out;     // [N, out_features]; must not alias x
+  Tensor x{};       // [N, in]
+  Tensor weight{};  // [out_features, in] (Hugging Face nn.Linear layout)
+  Tensor bias{};    // optional [out_features]
+  Tensor out{};     // [N, out_features], activation dtype or F32 (logits); must not alias x
 };
 
 // Rotary embedding on q and k (Hugging Face rotate_half convention: dims i and
 // i + head_dim/2 form a pair rotated by angle position * inv_freq[i]), then k
 // and v are written into the paged KV pool at each token's slot.
 struct RopeKvWriteParams {
-  Tensor q;             // [N, num_heads, head_dim], rotated in place
-  Tensor k;             // [N, num_kv_heads, head_dim], rotated in place, then stored
-  Tensor v;             // [N, num_kv_heads, head_dim], stored
-  Tensor positions;     // I32 [N]: position of each token in its sequence
-  Tensor slot_mapping;  // I32 [N]: block_id * block_size + slot of each token
-  Tensor inv_freq;      // F32 [head_dim / 2]: rope frequencies, scaling already applied
-  Tensor kv_pool;       // the whole pool (kv_cache::KvLayout), any shape
+  Tensor q{};             // [N, num_heads, head_dim], rotated in place
+  Tensor k{};             // [N, num_kv_heads, head_dim], rotated in place, then stored
+  Tensor v{};             // [N, num_kv_heads, head_dim], stored
+  Tensor positions{};     // I32 [N]: position of each token in its sequence
+  Tensor slot_mapping{};  // I32 [N]: block_id * block_size + slot of each token
+  Tensor inv_freq{};      // F32 [head_dim / 2]: rope frequencies, scaling already applied
+  Tensor kv_pool{};       // the whole pool (kv_cache::KvLayout), any shape
   kv_cache::KvLayout layout;
   int layer = 0;
 };
@@ -63,14 +63,14 @@ struct RopeKvWriteParams {
 // to cache positions [0, p] of its own sequence (already written by
 // RopeKvWrite). GQA: query head h reads KV head h / (num_heads / num_kv_heads).
 struct PagedAttentionParams {
-  Tensor q;             // [N, num_heads, head_dim]
-  Tensor out;           // [N, num_heads, head_dim]
-  Tensor kv_pool;       // the whole pool
+  Tensor q{};             // [N, num_heads, head_dim]
+  Tensor out{};           // [N, num_heads, head_dim]
+  Tensor kv_pool{};       // the whole pool
   kv_cache::KvLayout layout;
   int layer = 0;
-  Tensor query_start;   // I32 [S + 1], query_start[0] = 0, query_start[S] = N
-  Tensor kv_lens;       // I32 [S]: cache length of each sequence after this step
-  Tensor block_tables;  // I32 [S, max_blocks_per_seq], rows padded past the used blocks
+  Tensor query_start{};   // I32 [S + 1], query_start[0] = 0, query_start[S] = N
+  Tensor kv_lens{};       // I32 [S]: cache length of each sequence after this step
+  Tensor block_tables{};  // I32 [S, max_blocks_per_seq], rows padded past the used blocks
   int num_seqs = 0;       // S (host copy, for planning)
   int max_query_len = 0;  // max n_s (host copy)
   int max_kv_len = 0;     // max kv_lens[s] (host copy)

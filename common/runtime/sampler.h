@@ -18,9 +18,9 @@ namespace tandem::runtime {
 // One sequence's view for a sampling step. Spans must stay valid for the call.
 struct SampleRequest {
   const SamplingParams* params = nullptr;   // validated
-  std::span<const TokenId> prompt_tokens;   // for the repetition penalty
-  std::span<const TokenId> output_tokens;   // generated so far; its size is the step index
-  std::span<const TokenId> eos_token_ids;   // the model's eos ids
+  std::span<const TokenId> prompt_tokens{};   // for the repetition penalty
+  std::span<const TokenId> output_tokens{};   // generated so far; its size is the step index
+  std::span<const TokenId> eos_token_ids{};   // the model's eos ids
   uint64_t seed = 0;                        // params->seed, or the engine's per-request seed
 };
 
