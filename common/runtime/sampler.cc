@@ -66,37 +66,48 @@ void Sampler::ProcessLogits(std::span<float> logits, const SampleRequest& r) {
   }
 }
 
-TokenId Sampler::Draw(const SamplingParams& p, double uniform) {
-  // Candidates: every finite token, most likely first (lowest id on ties).
+TokenId Sampler::Draw(const SamplingParams& p, int32_t best, double uniform) {
+  // Candidates: every finite token. Sorted (most likely first, lowest id on
+  // ties) only when top_k or top_p needs the order.
   order_.clear();
   for (size_t i = 0; i < work_.size(); ++i) {
     if (work_[i] != kNegInf) order_.push_back(static_cast<int32_t>(i));
   }
-  auto more_likely = [&](int32_t a, int32_t b) { return work_[a] > work_[b] || (work_[a] == work_[b] && a < b); };
   size_t keep = order_.size();
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) keep = p.top_k;
-  std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), more_likely);
-  order_.resize(keep);
-  // Softmax of logits / temperature over the kept tokens, in double.
+  if (p.top_k > 0 || p.top_p < 1.0f) {
+    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) keep = p.top_k;
+    auto more_likely = [&](int32_t a, int32_t b) { return work_[a] > work_[b] || (work_[a] == work_[b] && a < b); };
+    std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), more_likely);
+    order_.resize(keep);
+  }
+  // Unnormalized softmax of logits / temperature, in double; the best token has 1.
   probs_.resize(keep);
-  const double max_logit = work_[order_[0]] / static_cast<double>(p.temperature);
+  const double inv_t = 1.0 / static_cast<double>(p.temperature), max_logit = work_[best] * inv_t;
   double sum = 0.0;
+  for (size_t i = 0; i < keep; ++i) sum += (probs_[i] = std::exp(work_[order_[i]] * inv_t - max_logit));
+  // top_p: the shortest (sorted) prefix whose mass reaches top_p.
+  if (p.top_p < 1.0f) {
+    double mass = 0.0;
+    size_t kept = 0;
+    while (kept < keep && (kept == 0 || mass < p.top_p * sum)) mass += probs_[kept++];
+    keep = kept;
+  }
+  // min_p: relative to the best token, whose weight is 1.
+  double total = 0.0;
   for (size_t i = 0; i < keep; ++i) {
-    probs_[i] = std::exp(work_[order_[i]] / static_cast<double>(p.temperature) - max_logit);
-    sum += probs_[i];
+    if (probs_[i] < p.min_p) probs_[i] = 0.0;
+    total += probs_[i];
   }
-  // top_p: the shortest prefix whose mass reaches top_p; min_p: relative to the top token.
-  double mass = 0.0;
-  size_t kept = 0;
-  while (kept < keep && (kept == 0 || mass < p.top_p * sum) && probs_[kept] >= p.min_p * probs_[0]) {
-    mass += probs_[kept++];
-  }
-  double target = uniform * mass, acc = 0.0;
-  for (size_t i = 0; i < kept; ++i) {
+  const double target = uniform * total;
+  double acc = 0.0;
+  int32_t last = best;
+  for (size_t i = 0; i < keep; ++i) {
+    if (probs_[i] == 0.0) continue;
     acc += probs_[i];
-    if (target < acc) return order_[i];
+    last = order_[i];
+    if (target < acc) return last;
   }
-  return order_[kept - 1];
+  return last;  // rounding at the very top of the range
 }
 
 StatusOr<TokenId> Sampler::Sample(std::span<const float> logits, const SampleRequest& r) {
@@ -106,7 +117,7 @@ StatusOr<TokenId> Sampler::Sample(std::span<const float> logits, const SampleReq
   const int32_t best = Argmax(work_);
   if (best < 0) return InvalidArgumentError("sampling: every token is masked or -inf");
   if (r.params->temperature == 0.0f) return best;
-  return Draw(*r.params, UniformForStep(r.seed, r.output_tokens.size()));
+  return Draw(*r.params, best, UniformForStep(r.seed, r.output_tokens.size()));
 }
 
 StatusOr<std::vector<TokenId>> Sampler::SampleBatch(std::span<const float> logits, int vocab_size,

@@ -41,7 +41,8 @@ class Sampler {
   static double UniformForStep(uint64_t seed, uint64_t step);
 
  private:
-  TokenId Draw(const SamplingParams& params, double uniform);
+  // A draw at temperature > 0; `best` is the argmax of work_.
+  TokenId Draw(const SamplingParams& params, int32_t best, double uniform);
 
   std::vector<float> work_;       // processed logits
   std::vector<int32_t> order_;    // candidate token ids, most likely first

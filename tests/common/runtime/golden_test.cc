@@ -49,59 +49,110 @@ std::vector<float> ReadF32(const model::SafetensorsFile& f, const std::string& n
   return v;
 }
 
-class GoldenTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(GoldenTest, PrefillAndDecodeMatchTransformers) {
-  const std::string dir = GoldenDir(GetParam());
-  std::ifstream in(dir + "/config.json");
-  ASSERT_TRUE(in.good()) << "missing fixture " << dir;
-  std::stringstream text;
-  text << in.rdbuf();
-  auto config = model::ParseModelConfig(text.str());
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
-  auto weights = model::ModelWeights::Open(dir);
-  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
-  auto golden = model::SafetensorsFile::Open(dir + "/golden.safetensors");
-  ASSERT_TRUE(golden.ok()) << golden.status().ToString();
-  const std::vector<int32_t> prompt = ReadIds(**golden, "prompt_ids"), decode = ReadIds(**golden, "decode_ids");
-  const std::vector<float> prefill_ref = ReadF32(**golden, "prefill_logits");
-  const std::vector<float> decode_ref = ReadF32(**golden, "decode_logits");
-  const int vocab = config->vocab_size, t = static_cast<int>(prompt.size());
-  ASSERT_EQ(prefill_ref.size(), prompt.size() * vocab);
-  ASSERT_EQ(decode_ref.size(), decode.size() * vocab);
-
-  CpuBackend backend;
-  {
+// One family's fixture: config, weights, HF's ids and logits, and our model.
+struct Golden {
+  explicit Golden(const std::string& family) {
+    const std::string dir = GoldenDir(family);
+    std::ifstream in(dir + "/config.json");
+    TANDEM_CHECK(in.good()) << "missing fixture " << dir;
+    std::stringstream text;
+    text << in.rdbuf();
+    auto parsed = model::ParseModelConfig(text.str());
+    TANDEM_CHECK(parsed.ok()) << parsed.status().ToString();
+    config = *parsed;
+    auto w = model::ModelWeights::Open(dir);
+    TANDEM_CHECK(w.ok()) << w.status().ToString();
+    weights = std::move(w).value();
+    auto g = model::SafetensorsFile::Open(dir + "/golden.safetensors");
+    TANDEM_CHECK(g.ok()) << g.status().ToString();
+    prompt = ReadIds(**g, "prompt_ids");
+    decode = ReadIds(**g, "decode_ids");
+    prefill_ref = ReadF32(**g, "prefill_logits");
+    decode_ref = ReadF32(**g, "decode_logits");
+    TANDEM_CHECK_EQ(prefill_ref.size(), prompt.size() * config.vocab_size);
+    TANDEM_CHECK_EQ(decode_ref.size(), decode.size() * config.vocab_size);
     RuntimeOptions options;
     options.kv_block_size = 4;
-    auto model = LlamaModel::Create(*config, **weights, &backend, options);
-    ASSERT_TRUE(model.ok()) << model.status().ToString();
-    auto cache = PagedKvCache::Create(&backend, (*model)->KvLayoutFor(16));
-    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-    const std::vector<BlockId> table = {9, 3, 14, 0, 7, 12, 1, 5};  // scattered, 32 positions
-
-    SeqChunk prefill{.tokens = prompt, .start_position = 0, .block_table = table, .want_logits = true,
-                     .all_logits = true};
-    auto logits = (*model)->ForwardToHost({&prefill, 1}, *cache);
-    ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+    auto m = LlamaModel::Create(config, *weights, &backend, options);
+    TANDEM_CHECK(m.ok()) << m.status().ToString();
+    model = std::move(m).value();
+    auto c = PagedKvCache::Create(&backend, model->KvLayoutFor(32));
+    TANDEM_CHECK(c.ok()) << c.status().ToString();
+    cache = std::make_unique<PagedKvCache>(std::move(c).value());
+  }
+  // Checks `rows` logits rows starting at `ours` against HF rows; returns the worst error.
+  double Check(const float* ours, const std::vector<float>& ref, size_t first_ref_row, size_t rows,
+               const std::string& what) const {
+    const size_t v = config.vocab_size;
     double worst = 0;
-    for (int row = 0; row < t; ++row) {
-      std::span<const float> ours(logits->data() + row * vocab, vocab), ref(prefill_ref.data() + row * vocab, vocab);
-      double err = testing::MaxRelError(ours, ref);
+    for (size_t r = 0; r < rows; ++r) {
+      double err = testing::MaxRelError({ours + r * v, v}, {ref.data() + (first_ref_row + r) * v, v});
       worst = std::max(worst, err);
-      EXPECT_LE(err, kMaxRelError) << "prefill row " << row;
+      EXPECT_LE(err, kMaxRelError) << what << " row " << first_ref_row + r;
     }
-    for (size_t i = 0; i < decode.size(); ++i) {
-      SeqChunk step{.tokens = {&decode[i], 1}, .start_position = t + static_cast<int>(i), .block_table = table,
-                    .want_logits = true};
-      auto out = (*model)->ForwardToHost({&step, 1}, *cache);
-      ASSERT_TRUE(out.ok()) << out.status().ToString();
-      double err = testing::MaxRelError(*out, {decode_ref.data() + i * vocab, static_cast<size_t>(vocab)});
-      worst = std::max(worst, err);
-      EXPECT_LE(err, kMaxRelError) << "decode step " << i;
-    }
-    std::printf("%s: max relative error %.3g over %d prefill rows and %zu decode steps\n", GetParam().c_str(), worst,
-                t, decode.size());
+    return worst;
+  }
+  std::vector<float> Run(const std::vector<SeqChunk>& chunks) {
+    auto out = model->ForwardToHost(chunks, *cache);
+    TANDEM_CHECK(out.ok()) << out.status().ToString();
+    return std::move(out).value();
+  }
+
+  CpuBackend backend;  // destroyed last
+  model::ModelConfig config;
+  std::unique_ptr<model::ModelWeights> weights;
+  std::vector<int32_t> prompt, decode;
+  std::vector<float> prefill_ref, decode_ref;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<PagedKvCache> cache;
+};
+
+class GoldenTest : public ::testing::TestWithParam<std::string> {};
+
+// One-shot prefill over scattered blocks, then single-token decode steps.
+TEST_P(GoldenTest, PrefillAndDecodeMatchTransformers) {
+  Golden g(GetParam());
+  const int t = static_cast<int>(g.prompt.size());
+  const std::vector<BlockId> table = {9, 3, 14, 0, 7, 12, 1, 5};  // 32 positions
+  auto prefill = g.Run({{.tokens = g.prompt, .start_position = 0, .block_table = table, .want_logits = true,
+                         .all_logits = true}});
+  double worst = g.Check(prefill.data(), g.prefill_ref, 0, t, "prefill");
+  for (size_t i = 0; i < g.decode.size(); ++i) {
+    auto out = g.Run({{.tokens = {&g.decode[i], 1}, .start_position = t + static_cast<int>(i), .block_table = table,
+                       .want_logits = true}});
+    worst = std::max(worst, g.Check(out.data(), g.decode_ref, i, 1, "decode"));
+  }
+  std::printf("%s: max relative error %.3g over %d prefill rows and %zu decode steps\n", GetParam().c_str(), worst, t,
+              g.decode.size());
+}
+
+// The same sequence prefilled in two chunks and decoded, always batched with
+// another sequence (prefilling or decoding) in varying order.
+TEST_P(GoldenTest, ChunkedAndBatchedMatchTransformers) {
+  Golden g(GetParam());
+  const int t = static_cast<int>(g.prompt.size()), first = 8;
+  const std::vector<BlockId> table = {20, 2, 31, 6, 17, 25, 4, 11};
+  const std::vector<BlockId> other_table = {0, 1, 3, 7, 8, 9};
+  std::vector<TokenId> other(10 + g.decode.size() + 1);
+  for (size_t i = 0; i < other.size(); ++i) other[i] = static_cast<TokenId>((i * 37 + 5) % g.config.vocab_size);
+  std::span<const TokenId> prompt(g.prompt);
+  auto s1 = g.Run({{.tokens = {other.data(), 10}, .start_position = 0, .block_table = other_table},
+                   {.tokens = prompt.first(first), .start_position = 0, .block_table = table, .want_logits = true,
+                    .all_logits = true}});
+  g.Check(s1.data(), g.prefill_ref, 0, first, "chunk 1");
+  auto s2 = g.Run({{.tokens = prompt.subspan(first), .start_position = first, .block_table = table,
+                    .want_logits = true, .all_logits = true},
+                   {.tokens = {&other[10], 1}, .start_position = 10, .block_table = other_table, .want_logits = true}});
+  g.Check(s2.data(), g.prefill_ref, first, t - first, "chunk 2");
+  const size_t v = g.config.vocab_size;
+  for (size_t i = 0; i < g.decode.size(); ++i) {
+    SeqChunk mine{.tokens = {&g.decode[i], 1}, .start_position = t + static_cast<int>(i), .block_table = table,
+                  .want_logits = true};
+    SeqChunk theirs{.tokens = {&other[11 + i], 1}, .start_position = 11 + static_cast<int>(i),
+                    .block_table = other_table, .want_logits = true};
+    bool mine_first = i % 2 == 0;
+    auto out = g.Run(mine_first ? std::vector<SeqChunk>{mine, theirs} : std::vector<SeqChunk>{theirs, mine});
+    g.Check(out.data() + (mine_first ? 0 : v), g.decode_ref, i, 1, "batched decode");
   }
 }
 
