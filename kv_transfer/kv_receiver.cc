@@ -132,7 +132,7 @@ void KvReceiver::OnControlMessage(std::string_view bytes) {
   StatusOr<ControlMessage> m = DecodeControlMessage(bytes);
   if (!m.ok()) {
     ++stats_.bad_messages;
-    TANDEM_LOG_WARN("kv receiver: dropping malformed control message: {}", m.status().ToString());
+    TANDEM_LOG_DEBUG("kv receiver: dropping malformed control message: {}", m.status().ToString());
     return;
   }
   auto it = sessions_.find(m->request_id);

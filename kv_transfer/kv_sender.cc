@@ -245,7 +245,8 @@ void KvSender::Cancel(RequestId request_id, const Status& reason) {
 void KvSender::OnControlMessage(std::string_view bytes) {
   StatusOr<ControlMessage> m = DecodeControlMessage(bytes);
   if (!m.ok()) {
-    TANDEM_LOG_WARN("kv sender: dropping malformed control message: {}", m.status().ToString());
+    ++stats_.bad_messages;  // counted, logged at debug: a hostile peer must not flood the log
+    TANDEM_LOG_DEBUG("kv sender: dropping malformed control message: {}", m.status().ToString());
     return;
   }
   auto it = sessions_.find(m->request_id);

@@ -49,7 +49,7 @@ struct LayerSource {
 
 struct KvSenderStats {
   uint64_t sessions_opened = 0, sessions_ok = 0, sessions_failed = 0;
-  uint64_t writes_posted = 0, bytes_sent = 0, stale_messages = 0;
+  uint64_t writes_posted = 0, bytes_sent = 0, stale_messages = 0, bad_messages = 0;
 };
 
 class KvSender {

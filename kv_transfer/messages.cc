@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "kv_transfer/wire.h"
 
 namespace tandem::kv_transfer {
@@ -46,6 +48,33 @@ Status ReadLayout(ByteReader& r, kv_cache::KvLayout* l) {
     return InvalidArgumentError("KV layout out of range");
   }
   return l->Validate();
+}
+
+// Status codes on the wire: fixed numbers, independent of the StatusCode enum order.
+constexpr std::pair<StatusCode, uint8_t> kWireCodes[] = {
+    {StatusCode::kInvalidArgument, 1},   {StatusCode::kNotFound, 2},
+    {StatusCode::kAlreadyExists, 3},     {StatusCode::kResourceExhausted, 4},
+    {StatusCode::kFailedPrecondition, 5}, {StatusCode::kUnavailable, 6},
+    {StatusCode::kDeadlineExceeded, 7},  {StatusCode::kCancelled, 8},
+    {StatusCode::kPermissionDenied, 9},  {StatusCode::kUnimplemented, 10},
+    {StatusCode::kInternal, 11},
+};
+
+uint8_t WireCode(StatusCode code) {
+  for (auto [c, w] : kWireCodes) {
+    if (c == code) return w;
+  }
+  return 11;  // internal
+}
+
+bool CodeFromWire(uint8_t wire, StatusCode* code) {
+  for (auto [c, w] : kWireCodes) {
+    if (w == wire) {
+      *code = c;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -128,7 +157,7 @@ std::string EncodeControlMessage(const ControlMessage& m) {
       break;
     case MessageType::kAbort:
       TANDEM_CHECK(!m.status.ok()) << "Abort needs an error status";
-      w.U8(static_cast<uint8_t>(m.status.code()));
+      w.U8(WireCode(m.status.code()));
       w.Bytes(std::string_view(m.status.message()).substr(0, kMaxReasonBytes));
       break;
   }
@@ -161,11 +190,10 @@ StatusOr<ControlMessage> DecodeControlMessage(std::string_view bytes) {
       uint8_t code = 0;
       std::string reason;
       TANDEM_RETURN_IF_ERROR(r.U8(&code, "status code"));
-      if (code == 0 || code > static_cast<uint8_t>(StatusCode::kInternal)) {
-        return InvalidArgumentError("bad status code in Abort");
-      }
+      StatusCode status_code;
+      if (!CodeFromWire(code, &status_code)) return InvalidArgumentError("bad status code in Abort");
       TANDEM_RETURN_IF_ERROR(r.Bytes(&reason, kMaxReasonBytes, "reason"));
-      m.status = Status(static_cast<StatusCode>(code), std::move(reason));
+      m.status = Status(status_code, std::move(reason));
       break;
     }
   }

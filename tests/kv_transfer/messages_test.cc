@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
 #include "kv_transfer/wire.h"
 #include "tests/kv_transfer/session_harness.h"
 
@@ -133,6 +137,38 @@ TEST(MessagesTest, AbortWithOkOrUnknownCodeIsRefused) {
   std::string type = b;
   type[6] = 9;
   EXPECT_FALSE(DecodeControlMessage(type).ok());
+}
+
+// The seed corpus was written by a Python encoder following README.md, so it is
+// an independent check of the documented byte format.
+std::string CorpusFile(const char* name) {
+  const char* root = std::getenv("TANDEM_SOURCE_DIR");
+  std::ifstream in(std::string(root ? root : ".") + "/tests/kv_transfer/fuzz/wire_corpus/" + name,
+                   std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return s.empty() ? s : s.substr(1);  // first byte selects the fuzz parser
+}
+
+TEST(MessagesTest, DecodesTheDocumentedFormat) {
+  StatusOr<KvTarget> t = DecodeKvTarget(CorpusFile("target"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->model_id, "m");
+  EXPECT_EQ(t->blocks, (std::vector<BlockId>{0, 3}));
+  EXPECT_EQ(t->layout.num_layers, 2);
+  EXPECT_EQ(t->layout.head_dim, 4);
+  EXPECT_EQ(t->layout.dtype, DType::kBF16);
+  EXPECT_EQ(t->lease_ms, 1000u);
+  EXPECT_FALSE(DecodeKvTarget(CorpusFile("target_bad_block")).ok());
+  StatusOr<ControlMessage> layer = DecodeControlMessage(CorpusFile("layer_done"));
+  ASSERT_TRUE(layer.ok()) << layer.status().ToString();
+  EXPECT_EQ(layer->type, MessageType::kLayerDone);
+  EXPECT_EQ(layer->layer, 1u);
+  EXPECT_EQ(layer->bytes, 64u);
+  StatusOr<ControlMessage> abort = DecodeControlMessage(CorpusFile("abort"));
+  ASSERT_TRUE(abort.ok());
+  EXPECT_EQ(abort->status, DeadlineExceededError("too late"));
+  EXPECT_TRUE(DecodeControlMessage(CorpusFile("hello")).ok());
+  EXPECT_EQ(DecodeControlMessage(CorpusFile("kv_done"))->num_layers, 2u);
 }
 
 TEST(MessagesTest, CompatibilityCheck) {
