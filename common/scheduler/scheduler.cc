@@ -113,6 +113,7 @@ StatusOr<Reservation> Scheduler::Reserve(SequenceParams params, int64_t lease_ms
   r.num_cached_tokens = seq->num_cached_prompt_tokens;
   r.first_block_to_fill = hit;
   r.lease_deadline = seq->lease_deadline;
+  r.copies = kv_.TakeCopies();
   return r;
 }
 

@@ -40,6 +40,9 @@ struct Reservation {
   int num_cached_tokens = 0;         // leading prompt tokens already present locally
   int first_block_to_fill = 0;       // blocks [first_block_to_fill, end) need remote data
   Nanos lease_deadline = 0;
+  // Copies the engine must run before anything is written into block_table
+  // (demotions of the blocks it reuses, promotions of host-tier prefix hits).
+  std::vector<kv_cache::BlockCopy> copies;
 };
 
 class Scheduler {
@@ -54,6 +57,7 @@ class Scheduler {
   // Holds device blocks for the whole prompt now, reusing cached prefix blocks,
   // for KV that another node will write; lease_ms <= 0 means the default.
   // ResourceExhausted when the blocks or batch slots are not there now.
+  // The engine runs the returned copies before handing out the block ids.
   StatusOr<Reservation> Reserve(SequenceParams params, int64_t lease_ms);
   // The reserved KV has landed and the remote prefill sampled `first_token`:
   // the sequence joins the running batch. Returns the finish reason if that

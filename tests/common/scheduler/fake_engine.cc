@@ -106,6 +106,12 @@ Status FakeEngine::Step(SchedulerOutput* out_copy) {
   return Status::Ok();
 }
 
+StatusOr<Reservation> FakeEngine::Reserve(SequenceParams params, int64_t lease_ms) {
+  auto r = sched_->Reserve(std::move(params), lease_ms);
+  if (r.ok()) TANDEM_RETURN_IF_ERROR(storage_->ExecuteCopies(r->copies));
+  return r;
+}
+
 Status FakeEngine::LandReservation(RequestId id, const Reservation& reservation) {
   const Sequence* seq = sched_->Find(id);
   if (seq == nullptr) return NotFoundError(fmt::format("no request {}", id));

@@ -29,6 +29,8 @@ class FakeEngine {
   // Schedule, copy, verify cached KV, write new KV, sample and append.
   // Appends the step's finished sequences to finished(). Errors on any mismatch.
   Status Step(SchedulerOutput* out = nullptr);
+  // Scheduler::Reserve, then runs the reservation's copies at once (as the engine must).
+  StatusOr<Reservation> Reserve(SequenceParams params, int64_t lease_ms);
   // Plays the remote prefill of a reservation: verifies the locally cached
   // prefix, writes the rest of the prompt's KV, then CompleteReservation.
   Status LandReservation(RequestId id, const Reservation& reservation);

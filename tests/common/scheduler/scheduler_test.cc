@@ -141,7 +141,7 @@ TEST(SchedulerTest, CompletedReservationDecodesLikeALocalPrefill) {
   FakeClock clock;
   Scheduler remote(SmallConfig(), SmallKv(32, 0), clock);
   FakeEngine remote_engine(&remote);
-  auto r = remote.Reserve(Request(1, MakeTokens(13, 5), 6), 0);
+  auto r = remote_engine.Reserve(Request(1, MakeTokens(13, 5), 6), 0);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->lease_deadline, MsToNanos(SchedulerConfig().default_lease_ms));
   EXPECT_TRUE(remote.Schedule().scheduled.empty());  // reserved: not in the batch yet
@@ -166,7 +166,7 @@ TEST(SchedulerTest, ReservationReusesLocallyCachedPrefix) {
   ASSERT_TRUE(s.AddRequest(Request(1, prompt, 1)).ok());
   ASSERT_TRUE(engine.Step().ok());
   prompt.resize(14);
-  auto r = s.Reserve(Request(2, prompt, 3), 1000);
+  auto r = engine.Reserve(Request(2, prompt, 3), 1000);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->num_cached_tokens, 12);  // 3 full blocks of 4 shared
   EXPECT_EQ(r->first_block_to_fill, 3);
