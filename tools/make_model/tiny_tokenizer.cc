@@ -176,7 +176,7 @@ std::string TokenizerConfigJson(int first_special, int model_max_length) {
   ordered_json root = {{"added_tokens_decoder", decoder},
                        {"bos_token", kSpecialTokens[0]},
                        {"chat_template", kChatTemplate},
-                       {"clean_up_tokenization_spaces", true},
+                       {"clean_up_tokenization_spaces", false},
                        {"eos_token", kSpecialTokens[4]},
                        {"model_input_names", {"input_ids", "attention_mask"}},
                        {"model_max_length", model_max_length},

@@ -36,12 +36,15 @@ inline void WriteAll(const std::string& path, std::string_view bytes) {
   ASSERT_TRUE(out.good()) << "cannot write " << path;
 }
 
+// Root of this process's scratch directories (removed by test_util.cc at exit).
+inline std::filesystem::path ScratchRoot() {
+  return std::filesystem::temp_directory_path() / ("tandem_model_test_" + std::to_string(::getpid()));
+}
+
 // A fresh empty directory under the test temp dir, unique per test.
 inline std::string ScratchDir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              ("tandem_model_test_" + std::to_string(::getpid())) /
-                              (std::string(info->test_suite_name()) + "." + info->name());
+  std::filesystem::path dir = ScratchRoot() / (std::string(info->test_suite_name()) + "." + info->name());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
