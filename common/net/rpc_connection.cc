@@ -16,12 +16,12 @@ Responder::State::~State() {
   }
 }
 
-void Responder::Reply(const google::protobuf::Message& reply) {
+void Responder::Reply(const google::protobuf::Message& reply) const {
   if (state_->answered.exchange(true)) return;
   if (auto conn = state_->connection.lock()) conn->SendReply(state_->correlation_id, reply);
 }
 
-void Responder::Fail(const Status& status) {
+void Responder::Fail(const Status& status) const {
   TANDEM_CHECK(!status.ok()) << "Responder::Fail with an OK status";
   proto::Error error;
   *error.mutable_error() = proto::ToErrorInfo(status);

@@ -34,9 +34,9 @@ class Responder {
   struct State;
   explicit Responder(std::shared_ptr<State> state) : state_(std::move(state)) {}
   // Sends `reply` (a control-protocol message). No-op once answered or closed.
-  void Reply(const google::protobuf::Message& reply);
+  void Reply(const google::protobuf::Message& reply) const;
   // Sends an Error reply carrying `status` (must not be OK).
-  void Fail(const Status& status);
+  void Fail(const Status& status) const;
 
  private:
   std::shared_ptr<State> state_;

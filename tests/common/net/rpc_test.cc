@@ -60,6 +60,41 @@ TEST_F(RpcTest, RequestReply) {
   EXPECT_EQ(server_->num_connections(), 1u);
 }
 
+TEST_F(RpcTest, ServerCallsTheClientOnTheSameConnectionAndRepliesFromAnotherThread) {
+  Waiter waiter;
+  std::shared_ptr<RpcConnection> server_side;
+  RpcHandlers server_handlers;
+  server_handlers.on_open = [&](const std::shared_ptr<RpcConnection>& conn) {
+    waiter.Notify([&] { server_side = conn; });
+  };
+  StartServer(server_handlers);
+  std::vector<std::thread> workers;  // the "engine" answers off the I/O thread
+  std::mutex workers_mu;
+  RpcHandlers client_handlers;
+  client_handlers.on_request = [&](const std::shared_ptr<RpcConnection>& conn, MessagePtr message,
+                                   Responder responder) {
+    EXPECT_TRUE(conn->OnIoThread());
+    std::lock_guard<std::mutex> lock(workers_mu);
+    proto::ReserveRequest request = static_cast<const proto::ReserveRequest&>(*message);
+    workers.emplace_back([request, responder] {
+      proto::ReserveReply reply;
+      reply.set_request_id(request.request_id());
+      reply.set_prefix_hit_tokens(request.prompt_len() * 2);
+      responder.Reply(reply);
+    });
+  };
+  auto client = MakeClient(ClientConfig(), client_handlers);
+  auto conn = *client->Connect(server_->address());
+  ASSERT_TRUE(waiter.WaitFor([&] { return server_side != nullptr; }));
+  EXPECT_EQ(server_side->peer_name(), "client");
+  auto reply = server_side->CallAndWaitFor<proto::ReserveReply>(MakeReserve(8, 21), 2000);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->request_id(), 8u);
+  EXPECT_EQ(reply->prefix_hit_tokens(), 42);
+  std::lock_guard<std::mutex> lock(workers_mu);
+  for (auto& worker : workers) worker.join();
+}
+
 TEST_F(RpcTest, ErrorReplyCarriesTheHandlersStatus) {
   RpcHandlers handlers;
   handlers.on_request = [](const std::shared_ptr<RpcConnection>&, MessagePtr, Responder responder) {
