@@ -54,6 +54,11 @@ class Backend : public Ops {
   // Copies `src` into host memory `dst` and waits for all prior ops to finish.
   virtual Status CopyToHost(Tensor src, void* dst, size_t num_bytes) = 0;
 
+  // Bytes of scratch PagedAttention needs for any step within `max_shape`
+  // (its sizes and host scalars at their maximum; pointers ignored). The
+  // caller allocates it once (plan/run split, CUDA-graph friendly).
+  virtual size_t AttentionWorkspaceBytes(const PagedAttentionParams& max_shape) const { return 0; }
+
  protected:
   // Releases memory from Allocate. Called by Buffer only.
   virtual void Free(void* data) = 0;

@@ -59,7 +59,7 @@ Status CheckDisjointWrites(std::span<const SeqChunk> chunks, int block_size) {
 
 size_t MaxPackedSize(const BatchLimits& l) {
   size_t width = static_cast<size_t>(BlocksFor(l.max_model_len, l.block_size));
-  return 3 * static_cast<size_t>(l.max_num_tokens) + 2 * static_cast<size_t>(l.max_num_seqs) + 1 +
+  return 2 * static_cast<size_t>(l.max_num_tokens) + 2 * static_cast<size_t>(l.max_num_seqs) + 1 +
          static_cast<size_t>(l.max_num_seqs) * width + static_cast<size_t>(l.max_logits_rows);
 }
 
@@ -94,12 +94,12 @@ StatusOr<BatchPlan> BatchPlan::Build(std::span<const SeqChunk> chunks, const Bat
   const size_t n_tok = plan.num_tokens, n_seq = plan.num_seqs;
   plan.token_ids_offset = 0;
   plan.positions_offset = n_tok;
-  plan.slot_mapping_offset = 2 * n_tok;
-  plan.query_start_offset = 3 * n_tok;
+  plan.query_start_offset = 2 * n_tok;
   plan.kv_lens_offset = plan.query_start_offset + n_seq + 1;
   plan.block_tables_offset = plan.kv_lens_offset + n_seq;
   plan.logits_rows_offset = plan.block_tables_offset + n_seq * plan.table_width;
   plan.packed.assign(plan.logits_rows_offset + rows, kInvalidBlock);
+  plan.slot_mapping.resize(n_tok);
 
   int32_t* p = plan.packed.data();
   int32_t row = 0, logits_row = 0;
@@ -114,8 +114,8 @@ StatusOr<BatchPlan> BatchPlan::Build(std::span<const SeqChunk> chunks, const Bat
       const int pos = c.start_position + i;
       p[plan.token_ids_offset + row] = c.tokens[i];
       p[plan.positions_offset + row] = pos;
-      p[plan.slot_mapping_offset + row] = c.block_table[pos / limits.block_size] * limits.block_size +
-                                          pos % limits.block_size;
+      plan.slot_mapping[row] =
+          int64_t{c.block_table[pos / limits.block_size]} * limits.block_size + pos % limits.block_size;
       const bool wants = c.want_logits && (c.all_logits || i == n - 1);
       if (wants) p[plan.logits_rows_offset + logits_row++] = row;
     }

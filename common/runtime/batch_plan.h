@@ -43,11 +43,13 @@ struct BatchPlan {
   int table_width = 0;      // W: block table row length (max blocks any sequence uses)
 
   // Packed I32 metadata, in this order (the offsets below index into it):
-  //   token_ids [N] | positions [N] | slot_mapping [N] | query_start [S+1] |
-  //   kv_lens [S] | block_tables [S, W] (padded with kInvalidBlock) | logits_rows [R]
+  //   token_ids [N] | positions [N] | query_start [S+1] | kv_lens [S] |
+  //   block_tables [S, W] (padded with kInvalidBlock) | logits_rows [R]
   std::vector<int32_t> packed;
-  size_t token_ids_offset = 0, positions_offset = 0, slot_mapping_offset = 0, query_start_offset = 0,
-         kv_lens_offset = 0, block_tables_offset = 0, logits_rows_offset = 0;
+  size_t token_ids_offset = 0, positions_offset = 0, query_start_offset = 0, kv_lens_offset = 0,
+         block_tables_offset = 0, logits_rows_offset = 0;
+  // I64 [N]: cache slot of each token, block_id * block_size + slot in block.
+  std::vector<int64_t> slot_mapping;
 
   // Validates and plans. Errors name the chunk: empty tokens, negative start,
   // positions past max_model_len, a block table too short or with blocks out
@@ -57,6 +59,7 @@ struct BatchPlan {
 };
 
 // Size of `packed` for a step at the limits (to size the metadata buffer).
+// slot_mapping needs max_num_tokens more.
 size_t MaxPackedSize(const BatchLimits& limits);
 
 }  // namespace tandem::runtime

@@ -9,6 +9,7 @@
 
 #include "common/runtime/cpu_backend.h"
 #include "common/runtime/op_checks.h"
+#include "common/runtime/rope.h"
 
 namespace tandem::runtime {
 namespace {
@@ -22,38 +23,57 @@ void RotateHead(float* x, const float* cos_v, const float* sin_v, int half) {
   }
 }
 
+// dst = RMSNorm(src) * weight over one head (weight null: plain copy).
+void NormHead(const float* src, const float* weight, float eps, int dim, float* dst) {
+  if (weight == nullptr) {
+    std::memcpy(dst, src, dim * sizeof(float));
+    return;
+  }
+  float sum = 0.0f;
+  for (int i = 0; i < dim; ++i) sum += src[i] * src[i];
+  const float inv_rms = 1.0f / std::sqrt(sum / static_cast<float>(dim) + eps);
+  for (int i = 0; i < dim; ++i) dst[i] = weight[i] * (src[i] * inv_rms);
+}
+
 }  // namespace
 
 Status CpuBackend::RopeKvWrite(const RopeKvWriteParams& p) {
   TANDEM_RETURN_IF_ERROR(CheckRopeKvWrite(p, DType::kF32));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<float> inv_freq, RopeInvFreq(p.layout.head_dim, p.rope.theta, p.rope.scaling));
   const auto& l = p.layout;
-  int half = l.head_dim / 2;
-  int64_t n = p.q.shape[0], num_heads = p.q.shape[1];
-  std::vector<float> cos_v(half), sin_v(half);
+  const int d = l.head_dim, half = d / 2;
+  const int64_t n = p.q_out.shape[0], heads = p.q_out.shape[1], row = (heads + 2 * l.num_kv_heads) * d;
+  const float* q_norm = p.q_norm.defined() ? p.q_norm.As<float>() : nullptr;
+  const float* k_norm = p.k_norm.defined() ? p.k_norm.As<float>() : nullptr;
+  std::vector<float> cos_v(half), sin_v(half), k(d);
   float* pool = p.kv_pool.As<float>();
   for (int64_t t = 0; t < n; ++t) {
-    int32_t pos = p.positions.As<int32_t>()[t];
-    int32_t slot = p.slot_mapping.As<int32_t>()[t];
-    int32_t block = slot < 0 ? -1 : slot / l.block_size;
-    if (pos < 0 || block < 0 || block >= l.num_blocks) {
+    const int32_t pos = p.positions.As<int32_t>()[t];
+    const int64_t slot = p.slot_mapping.As<int64_t>()[t];
+    const int64_t block = slot < 0 ? -1 : slot / l.block_size;
+    if (pos < 0 || block >= l.num_blocks) {
       return InvalidArgumentError(fmt::format("RopeKvWrite: token {} has position {} slot {}", t, pos, slot));
     }
     for (int i = 0; i < half; ++i) {
       // Angle rounded to fp32 first, as Hugging Face computes it.
-      float angle = static_cast<float>(pos) * p.inv_freq.As<float>()[i];
+      const float angle = static_cast<float>(pos) * inv_freq[i];
       cos_v[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
       sin_v[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
     }
-    for (int64_t h = 0; h < num_heads; ++h) {
-      RotateHead(p.q.As<float>() + (t * num_heads + h) * l.head_dim, cos_v.data(), sin_v.data(), half);
+    const float* qkv = p.qkv.As<float>() + t * row;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* q = p.q_out.As<float>() + (t * heads + h) * d;
+      NormHead(qkv + h * d, q_norm, p.norm_eps, d, q);
+      RotateHead(q, cos_v.data(), sin_v.data(), half);
     }
+    if (block < 0) continue;  // K/V not stored (padding)
+    const int in_block = static_cast<int>(slot % l.block_size);
     for (int h = 0; h < l.num_kv_heads; ++h) {
-      float* k = p.k.As<float>() + (t * l.num_kv_heads + h) * l.head_dim;
-      const float* v = p.v.As<float>() + (t * l.num_kv_heads + h) * l.head_dim;
-      RotateHead(k, cos_v.data(), sin_v.data(), half);
-      int in_block = slot % l.block_size;
-      std::memcpy(pool + l.ElementOffset(p.layer, block, 0, h, in_block), k, l.head_dim * sizeof(float));
-      std::memcpy(pool + l.ElementOffset(p.layer, block, 1, h, in_block), v, l.head_dim * sizeof(float));
+      NormHead(qkv + (heads + h) * d, k_norm, p.norm_eps, d, k.data());
+      RotateHead(k.data(), cos_v.data(), sin_v.data(), half);
+      const float* v = qkv + (heads + l.num_kv_heads + h) * d;
+      std::memcpy(pool + l.ElementOffset(p.layer, static_cast<int>(block), 0, h, in_block), k.data(), d * sizeof(float));
+      std::memcpy(pool + l.ElementOffset(p.layer, static_cast<int>(block), 1, h, in_block), v, d * sizeof(float));
     }
   }
   return Status::Ok();

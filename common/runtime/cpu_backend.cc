@@ -125,12 +125,14 @@ Status CpuBackend::Linear(const LinearParams& p) {
   return Status::Ok();
 }
 
-Status CpuBackend::SiluAndMul(Tensor gate, Tensor up, Tensor out) {
-  TANDEM_RETURN_IF_ERROR(CheckSiluAndMul(gate, up, out, DType::kF32));
-  int64_t count = gate.NumElements();
-  for (int64_t i = 0; i < count; ++i) {
-    float g = gate.As<float>()[i];
-    out.As<float>()[i] = g / (1.0f + std::exp(-g)) * up.As<float>()[i];
+Status CpuBackend::SiluAndMul(Tensor gate_up, Tensor out) {
+  TANDEM_RETURN_IF_ERROR(CheckSiluAndMul(gate_up, out, DType::kF32));
+  const int64_t rows = out.shape[0], ffn = out.shape[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = gate_up.As<float>() + r * 2 * ffn;
+    const float* up = gate + ffn;
+    float* y = out.As<float>() + r * ffn;
+    for (int64_t i = 0; i < ffn; ++i) y[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
   }
   return Status::Ok();
 }

@@ -30,7 +30,7 @@ class CpuBackend final : public Backend {
   Status Linear(const LinearParams& p) override;
   Status RopeKvWrite(const RopeKvWriteParams& p) override;
   Status PagedAttention(const PagedAttentionParams& p) override;
-  Status SiluAndMul(Tensor gate, Tensor up, Tensor out) override;
+  Status SiluAndMul(Tensor gate_up, Tensor out) override;
   Status GatherRows(Tensor src, Tensor indices, Tensor out) override;
 
   // Buffers allocated and not yet freed (for leak checks in tests).

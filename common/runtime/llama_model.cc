@@ -4,17 +4,22 @@
 
 #include <cmath>
 
+#include "common/runtime/rope.h"
+
 namespace tandem::runtime {
 
 // Activation buffers at capacity, and this step's metadata views.
 struct LlamaModel::Workspace {
   Buffer meta;           // I32 [MaxPackedSize(limits)]
+  Buffer slots;          // I64 [max_tokens]
   Buffer residual;       // [max_tokens, hidden]
   Buffer hidden;         // [max_tokens, hidden]: sub-layer outputs
   Buffer normed;         // [max_tokens, hidden]
+  Buffer qkv;            // [max_tokens, (heads + 2 * kv_heads) * head_dim]
   Buffer q, attn;        // [max_tokens, heads, head_dim]
-  Buffer k, v;           // [max_tokens, kv_heads, head_dim]
-  Buffer gate, up;       // [max_tokens, ffn]; SiluAndMul writes into gate
+  Buffer gate_up;        // [max_tokens, 2 * ffn]
+  Buffer act;            // [max_tokens, ffn]
+  Buffer attn_workspace; // U8 [Backend::AttentionWorkspaceBytes]
   Buffer logits_hidden;  // [max_logits_rows, hidden]: picked sub-layer outputs, then normed
   Buffer logits_residual;  // [max_logits_rows, hidden]: picked residual rows
   Buffer logits;         // F32 [max_logits_rows, vocab]
@@ -36,6 +41,7 @@ Status CheckConfig(const model::ModelConfig& c) {
   }
   if (c.head_dim % 2 != 0) return InvalidArgumentError("rope needs an even head_dim");
   if (!(c.rms_norm_eps > 0.0)) return InvalidArgumentError("rms_norm_eps must be positive");
+  TANDEM_RETURN_IF_ERROR(RopeInvFreq(c.head_dim, c.rope_theta, c.rope_scaling));
   if (c.max_position_embeddings <= 0) return InvalidArgumentError("max_position_embeddings must be positive");
   return Status::Ok();
 }
@@ -82,12 +88,21 @@ Status LlamaModel::AllocateWorkspace() {
   TANDEM_ASSIGN_OR_RETURN(w.residual, backend_->Allocate(act, {t, h}));
   TANDEM_ASSIGN_OR_RETURN(w.hidden, backend_->Allocate(act, {t, h}));
   TANDEM_ASSIGN_OR_RETURN(w.normed, backend_->Allocate(act, {t, h}));
+  TANDEM_ASSIGN_OR_RETURN(w.slots, backend_->Allocate(DType::kI64, {t}));
+  TANDEM_ASSIGN_OR_RETURN(w.qkv, backend_->Allocate(act, {t, (config_.num_heads + 2 * config_.num_kv_heads) * d}));
   TANDEM_ASSIGN_OR_RETURN(w.q, backend_->Allocate(act, {t, config_.num_heads, d}));
   TANDEM_ASSIGN_OR_RETURN(w.attn, backend_->Allocate(act, {t, config_.num_heads, d}));
-  TANDEM_ASSIGN_OR_RETURN(w.k, backend_->Allocate(act, {t, config_.num_kv_heads, d}));
-  TANDEM_ASSIGN_OR_RETURN(w.v, backend_->Allocate(act, {t, config_.num_kv_heads, d}));
-  TANDEM_ASSIGN_OR_RETURN(w.gate, backend_->Allocate(act, {t, ffn}));
-  TANDEM_ASSIGN_OR_RETURN(w.up, backend_->Allocate(act, {t, ffn}));
+  TANDEM_ASSIGN_OR_RETURN(w.gate_up, backend_->Allocate(act, {t, 2 * ffn}));
+  TANDEM_ASSIGN_OR_RETURN(w.act, backend_->Allocate(act, {t, ffn}));
+  // Attention scratch for the largest step: every sequence at the full model length.
+  PagedAttentionParams max_shape{.q = Tensor(nullptr, act, backend_->device(), {t, config_.num_heads, d}),
+                                 .layout = KvLayoutFor(0), .num_seqs = options_.max_num_seqs,
+                                 .max_query_len = options_.max_num_tokens, .max_kv_len = options_.max_model_len,
+                                 .scale = 1.0f};
+  const size_t attn_bytes = backend_->AttentionWorkspaceBytes(max_shape);
+  if (attn_bytes > 0) {
+    TANDEM_ASSIGN_OR_RETURN(w.attn_workspace, backend_->Allocate(DType::kU8, {static_cast<int64_t>(attn_bytes)}));
+  }
   TANDEM_ASSIGN_OR_RETURN(w.logits_hidden, backend_->Allocate(act, {r, h}));
   TANDEM_ASSIGN_OR_RETURN(w.logits_residual, backend_->Allocate(act, {r, h}));
   TANDEM_ASSIGN_OR_RETURN(w.logits, backend_->Allocate(DType::kF32, {r, config_.vocab_size}));
@@ -115,7 +130,7 @@ Status LlamaModel::RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cach
   const float eps = static_cast<float>(config_.rms_norm_eps);
   Tensor residual = w.residual.tensor().Rows(0, n), hidden = w.hidden.tensor().Rows(0, n);
   Tensor normed = w.normed.tensor().Rows(0, n);
-  Tensor q = w.q.tensor().Rows(0, n), k = w.k.tensor().Rows(0, n), v = w.v.tensor().Rows(0, n);
+  Tensor q = w.q.tensor().Rows(0, n), qkv = w.qkv.tensor().Rows(0, n);
   Tensor attn = w.attn.tensor().Rows(0, n);
 
   // Layer 0 normalizes the embeddings (already in `residual`); later layers
@@ -123,35 +138,27 @@ Status LlamaModel::RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cach
   RmsNormParams in_norm{.x = layer == 0 ? residual : hidden, .residual = layer == 0 ? Tensor() : residual,
                         .weight = lw.input_norm.tensor(), .out = normed, .eps = eps};
   TANDEM_RETURN_IF_ERROR(backend_->RmsNorm(in_norm));
-  const int64_t q_dim = config_.num_heads * d, kv_dim = config_.num_kv_heads * d;
-  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.q_proj.tensor(), lw.q_bias.tensor(), q.Reshape({n, q_dim})}));
-  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.k_proj.tensor(), lw.k_bias.tensor(), k.Reshape({n, kv_dim})}));
-  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.v_proj.tensor(), lw.v_bias.tensor(), v.Reshape({n, kv_dim})}));
-  if (config_.qk_norm) {
-    Tensor q_rows = q.Reshape({n * config_.num_heads, d}), k_rows = k.Reshape({n * config_.num_kv_heads, d});
-    TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = q_rows, .residual = Tensor(), .weight = lw.q_norm.tensor(), .out = q_rows, .eps = eps}));
-    TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = k_rows, .residual = Tensor(), .weight = lw.k_norm.tensor(), .out = k_rows, .eps = eps}));
-  }
+  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.qkv_proj.tensor(), lw.qkv_bias.tensor(), qkv}));
   const kv_cache::KvLayout& layout = cache.layout();
-  TANDEM_RETURN_IF_ERROR(backend_->RopeKvWrite({.q = q, .k = k, .v = v, .positions = w.positions,
-                                                .slot_mapping = w.slot_mapping,
-                                                .inv_freq = weights_.rope_inv_freq.tensor(),
-                                                .kv_pool = cache.pool(), .layout = layout, .layer = layer}));
+  TANDEM_RETURN_IF_ERROR(backend_->RopeKvWrite({.qkv = qkv, .q_out = q, .q_norm = lw.q_norm.tensor(),
+                                                .k_norm = lw.k_norm.tensor(), .norm_eps = eps,
+                                                .positions = w.positions, .slot_mapping = w.slot_mapping,
+                                                .kv_pool = cache.pool(), .layout = layout, .layer = layer,
+                                                .rope = {config_.rope_theta, config_.rope_scaling}}));
   TANDEM_RETURN_IF_ERROR(backend_->PagedAttention(
       {.q = q, .out = attn, .kv_pool = cache.pool(), .layout = layout, .layer = layer,
        .query_start = w.query_start, .kv_lens = w.kv_lens, .block_tables = w.block_tables,
        .num_seqs = plan.num_seqs, .max_query_len = plan.max_query_len, .max_kv_len = plan.max_kv_len,
-       .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))}));
-  TANDEM_RETURN_IF_ERROR(
-      backend_->Linear({attn.Reshape({n, q_dim}), lw.o_proj.tensor(), lw.o_bias.tensor(), hidden}));
+       .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), .workspace = w.attn_workspace.tensor()}));
+  TANDEM_RETURN_IF_ERROR(backend_->Linear(
+      {attn.Reshape({n, config_.num_heads * d}), lw.o_proj.tensor(), lw.o_bias.tensor(), hidden}));
 
   TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = hidden, .residual = residual,
                                             .weight = lw.post_attention_norm.tensor(), .out = normed, .eps = eps}));
-  Tensor gate = w.gate.tensor().Rows(0, n), up = w.up.tensor().Rows(0, n);
-  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.gate_proj.tensor(), Tensor(), gate}));
-  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.up_proj.tensor(), Tensor(), up}));
-  TANDEM_RETURN_IF_ERROR(backend_->SiluAndMul(gate, up, gate));
-  return backend_->Linear({gate, lw.down_proj.tensor(), Tensor(), hidden});
+  Tensor gate_up = w.gate_up.tensor().Rows(0, n), act = w.act.tensor().Rows(0, n);
+  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.gate_up_proj.tensor(), Tensor(), gate_up}));
+  TANDEM_RETURN_IF_ERROR(backend_->SiluAndMul(gate_up, act));
+  return backend_->Linear({act, lw.down_proj.tensor(), Tensor(), hidden});
 }
 
 StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCache& cache) {
@@ -173,7 +180,8 @@ StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCa
   const int64_t n = plan.num_tokens, s = plan.num_seqs, r = plan.num_logits_rows;
   w.token_ids = meta.Rows(plan.token_ids_offset, n);
   w.positions = meta.Rows(plan.positions_offset, n);
-  w.slot_mapping = meta.Rows(plan.slot_mapping_offset, n);
+  w.slot_mapping = w.slots.tensor().Rows(0, n);
+  TANDEM_RETURN_IF_ERROR(backend_->CopyToDevice(plan.slot_mapping.data(), n * sizeof(int64_t), w.slot_mapping));
   w.query_start = meta.Rows(plan.query_start_offset, s + 1);
   w.kv_lens = meta.Rows(plan.kv_lens_offset, s);
   w.block_tables = meta.Rows(plan.block_tables_offset, s * plan.table_width).Reshape({s, plan.table_width});

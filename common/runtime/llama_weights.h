@@ -14,14 +14,14 @@
 namespace tandem::runtime {
 
 struct LlamaLayerWeights {
-  Buffer input_norm;         // [hidden]
-  Buffer q_proj, q_bias;     // [heads * head_dim, hidden], [heads * head_dim] (qkv bias)
-  Buffer k_proj, k_bias;     // [kv_heads * head_dim, hidden], [kv_heads * head_dim]
-  Buffer v_proj, v_bias;     // same as k
-  Buffer q_norm, k_norm;     // [head_dim] (Qwen3)
-  Buffer o_proj, o_bias;     // [hidden, heads * head_dim], [hidden] (when the checkpoint has it)
+  Buffer input_norm;           // [hidden]
+  Buffer qkv_proj;             // [(heads + 2 * kv_heads) * head_dim, hidden]: q, k, v rows fused
+  Buffer qkv_bias;             // [(heads + 2 * kv_heads) * head_dim] (qkv bias) or empty
+  Buffer q_norm, k_norm;       // [head_dim] (Qwen3) or empty
+  Buffer o_proj;               // [hidden, heads * head_dim]
+  Buffer o_bias;               // [hidden] when the checkpoint has it, or empty
   Buffer post_attention_norm;  // [hidden]
-  Buffer gate_proj, up_proj;   // [ffn, hidden]
+  Buffer gate_up_proj;         // [2 * ffn, hidden]: gate rows then up rows
   Buffer down_proj;            // [hidden, ffn]
 };
 
@@ -29,7 +29,6 @@ struct LlamaWeights {
   Buffer embed_tokens;  // [vocab, hidden]
   Buffer final_norm;    // [hidden]
   Buffer lm_head;       // [vocab, hidden]; empty when tied to embed_tokens
-  Buffer rope_inv_freq; // F32 [head_dim / 2], scaling applied
   std::vector<LlamaLayerWeights> layers;
 
   Tensor LmHead() const { return lm_head.tensor().defined() ? lm_head.tensor() : embed_tokens.tensor(); }

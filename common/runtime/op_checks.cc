@@ -78,16 +78,22 @@ Status CheckLinear(const LinearParams& p, DType act) {
 Status CheckRopeKvWrite(const RopeKvWriteParams& p, DType act) {
   const auto& l = p.layout;
   TANDEM_RETURN_IF_ERROR(CheckPool("RopeKvWrite", p.kv_pool, l, p.layer, act));
-  if (!Is(p.q, act, {-1, -1, l.head_dim})) return Bad("RopeKvWrite", "q", p.q);
-  int64_t n = p.q.shape[0];
-  if (p.q.shape[1] % l.num_kv_heads != 0) return Bad("RopeKvWrite", "q heads", p.q);
-  if (!Is(p.k, act, {n, l.num_kv_heads, l.head_dim})) return Bad("RopeKvWrite", "k", p.k);
-  if (!Is(p.v, act, {n, l.num_kv_heads, l.head_dim})) return Bad("RopeKvWrite", "v", p.v);
-  if (!Is(p.positions, DType::kI32, {n})) return Bad("RopeKvWrite", "positions", p.positions);
-  if (!Is(p.slot_mapping, DType::kI32, {n})) return Bad("RopeKvWrite", "slot_mapping", p.slot_mapping);
-  if (l.head_dim % 2 != 0 || !Is(p.inv_freq, DType::kF32, {l.head_dim / 2})) {
-    return Bad("RopeKvWrite", "inv_freq", p.inv_freq);
+  if (!Is(p.q_out, act, {-1, -1, l.head_dim}) || p.q_out.shape[1] % l.num_kv_heads != 0) {
+    return Bad("RopeKvWrite", "q_out", p.q_out);
   }
+  const int64_t n = p.q_out.shape[0], heads = p.q_out.shape[1];
+  if (!Is(p.qkv, act, {n, (heads + 2 * l.num_kv_heads) * l.head_dim})) return Bad("RopeKvWrite", "qkv", p.qkv);
+  if (p.q_norm.defined() != p.k_norm.defined()) {
+    return InvalidArgumentError("RopeKvWrite: set both q_norm and k_norm or neither");
+  }
+  if (p.q_norm.defined()) {
+    if (!Is(p.q_norm, act, {l.head_dim})) return Bad("RopeKvWrite", "q_norm", p.q_norm);
+    if (!Is(p.k_norm, act, {l.head_dim})) return Bad("RopeKvWrite", "k_norm", p.k_norm);
+    if (!(p.norm_eps > 0.0f)) return InvalidArgumentError("RopeKvWrite: norm_eps must be positive");
+  }
+  if (!Is(p.positions, DType::kI32, {n})) return Bad("RopeKvWrite", "positions", p.positions);
+  if (!Is(p.slot_mapping, DType::kI64, {n})) return Bad("RopeKvWrite", "slot_mapping", p.slot_mapping);
+  if (l.head_dim % 2 != 0) return InvalidArgumentError("RopeKvWrite: head_dim must be even");
   return Status::Ok();
 }
 
@@ -107,13 +113,13 @@ Status CheckPagedAttention(const PagedAttentionParams& p, DType act) {
       p.block_tables.shape[1] * l.block_size < p.max_kv_len) {
     return Bad("PagedAttention", "block_tables", p.block_tables);
   }
+  if (p.workspace.defined() && p.workspace.dtype != DType::kU8) return Bad("PagedAttention", "workspace", p.workspace);
   return Status::Ok();
 }
 
-Status CheckSiluAndMul(const Tensor& gate, const Tensor& up, const Tensor& out, DType act) {
-  if (!Is(gate, act, {-1, -1})) return Bad("SiluAndMul", "gate", gate);
-  if (!Is(up, act, {gate.shape[0], gate.shape[1]})) return Bad("SiluAndMul", "up", up);
-  if (!Is(out, act, {gate.shape[0], gate.shape[1]})) return Bad("SiluAndMul", "out", out);
+Status CheckSiluAndMul(const Tensor& gate_up, const Tensor& out, DType act) {
+  if (!Is(gate_up, act, {-1, -1}) || gate_up.shape[1] % 2 != 0) return Bad("SiluAndMul", "gate_up", gate_up);
+  if (!Is(out, act, {gate_up.shape[0], gate_up.shape[1] / 2})) return Bad("SiluAndMul", "out", out);
   return Status::Ok();
 }
 

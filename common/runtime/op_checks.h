@@ -15,7 +15,7 @@ Status CheckRmsNorm(const RmsNormParams& p, DType act);
 Status CheckLinear(const LinearParams& p, DType act);
 Status CheckRopeKvWrite(const RopeKvWriteParams& p, DType act);
 Status CheckPagedAttention(const PagedAttentionParams& p, DType act);
-Status CheckSiluAndMul(const Tensor& gate, const Tensor& up, const Tensor& out, DType act);
+Status CheckSiluAndMul(const Tensor& gate_up, const Tensor& out, DType act);
 Status CheckGatherRows(const Tensor& src, const Tensor& indices, const Tensor& out);
 
 }  // namespace tandem::runtime

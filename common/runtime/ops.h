@@ -17,6 +17,7 @@
 
 #include "common/base/status.h"
 #include "common/kv_cache/kv_layout.h"
+#include "common/model/model_config.h"
 #include "common/runtime/tensor.h"
 
 namespace tandem::runtime {
@@ -42,19 +43,30 @@ struct LinearParams {
   Tensor out{};     // [N, out_features], activation dtype or F32 (logits); must not alias x
 };
 
-// Rotary embedding on q and k (Hugging Face rotate_half convention: dims i and
-// i + head_dim/2 form a pair rotated by angle position * inv_freq[i]), then k
-// and v are written into the paged KV pool at each token's slot.
+// Rotary embedding parameters (host values; the backend derives the
+// frequencies, see rope.h for the exact Hugging Face formulas).
+struct RopeParams {
+  double theta = 10000.0;          // rope_theta
+  model::RopeScaling scaling;      // none, linear or llama3
+};
+
+// From the fused QKV projection row of each token, [q heads | k heads | v heads]:
+// optional per-head RMSNorm of q and k (Qwen3 q_norm / k_norm), rotary
+// embedding of q and k (Hugging Face rotate_half: dims j and j + head_dim/2
+// form a pair rotated by position * inv_freq[j]), q written to q_out, and
+// k, v stored into the paged KV pool at each token's slot.
 struct RopeKvWriteParams {
-  Tensor q{};             // [N, num_heads, head_dim], rotated in place
-  Tensor k{};             // [N, num_kv_heads, head_dim], rotated in place, then stored
-  Tensor v{};             // [N, num_kv_heads, head_dim], stored
+  Tensor qkv{};           // [N, (num_heads + 2 * num_kv_heads) * head_dim]
+  Tensor q_out{};         // [N, num_heads, head_dim]
+  Tensor q_norm{};        // optional [head_dim]: RMSNorm weight applied to each q head first
+  Tensor k_norm{};        // optional [head_dim]: same for k (set both or neither)
+  float norm_eps = 1e-6f;
   Tensor positions{};     // I32 [N]: position of each token in its sequence
-  Tensor slot_mapping{};  // I32 [N]: block_id * block_size + slot of each token
-  Tensor inv_freq{};      // F32 [head_dim / 2]: rope frequencies, scaling already applied
+  Tensor slot_mapping{};  // I64 [N]: block_id * block_size + slot; < 0: K/V not stored
   Tensor kv_pool{};       // the whole pool (kv_cache::KvLayout), any shape
   kv_cache::KvLayout layout;
   int layer = 0;
+  RopeParams rope;
 };
 
 // Causal attention over the paged cache for a mixed batch. Sequence s owns
@@ -75,6 +87,7 @@ struct PagedAttentionParams {
   int max_query_len = 0;  // max n_s (host copy)
   int max_kv_len = 0;     // max kv_lens[s] (host copy)
   float scale = 1.0f;     // softmax scale, 1/sqrt(head_dim)
+  Tensor workspace{};     // U8 [Backend::AttentionWorkspaceBytes(...)]; may be undefined when that is 0
 };
 
 class Ops {
@@ -87,8 +100,9 @@ class Ops {
   virtual Status Linear(const LinearParams& p) = 0;
   virtual Status RopeKvWrite(const RopeKvWriteParams& p) = 0;
   virtual Status PagedAttention(const PagedAttentionParams& p) = 0;
-  // out = silu(gate) * up, silu(x) = x / (1 + exp(-x)). All [N, ffn].
-  virtual Status SiluAndMul(Tensor gate, Tensor up, Tensor out) = 0;
+  // out = silu(gate) * up, silu(x) = x / (1 + exp(-x)), where each row of the
+  // fused projection is [gate (ffn) | up (ffn)]. gate_up: [N, 2 * ffn]; out: [N, ffn].
+  virtual Status SiluAndMul(Tensor gate_up, Tensor out) = 0;
   // out[i] = src[indices[i]]. src: [rows, dim]; indices: I32 [R]; out: [R, dim].
   virtual Status GatherRows(Tensor src, Tensor indices, Tensor out) = 0;
 };

@@ -81,10 +81,17 @@ TEST(CpuOpsTest, LinearSiluEmbeddingGather) {
   Buffer bad = MakeBuffer(b, {outf, in + 1}, std::vector<float>(outf * (in + 1)));
   EXPECT_EQ(b.Linear({xb.tensor(), bad.tensor(), Tensor(), ob.tensor()}).code(), StatusCode::kInvalidArgument);
 
-  Buffer up = MakeBuffer(b, {n, in}, RandomVector(n * in, 7)), act = MakeBuffer(b, {n, in}, std::vector<float>(n * in));
-  ASSERT_TRUE(b.SiluAndMul(xb.tensor(), up.tensor(), act.tensor()).ok());
-  auto up_h = ToHost(b, up.tensor()), act_h = ToHost(b, act.tensor());
-  for (int i = 0; i < n * in; ++i) EXPECT_NEAR(act_h[i], x[i] / (1 + std::exp(-double(x[i]))) * up_h[i], 1e-6);
+  // SiluAndMul on the fused [gate | up] row: x's 13 columns hold gate (6) | up (6) | 1 unused, so use 12.
+  auto gu = RandomVector(n * 12, 7);
+  Buffer gate_up = MakeBuffer(b, {n, 12}, gu), act = MakeBuffer(b, {n, 6}, std::vector<float>(n * 6));
+  ASSERT_TRUE(b.SiluAndMul(gate_up.tensor(), act.tensor()).ok());
+  auto act_h = ToHost(b, act.tensor());
+  for (int r = 0; r < n; ++r) {
+    for (int i = 0; i < 6; ++i) {
+      double g = gu[r * 12 + i], u = gu[r * 12 + 6 + i];
+      EXPECT_NEAR(act_h[r * 6 + i], g / (1 + std::exp(-g)) * u, 1e-6);
+    }
+  }
 
   Buffer ids = MakeBuffer(b, {3}, std::vector<int32_t>{6, 0, 6});
   Buffer emb = MakeBuffer(b, {n, in}, std::vector<float>(n * in));
@@ -141,48 +148,72 @@ TEST(CpuOpsTest, RopeInvFreqDefaultLinearAndLlama3) {
   EXPECT_FALSE(RopeInvFreq(8, theta, {model::RopeScalingType::kLlama3, 8.0, 4.0, 1.0, 64}).ok());
 }
 
-TEST(CpuOpsTest, RopeKvWriteMatchesHfRotateHalfAndPoolLayout) {
+class RopeKvWriteTest : public ::testing::TestWithParam<bool> {};  // param: with q/k norm
+
+TEST_P(RopeKvWriteTest, MatchesHfRotateHalfAndPoolLayout) {
+  const bool with_norm = GetParam();
   CpuBackend b;
   kv_cache::KvLayout l = SmallLayout();
-  const int n = 3, heads = 4, d = l.head_dim, layer = 1;
-  auto q = RandomVector(n * heads * d, 10), k = RandomVector(n * l.num_kv_heads * d, 11);
-  auto v = RandomVector(n * l.num_kv_heads * d, 12);
-  std::vector<int32_t> positions = {0, 5, 33}, slots = {7 * 4 + 0, 2 * 4 + 1, 11 * 4 + 3};
-  auto inv = RopeInvFreq(d, 10000.0, {});
-  ASSERT_TRUE(inv.ok());
-  Buffer qb = MakeBuffer(b, {n, heads, d}, q), kb = MakeBuffer(b, {n, l.num_kv_heads, d}, k);
-  Buffer vb = MakeBuffer(b, {n, l.num_kv_heads, d}, v), pb = MakeBuffer(b, {n}, positions);
-  Buffer sb = MakeBuffer(b, {n}, slots), fb = MakeBuffer(b, {d / 2}, *inv);
+  const int n = 4, heads = 4, kvh = l.num_kv_heads, d = l.head_dim, layer = 1, row = (heads + 2 * kvh) * d;
+  auto qkv = RandomVector(n * row, 10);
+  auto q_norm = RandomVector(d, 13, 0.5f, 1.5f), k_norm = RandomVector(d, 14, 0.5f, 1.5f);
+  // Token 3 has slot -1: rotated q, but K/V not stored.
+  std::vector<int32_t> positions = {0, 5, 33, 7};
+  std::vector<int64_t> slots = {7 * 4 + 0, 2 * 4 + 1, 11 * 4 + 3, -1};
+  Buffer qkv_b = MakeBuffer(b, {n, row}, qkv), pb = MakeBuffer(b, {n}, positions);
+  Buffer qn = MakeBuffer(b, {d}, q_norm), kn = MakeBuffer(b, {d}, k_norm);
+  auto sb = b.Allocate(DType::kI64, {n});
+  ASSERT_TRUE(sb.ok() && b.CopyToDevice(slots.data(), n * 8, sb->tensor()).ok());
+  Buffer q_out = MakeBuffer(b, {n, heads, d}, std::vector<float>(n * heads * d));
   auto pool = b.Allocate(DType::kF32, {static_cast<int64_t>(l.TotalBytes() / 4)});
   ASSERT_TRUE(pool.ok());
-  ASSERT_TRUE(b.RopeKvWrite({.q = qb.tensor(), .k = kb.tensor(), .v = vb.tensor(), .positions = pb.tensor(),
-                             .slot_mapping = sb.tensor(), .inv_freq = fb.tensor(), .kv_pool = pool->tensor(),
-                             .layout = l, .layer = layer}).ok());
-  auto q_out = ToHost(b, qb.tensor()), pool_h = ToHost(b, pool->tensor());
-  // HF: emb = cat(freqs, freqs); x * cos(emb) + rotate_half(x) * sin(emb), rotate_half(x) = cat(-x2, x1).
-  auto rope = [&](const float* x, int pos, int j) {
+  RopeKvWriteParams p{.qkv = qkv_b.tensor(), .q_out = q_out.tensor(), .norm_eps = 1e-6f, .positions = pb.tensor(),
+                      .slot_mapping = sb->tensor(), .kv_pool = pool->tensor(), .layout = l, .layer = layer,
+                      .rope = {10000.0, {}}};
+  if (with_norm) {
+    p.q_norm = qn.tensor();
+    p.k_norm = kn.tensor();
+  }
+  ASSERT_TRUE(b.RopeKvWrite(p).ok());
+  auto q_h = ToHost(b, q_out.tensor()), pool_h = ToHost(b, pool->tensor());
+  // Optional per-head RMSNorm, then HF: x * cos(emb) + rotate_half(x) * sin(emb), emb = cat(freqs, freqs),
+  // rotate_half(x) = cat(-x2, x1).
+  auto head = [&](const float* x, const std::vector<float>& w) {
+    std::vector<double> y(x, x + d);
+    if (with_norm) {
+      double ms = 0;
+      for (int j = 0; j < d; ++j) ms += double(x[j]) * x[j] / d;
+      for (int j = 0; j < d; ++j) y[j] = w[j] * x[j] / std::sqrt(ms + 1e-6);
+    }
+    return y;
+  };
+  auto rope = [&](const std::vector<double>& x, int pos, int j) {
     double freq = pos / std::pow(10000.0, 2.0 * (j % (d / 2)) / d);
     double rot = j < d / 2 ? -x[j + d / 2] : x[j - d / 2];
     return x[j] * std::cos(freq) + rot * std::sin(freq);
   };
   for (int t = 0; t < n; ++t) {
     for (int h = 0; h < heads; ++h) {
-      for (int j = 0; j < d; ++j) {
-        EXPECT_NEAR(q_out[(t * heads + h) * d + j], rope(&q[(t * heads + h) * d], positions[t], j), 1e-5);
-      }
+      auto x = head(&qkv[t * row + h * d], q_norm);
+      for (int j = 0; j < d; ++j) EXPECT_NEAR(q_h[(t * heads + h) * d + j], rope(x, positions[t], j), 2e-5);
     }
-    for (int h = 0; h < l.num_kv_heads; ++h) {
+    if (slots[t] < 0) continue;
+    for (int h = 0; h < kvh; ++h) {
+      auto x = head(&qkv[t * row + (heads + h) * d], k_norm);
+      int block = slots[t] / 4, slot = slots[t] % 4;
       for (int j = 0; j < d; ++j) {
-        int block = slots[t] / 4, slot = slots[t] % 4;
-        const float* k_in = &k[(t * l.num_kv_heads + h) * d];
-        EXPECT_NEAR(pool_h[PoolIndex(l, layer, block, 0, h, slot, j)], rope(k_in, positions[t], j), 1e-5);
-        EXPECT_EQ(pool_h[PoolIndex(l, layer, block, 1, h, slot, j)], v[(t * l.num_kv_heads + h) * d + j]);
+        EXPECT_NEAR(pool_h[PoolIndex(l, layer, block, 0, h, slot, j)], rope(x, positions[t], j), 2e-5);
+        EXPECT_EQ(pool_h[PoolIndex(l, layer, block, 1, h, slot, j)], qkv[t * row + (heads + kvh + h) * d + j]);
       }
     }
   }
-  // Layer 0 untouched.
-  for (size_t i = 0; i < l.BytesPerLayer() / 4; ++i) ASSERT_EQ(pool_h[i], 0.0f);
+  // Only the three stored slots of layer 1 are non-zero.
+  size_t nonzero = 0;
+  for (float x : pool_h) nonzero += x != 0.0f;
+  EXPECT_EQ(nonzero, 3u * 2 * kvh * d);
 }
+
+INSTANTIATE_TEST_SUITE_P(Norm, RopeKvWriteTest, ::testing::Bool());
 
 // Naive attention for one sequence with contiguous K/V [kv_len, kv_heads, d].
 std::vector<double> NaiveAttention(const std::vector<float>& q, int n, int heads, const std::vector<float>& k,
