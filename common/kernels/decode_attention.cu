@@ -9,9 +9,12 @@
 namespace tandem::kernels {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 128;        // 4 warps; warp w takes tokens [16w, 16w + 16) of a tile
+constexpr int kWarps = kThreads / 32;
 constexpr int kTile = 64;             // tokens per shared-memory tile
+constexpr int kStages = 3;            // cp.async pipeline depth
 constexpr int kMinTilesPerSplit = 4;  // keeps the partial-output traffic small
+constexpr int kMaxGroup = 16;         // query heads per KV head: the rows of one mma tile
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
@@ -19,39 +22,66 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_group 0;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ void Mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 bf16 matrices, transposed: B fragments of V for two n-tiles of the P·V mma.
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* smem_row) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint32_t Ld32(const __nv_bfloat16* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
 
 template <int kHeadDim>
 struct Smem {
-  static constexpr int kRow = kHeadDim + 8;  // padded row (bf16): conflict-free 16-byte reads
-  static constexpr size_t kKvBytes = 2ull * 2 * kTile * kRow * 2;  // [K,V][2 stages][tile][row]
+  static constexpr int kRow = kHeadDim + 8;  // padded row (bf16): conflict-free fragment loads
+  static constexpr size_t kKvBytes = size_t{2} * kStages * kTile * kRow * 2;  // K and V stages
+  static constexpr size_t kQBytes = size_t{kMaxGroup} * kRow * 2;
+  static constexpr size_t kStateBytes = size_t{2} * kWarps * kMaxGroup * 4;  // m, l per warp
+  static constexpr size_t kBytes = kKvBytes + kQBytes + kStateBytes;
+  static_assert(size_t{kWarps} * kMaxGroup * kHeadDim * 4 <= kKvBytes, "merge buffer fits");
 };
 
-template <int kHeadDim, int kMaxGroup>
-size_t SmemBytes() {
-  return Smem<kHeadDim>::kKvBytes + kMaxGroup * kHeadDim * 4 + 2 * kMaxGroup * kTile * 4 +
-         kTile * kMaxGroup * 4 + 3 * kMaxGroup * 4;
-}
-
-// Grid: (num_splits, num_kv_heads, num_seqs); kThreads threads.
-template <int kHeadDim, int kMaxGroup>
+// Grid: (num_splits, num_kv_heads, num_seqs); kThreads threads. The query heads of the KV
+// group are the rows of a 16-row mma tile (rows >= group are zero). Each warp keeps its own
+// online-softmax state over its 16 tokens of every tile; the warps merge at the end.
+template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads)
-    DecodeAttentionKernel(DecodeAttentionParams p, float q_scale) {
-  constexpr int kRow = Smem<kHeadDim>::kRow;
-  constexpr int kChunks = kHeadDim / 8;       // 16-byte chunks per row
-  constexpr int kHalf = kHeadDim / 2;         // dims per score thread
-  constexpr int kSub = kThreads / kChunks;    // token subsets in the PV phase
+    DecodeAttentionKernel(DecodeAttentionParams p, float scale_log2) {
+  using S = Smem<kHeadDim>;
+  constexpr int kRow = S::kRow;
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  constexpr int kDimTiles = kHeadDim / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __nv_bfloat16* kbuf = reinterpret_cast<__nv_bfloat16*>(smem_raw);          // [2][kTile][kRow]
-  __nv_bfloat16* vbuf = kbuf + 2 * kTile * kRow;                             // [2][kTile][kRow]
-  float* q_s = reinterpret_cast<float*>(smem_raw + Smem<kHeadDim>::kKvBytes); // [G][hd]
-  float* sp = q_s + kMaxGroup * kHeadDim;                                    // [2][G][kTile]
-  float* p_s = sp + 2 * kMaxGroup * kTile;                                   // [kTile][G]
-  float* m_s = p_s + kTile * kMaxGroup;
-  float* l_s = m_s + kMaxGroup;
-  float* alpha_s = l_s + kMaxGroup;
+  __nv_bfloat16* kbuf = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [stages][kTile][kRow]
+  __nv_bfloat16* vbuf = kbuf + kStages * kTile * kRow;               // [stages][kTile][kRow]
+  __nv_bfloat16* q_s = vbuf + kStages * kTile * kRow;                // [16][kRow]
+  float* m_s = reinterpret_cast<float*>(smem_raw + S::kKvBytes + S::kQBytes);  // [warps][16]
+  float* l_s = m_s + kWarps * kMaxGroup;                                       // [warps][16]
 
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t4 = lane & 3;
   const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads;
   const int ctx = p.context_lens[seq];
@@ -61,16 +91,13 @@ __global__ void __launch_bounds__(kThreads)
   const int tile_begin = split * tiles_per_split;
   const int tile_end = min(num_tiles, tile_begin + tiles_per_split);
 
-  for (int i = tid; i < kMaxGroup * kHeadDim; i += kThreads) {
-    const int g = i / kHeadDim, d = i % kHeadDim;
-    q_s[i] = g < group ? __bfloat162float(p.q[(static_cast<int64_t>(seq) * p.num_q_heads +
-                                                kvh * group + g) * kHeadDim + d]) * q_scale
-                       : 0.f;
-  }
-  if (tid < kMaxGroup) {
-    m_s[tid] = -INFINITY;
-    l_s[tid] = 0.f;
-    alpha_s[tid] = 1.f;
+  for (int i = tid; i < kMaxGroup * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < group)
+      v = *reinterpret_cast<const uint4*>(
+          p.q + (static_cast<int64_t>(seq) * p.num_q_heads + kvh * group + r) * kHeadDim + c * 8);
+    *reinterpret_cast<uint4*>(q_s + r * kRow + c * 8) = v;
   }
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
@@ -78,7 +105,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t head_off = static_cast<int64_t>(kvh) * p.block_size * kHeadDim;
   const int64_t v_off = static_cast<int64_t>(p.num_kv_heads) * p.block_size * kHeadDim;
   const int bs_shift = __ffs(p.block_size) - 1;
-  auto issue_tile = [&](int tile, int stage) {
+  auto issue_tile = [&](int tile) {
+    const int stage = (tile - tile_begin) % kStages;
     const int start = tile * kTile;
     const int n_valid = min(kTile, ctx - start);
     const int c = tid % kChunks;
@@ -91,125 +119,149 @@ __global__ void __launch_bounds__(kThreads)
       CpAsync16(kbuf + dst, src);
       CpAsync16(vbuf + dst, src + v_off);
     }
-    CpAsyncCommit();
+    // Rows past the context get zero V: their p is 0, but 0 * (stale NaN bits) would be NaN.
+    // (Stale K rows are harmless: their scores are replaced by -inf, not multiplied.)
+    for (int tt = n_valid + tid / kChunks; tt < kTile; tt += kThreads / kChunks)
+      *reinterpret_cast<uint4*>(vbuf + (stage * kTile + tt) * kRow + c * 8) = make_uint4(0, 0, 0, 0);
   };
 
-  float acc[kMaxGroup][8];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g)
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[g][i] = 0.f;
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (tile_begin + s < tile_end) issue_tile(tile_begin + s);
+    CpAsyncCommit();
+  }
+  __syncthreads();  // q_s
 
-  const int pv_chunk = tid % kChunks, pv_sub = tid / kChunks;
-  if (tile_begin < tile_end) issue_tile(tile_begin, 0);
+  uint32_t qf[kHeadDim / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    qf[kk][0] = Ld32(q_s + g * kRow + kk * 16 + t4 * 2);
+    qf[kk][1] = Ld32(q_s + (g + 8) * kRow + kk * 16 + t4 * 2);
+    qf[kk][2] = Ld32(q_s + g * kRow + kk * 16 + t4 * 2 + 8);
+    qf[kk][3] = Ld32(q_s + (g + 8) * kRow + kk * 16 + t4 * 2 + 8);
+  }
+  float o[kDimTiles][4];
+#pragma unroll
+  for (int j = 0; j < kDimTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  // ldmatrix row addresses: lanes 0-7 keys 0-7, 8-15 keys 8-15 (dims d0); 16-31 the same at d0+8.
+  const int ldm_key = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int ldm_dim = (lane >> 4) * 8;
+
   for (int tile = tile_begin; tile < tile_end; ++tile) {
-    const int stage = (tile - tile_begin) & 1;
-    const int n_valid = min(kTile, ctx - tile * kTile);
-    CpAsyncWaitAll();
-    __syncthreads();
-    if (tile + 1 < tile_end) issue_tile(tile + 1, stage ^ 1);
+    CpAsyncWait<kStages - 2>();
+    __syncthreads();  // tile's data visible; the stage refilled below is no longer read
+    if (tile + kStages - 1 < tile_end) issue_tile(tile + kStages - 1);
+    CpAsyncCommit();
 
-    {  // Scores: thread (token t, half part) -> partial dot products for all heads.
-      const int t = tid % kTile, part = tid / kTile;
-      const __nv_bfloat16* krow = kbuf + (stage * kTile + t) * kRow + part * kHalf;
-      const float* qp = q_s + part * kHalf;
-      float s[kMaxGroup];
+    const int stage = (tile - tile_begin) % kStages;
+    const int n_valid = min(kTile, ctx - tile * kTile) - warp * 16;  // this warp's valid keys
+    if (n_valid <= 0) continue;
+    const __nv_bfloat16* ks = kbuf + (stage * kTile + warp * 16) * kRow;
+    float s[2][4];
 #pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) s[g] = 0.f;
+    for (int j = 0; j < 2; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+      const __nv_bfloat16* kr = ks + (j * 8 + g) * kRow + t4 * 2;
 #pragma unroll
-      for (int c = 0; c < kHalf / 8; ++c) {
-        float k[8];
-        detail::Bf16x8ToFloat(*reinterpret_cast<const uint4*>(krow + c * 8), k);
-#pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g) {
-          const float4 a = *reinterpret_cast<const float4*>(qp + g * kHeadDim + c * 8);
-          const float4 b = *reinterpret_cast<const float4*>(qp + g * kHeadDim + c * 8 + 4);
-          s[g] += a.x * k[0] + a.y * k[1] + a.z * k[2] + a.w * k[3] + b.x * k[4] + b.y * k[5] +
-                  b.z * k[6] + b.w * k[7];
-        }
-      }
-#pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) sp[(part * kMaxGroup + g) * kTile + t] = s[g];
+      for (int kk = 0; kk < kHeadDim / 16; ++kk)
+        Mma16816(s[j], qf[kk], Ld32(kr + kk * 16), Ld32(kr + kk * 16 + 8));
     }
-    __syncthreads();
-
-    {  // Online softmax: warp w handles heads w, w + 4, ...
-      const int lane = tid & 31;
-      for (int g = tid >> 5; g < kMaxGroup; g += kThreads / 32) {
-        if (g >= group) {
-          p_s[lane * kMaxGroup + g] = 0.f;
-          p_s[(lane + 32) * kMaxGroup + g] = 0.f;
-          if (lane == 0) alpha_s[g] = 1.f;
-          continue;
-        }
-        const float* s0 = sp + g * kTile;
-        const float* s1 = sp + (kMaxGroup + g) * kTile;
-        const float x0 = lane < n_valid ? s0[lane] + s1[lane] : -INFINITY;
-        const float x1 = lane + 32 < n_valid ? s0[lane + 32] + s1[lane + 32] : -INFINITY;
-        const float m_old = m_s[g];
-        const float m_new = fmaxf(m_old, detail::WarpMax(fmaxf(x0, x1)));  // finite: n_valid >= 1
-        const float e0 = exp2f(x0 - m_new), e1 = exp2f(x1 - m_new);
-        p_s[lane * kMaxGroup + g] = e0;
-        p_s[(lane + 32) * kMaxGroup + g] = e1;
-        const float sum = detail::WarpSum(e0 + e1);
-        if (lane == 0) {
-          const float alpha = exp2f(m_old - m_new);
-          alpha_s[g] = alpha;
-          l_s[g] = l_s[g] * alpha + sum;
-          m_s[g] = m_new;
-        }
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = j * 8 + t4 * 2 + (e & 1);
+        s[j][e] = key < n_valid ? s[j][e] * scale_log2 : -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
       }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m[r], mx[r]);  // finite: key 0 of this warp is valid
+      alpha[r] = exp2f(m[r] - m_new);
+      m[r] = m_new;
+      l[r] *= alpha[r];
     }
-    __syncthreads();
-
-    {  // P·V: thread (chunk of 8 dims, token subset) accumulates all heads.
 #pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) {
-        const float a = alpha_s[g];
+    for (int j = 0; j < 2; ++j)
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[g][i] *= a;
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = exp2f(s[j][e] - m[e >> 1]);
+        l[e >> 1] += s[j][e];
       }
-      const __nv_bfloat16* vbase = vbuf + stage * kTile * kRow + pv_chunk * 8;
-      for (int t = pv_sub; t < n_valid; t += kSub) {
-        float v[8];
-        detail::Bf16x8ToFloat(*reinterpret_cast<const uint4*>(vbase + t * kRow), v);
-        float pr[kMaxGroup];
+    uint32_t a[4];
+    a[0] = PackBf16(s[0][0], s[0][1]);
+    a[1] = PackBf16(s[0][2], s[0][3]);
+    a[2] = PackBf16(s[1][0], s[1][1]);
+    a[3] = PackBf16(s[1][2], s[1][3]);
+    const __nv_bfloat16* vrow = vbuf + (stage * kTile + ldm_key) * kRow + ldm_dim;
 #pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g) pr[g] = p_s[t * kMaxGroup + g];
-#pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g)
-#pragma unroll
-          for (int i = 0; i < 8; ++i) acc[g][i] += pr[g] * v[i];
-      }
+    for (int j = 0; j < kDimTiles; j += 2) {
+      uint32_t b[4];
+      LdMatrixX4Trans(b, vrow + j * 8);
+      o[j][0] *= alpha[0];
+      o[j][1] *= alpha[0];
+      o[j][2] *= alpha[1];
+      o[j][3] *= alpha[1];
+      o[j + 1][0] *= alpha[0];
+      o[j + 1][1] *= alpha[0];
+      o[j + 1][2] *= alpha[1];
+      o[j + 1][3] *= alpha[1];
+      Mma16816(o[j], a, b[0], b[1]);
+      Mma16816(o[j + 1], a, b[2], b[3]);
     }
   }
-  __syncthreads();
+  CpAsyncWait<0>();
+  __syncthreads();  // all warps done with the tiles: reuse the K/V space for the merge
 
-  // Merge the token subsets through shared memory (the K/V tiles are free now).
-  float* red = reinterpret_cast<float*>(smem_raw);  // [kSub][G][hd]
+  // Merge the warps: each stores its (m, l, unnormalized o) for rows g and g + 8.
+  float* o_s = reinterpret_cast<float*>(smem_raw);  // [warps][16][hd]
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    float4* dst = reinterpret_cast<float4*>(red + (pv_sub * kMaxGroup + g) * kHeadDim + pv_chunk * 8);
-    dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
-    dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    float lr = l[r];
+    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+    if (t4 == 0) {
+      m_s[warp * kMaxGroup + row] = m[r];
+      l_s[warp * kMaxGroup + row] = lr;
+    }
+#pragma unroll
+    for (int j = 0; j < kDimTiles; ++j)
+      *reinterpret_cast<float2*>(o_s + (warp * kMaxGroup + row) * kHeadDim + j * 8 + t4 * 2) =
+          make_float2(o[j][2 * r], o[j][2 * r + 1]);
   }
   __syncthreads();
   for (int i = tid; i < group * kHeadDim; i += kThreads) {
-    const int g = i / kHeadDim, d = i % kHeadDim;
-    float o = 0.f;
+    const int row = i / kHeadDim, d = i % kHeadDim;
+    float mx = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < kSub; ++j) o += red[(j * kMaxGroup + g) * kHeadDim + d];
-    const float l = l_s[g];
-    o = l > 0.f ? o / l : 0.f;
-    const int64_t qh = static_cast<int64_t>(seq) * p.num_q_heads + kvh * group + g;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_s[w * kMaxGroup + row]);
+    float num = 0.f, den = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float mw = m_s[w * kMaxGroup + row];
+        if (mw == -INFINITY) continue;  // this warp saw no keys
+        const float f = exp2f(mw - mx);
+        num += f * o_s[(w * kMaxGroup + row) * kHeadDim + d];
+        den += f * l_s[w * kMaxGroup + row];
+      }
+    }
+    const float out = den > 0.f ? num / den : 0.f;
+    const int64_t qh = static_cast<int64_t>(seq) * p.num_q_heads + kvh * group + row;
     if (p.num_splits == 1) {
-      p.out[qh * kHeadDim + d] = __float2bfloat16(o);
+      p.out[qh * kHeadDim + d] = __float2bfloat16(out);
     } else {
       float* o_part = p.workspace;
       float* lse = p.workspace + static_cast<int64_t>(p.num_seqs) * p.num_q_heads *
                                      p.num_splits * kHeadDim;
-      o_part[(qh * p.num_splits + split) * kHeadDim + d] = o;
-      if (d == 0) lse[qh * p.num_splits + split] = l > 0.f ? m_s[g] + log2f(l) : -INFINITY;
+      o_part[(qh * p.num_splits + split) * kHeadDim + d] = out;
+      if (d == 0) lse[qh * p.num_splits + split] = den > 0.f ? mx + log2f(den) : -INFINITY;
     }
   }
 }
@@ -235,8 +287,8 @@ __global__ void DecodeAttentionMergeKernel(DecodeAttentionParams p) {
 
 Status ValidateShapes(const DecodeAttentionParams& p) {
   if (p.num_seqs < 0 || p.num_q_heads <= 0 || p.num_kv_heads <= 0 ||
-      p.num_q_heads % p.num_kv_heads != 0 || p.num_q_heads / p.num_kv_heads > 8)
-    return InvalidArgumentError("DecodeAttention: need Hq % Hkv == 0 and Hq / Hkv <= 8");
+      p.num_q_heads % p.num_kv_heads != 0 || p.num_q_heads / p.num_kv_heads > kMaxGroup)
+    return InvalidArgumentError("DecodeAttention: need Hq % Hkv == 0 and Hq / Hkv <= 16");
   if (p.head_dim != 64 && p.head_dim != 128)
     return InvalidArgumentError("DecodeAttention: head_dim must be 64 or 128");
   if (p.block_size < 8 || p.block_size > 64 || (p.block_size & (p.block_size - 1)) != 0)
@@ -253,10 +305,10 @@ size_t WorkspaceBytes(const DecodeAttentionParams& p, int splits) {
   return static_cast<size_t>(p.num_seqs) * p.num_q_heads * splits * (p.head_dim + 1) * 4;
 }
 
-template <int kHeadDim, int kMaxGroup>
+template <int kHeadDim>
 Status LaunchTyped(const DecodeAttentionParams& p, cudaStream_t stream) {
-  const size_t smem = SmemBytes<kHeadDim, kMaxGroup>();
-  auto kernel = DecodeAttentionKernel<kHeadDim, kMaxGroup>;
+  const size_t smem = Smem<kHeadDim>::kBytes;
+  auto kernel = DecodeAttentionKernel<kHeadDim>;
   TANDEM_RETURN_IF_CUDA_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   dim3 grid(p.num_splits, p.num_kv_heads, p.num_seqs);
@@ -267,15 +319,6 @@ Status LaunchTyped(const DecodeAttentionParams& p, cudaStream_t stream) {
     TANDEM_RETURN_IF_ERROR(cuda::LastLaunchStatus("DecodeAttentionMergeKernel"));
   }
   return Status::Ok();
-}
-
-template <int kHeadDim>
-Status DispatchGroup(const DecodeAttentionParams& p, cudaStream_t stream) {
-  const int group = p.num_q_heads / p.num_kv_heads;
-  if (group == 1) return LaunchTyped<kHeadDim, 1>(p, stream);
-  if (group == 2) return LaunchTyped<kHeadDim, 2>(p, stream);
-  if (group <= 4) return LaunchTyped<kHeadDim, 4>(p, stream);
-  return LaunchTyped<kHeadDim, 8>(p, stream);
 }
 
 }  // namespace
@@ -305,8 +348,8 @@ Status LaunchDecodeAttention(const DecodeAttentionParams& p, cudaStream_t stream
   if (p.num_splits > 1 && p.workspace == nullptr)
     return InvalidArgumentError("DecodeAttention: num_splits > 1 needs the plan's workspace");
   if (p.num_seqs == 0) return Status::Ok();
-  if (p.head_dim == 64) return DispatchGroup<64>(p, stream);
-  return DispatchGroup<128>(p, stream);
+  if (p.head_dim == 64) return LaunchTyped<64>(p, stream);
+  return LaunchTyped<128>(p, stream);
 }
 
 }  // namespace tandem::kernels

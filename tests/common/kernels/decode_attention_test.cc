@@ -76,6 +76,7 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{64, 12, 4, 16, {100, 1, 257}, 3},
         DecodeCase{128, 10, 2, 32, {90, 3000}, 0},
         DecodeCase{128, 8, 4, 32, {0, 40}, 2},  // an empty sequence gives zeros
+        DecodeCase{128, 32, 2, 16, {1000, 77}, 0},  // group 16: all mma rows used
         DecodeCase{64, 4, 2, 64, {8192}, 0}));
 
 TEST(DecodeAttentionPlanTest, SplitsOnlyWhenTheBatchIsSmall) {
