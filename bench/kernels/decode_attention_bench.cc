@@ -103,12 +103,14 @@ Ceilings MeasureCeilings(cudaStream_t stream) {
 
 struct DecodeShape {
   int batch, ctx, hq, hkv, hd, bs;
+  int stages = 0;  // 0: the kernel's default pipeline depth (these rows also go to the CSV)
 };
 
 void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, int num_sms,
                  cudaStream_t stream, FILE* csv) {
-  std::printf("\n%-6s %-6s %-4s %-4s %-4s %-3s %-7s %-9s %-9s %-6s %-7s %-7s\n", "batch", "ctx",
-              "hq", "hkv", "hd", "bs", "splits", "KV_MB", "time_us", "GB/s", "/copy", "/read");
+  std::printf("\n%-6s %-6s %-4s %-4s %-4s %-3s %-3s %-7s %-9s %-9s %-6s %-7s %-7s\n", "batch",
+              "ctx", "hq", "hkv", "hd", "bs", "st", "splits", "KV_MB", "time_us", "GB/s", "/copy",
+              "/read");
   if (csv) std::fprintf(csv, "batch,ctx,hq,hkv,hd,bs,kv_bytes,time_us,gbs,copy_gbs,read_gbs\n");
   for (const auto& s : shapes) {
     const int blocks_per_seq = (s.ctx + s.bs - 1) / s.bs;
@@ -144,14 +146,15 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
     BENCH_OK(plan.status());
     DeviceBuffer ws = Alloc(std::max<size_t>(plan->workspace_bytes, 16));
     p.num_splits = plan->num_splits;
+    p.num_stages = s.stages;
     p.workspace = ws.as<float>();
     const float ms = MedianMs([&] { BENCH_OK(kernels::LaunchDecodeAttention(p, stream)); }, 3, 20, stream);
     const double kv_bytes = static_cast<double>(s.batch) * s.ctx * block_bytes / s.bs;
     const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
-    std::printf("%-6d %-6d %-4d %-4d %-4d %-3d %-7d %-9.1f %-9.1f %-6.0f %-7.3f %-7.3f\n", s.batch,
-                s.ctx, s.hq, s.hkv, s.hd, s.bs, p.num_splits, kv_bytes / 1e6, ms * 1e3, gbs,
-                gbs / ceil.copy_gbs, gbs / ceil.read_gbs);
-    if (csv)
+    std::printf("%-6d %-6d %-4d %-4d %-4d %-3d %-3d %-7d %-9.1f %-9.1f %-6.0f %-7.3f %-7.3f\n",
+                s.batch, s.ctx, s.hq, s.hkv, s.hd, s.bs, s.stages, p.num_splits, kv_bytes / 1e6,
+                ms * 1e3, gbs, gbs / ceil.copy_gbs, gbs / ceil.read_gbs);
+    if (csv && s.stages == 0)
       std::fprintf(csv, "%d,%d,%d,%d,%d,%d,%.0f,%.3f,%.1f,%.1f,%.1f\n", s.batch, s.ctx, s.hq, s.hkv,
                    s.hd, s.bs, kv_bytes, ms * 1e3, gbs, ceil.copy_gbs, ceil.read_gbs);
   }
@@ -252,6 +255,12 @@ int Main(int argc, char** argv) {
       {64, 4096, 32, 8, 128, 32},  {64, 4096, 32, 32, 128, 16}, {64, 8192, 16, 8, 64, 16},
       {64, 4096, 64, 8, 128, 16}};
   if (quick) shapes.resize(3);
+  for (int st : {2, 4})  // pipeline-depth sweep (stdout only)
+    for (DecodeShape s : {DecodeShape{1, 32768, 32, 8, 128, 16}, DecodeShape{64, 4096, 32, 8, 128, 16},
+                          DecodeShape{256, 1024, 32, 8, 128, 16}}) {
+      s.stages = st;
+      shapes.push_back(s);
+    }
   FILE* csv = csv_path ? std::fopen(csv_path, "w") : nullptr;
   BenchDecode(shapes, ceil, prop.multiProcessorCount, stream->get(), csv);
   if (csv) std::fclose(csv);

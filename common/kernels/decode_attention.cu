@@ -12,7 +12,7 @@ namespace {
 constexpr int kThreads = 128;        // 4 warps; warp w takes tokens [16w, 16w + 16) of a tile
 constexpr int kWarps = kThreads / 32;
 constexpr int kTile = 64;             // tokens per shared-memory tile
-constexpr int kStages = 3;            // cp.async pipeline depth
+constexpr int kDefaultStages = 3;     // cp.async pipeline depth when params.num_stages == 0
 constexpr int kMinTilesPerSplit = 4;  // keeps the partial-output traffic small
 constexpr int kMaxGroup = 16;         // query heads per KV head: the rows of one mma tile
 constexpr float kLog2e = 1.4426950408889634f;
@@ -53,7 +53,7 @@ __device__ __forceinline__ uint32_t Ld32(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
-template <int kHeadDim>
+template <int kHeadDim, int kStages>
 struct Smem {
   static constexpr int kRow = kHeadDim + 8;  // padded row (bf16): conflict-free fragment loads
   static constexpr size_t kKvBytes = size_t{2} * kStages * kTile * kRow * 2;  // K and V stages
@@ -66,10 +66,10 @@ struct Smem {
 // Grid: (num_splits, num_kv_heads, num_seqs); kThreads threads. The query heads of the KV
 // group are the rows of a 16-row mma tile (rows >= group are zero). Each warp keeps its own
 // online-softmax state over its 16 tokens of every tile; the warps merge at the end.
-template <int kHeadDim>
+template <int kHeadDim, int kStages>
 __global__ void __launch_bounds__(kThreads)
     DecodeAttentionKernel(DecodeAttentionParams p, float scale_log2) {
-  using S = Smem<kHeadDim>;
+  using S = Smem<kHeadDim, kStages>;
   constexpr int kRow = S::kRow;
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   constexpr int kDimTiles = kHeadDim / 8;
@@ -91,6 +91,48 @@ __global__ void __launch_bounds__(kThreads)
   const int tile_begin = split * tiles_per_split;
   const int tile_end = min(num_tiles, tile_begin + tiles_per_split);
 
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+  const int64_t block_elems = 2ll * p.num_kv_heads * p.block_size * kHeadDim;
+  const int64_t head_off = static_cast<int64_t>(kvh) * p.block_size * kHeadDim;
+  const int64_t v_off = static_cast<int64_t>(p.num_kv_heads) * p.block_size * kHeadDim;
+  const int bs_shift = __ffs(p.block_size) - 1;
+  // Thread -> (chunk c, token rows r0 + kRowsPerPass * k): all of a tile's block-table
+  // reads are independent, so the unrolled loop issues them together (one latency).
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  constexpr int kPasses = kTile / kRowsPerPass;
+  auto issue_tile = [&](int tile) {
+    const int stage = (tile - tile_begin) % kStages;
+    const int start = tile * kTile;
+    const int n_valid = min(kTile, ctx - start);
+    const int c = tid % kChunks, r0 = tid / kChunks;
+    int64_t page[kPasses];
+#pragma unroll
+    for (int k = 0; k < kPasses; ++k) {
+      const int tt = r0 + k * kRowsPerPass;
+      page[k] = tt < n_valid ? __ldg(table + ((start + tt) >> bs_shift)) : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < kPasses; ++k) {
+      const int tt = r0 + k * kRowsPerPass;
+      const int dst = (stage * kTile + tt) * kRow + c * 8;
+      if (tt < n_valid) {
+        const __nv_bfloat16* src = p.kv_cache + page[k] * block_elems + head_off +
+                                   ((start + tt) & (p.block_size - 1)) * kHeadDim + c * 8;
+        CpAsync16(kbuf + dst, src);
+        CpAsync16(vbuf + dst, src + v_off);
+      } else {
+        // Rows past the context get zero V: their p is 0, but 0 * (stale NaN bits) is NaN.
+        // (Stale K rows are harmless: their scores are replaced by -inf, not multiplied.)
+        *reinterpret_cast<uint4*>(vbuf + dst) = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (tile_begin + s < tile_end) issue_tile(tile_begin + s);
+    CpAsyncCommit();
+  }
   for (int i = tid; i < kMaxGroup * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i % kChunks;
     uint4 v = make_uint4(0, 0, 0, 0);
@@ -100,36 +142,6 @@ __global__ void __launch_bounds__(kThreads)
     *reinterpret_cast<uint4*>(q_s + r * kRow + c * 8) = v;
   }
 
-  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-  const int64_t block_elems = 2ll * p.num_kv_heads * p.block_size * kHeadDim;
-  const int64_t head_off = static_cast<int64_t>(kvh) * p.block_size * kHeadDim;
-  const int64_t v_off = static_cast<int64_t>(p.num_kv_heads) * p.block_size * kHeadDim;
-  const int bs_shift = __ffs(p.block_size) - 1;
-  auto issue_tile = [&](int tile) {
-    const int stage = (tile - tile_begin) % kStages;
-    const int start = tile * kTile;
-    const int n_valid = min(kTile, ctx - start);
-    const int c = tid % kChunks;
-    for (int tt = tid / kChunks; tt < n_valid; tt += kThreads / kChunks) {
-      const int tok = start + tt;
-      const int64_t page = table[tok >> bs_shift];
-      const __nv_bfloat16* src = p.kv_cache + page * block_elems + head_off +
-                                 (tok & (p.block_size - 1)) * kHeadDim + c * 8;
-      const int dst = (stage * kTile + tt) * kRow + c * 8;
-      CpAsync16(kbuf + dst, src);
-      CpAsync16(vbuf + dst, src + v_off);
-    }
-    // Rows past the context get zero V: their p is 0, but 0 * (stale NaN bits) would be NaN.
-    // (Stale K rows are harmless: their scores are replaced by -inf, not multiplied.)
-    for (int tt = n_valid + tid / kChunks; tt < kTile; tt += kThreads / kChunks)
-      *reinterpret_cast<uint4*>(vbuf + (stage * kTile + tt) * kRow + c * 8) = make_uint4(0, 0, 0, 0);
-  };
-
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (tile_begin + s < tile_end) issue_tile(tile_begin + s);
-    CpAsyncCommit();
-  }
   __syncthreads();  // q_s
 
   uint32_t qf[kHeadDim / 16][4];
@@ -305,10 +317,10 @@ size_t WorkspaceBytes(const DecodeAttentionParams& p, int splits) {
   return static_cast<size_t>(p.num_seqs) * p.num_q_heads * splits * (p.head_dim + 1) * 4;
 }
 
-template <int kHeadDim>
+template <int kHeadDim, int kStages>
 Status LaunchTyped(const DecodeAttentionParams& p, cudaStream_t stream) {
-  const size_t smem = Smem<kHeadDim>::kBytes;
-  auto kernel = DecodeAttentionKernel<kHeadDim>;
+  const size_t smem = Smem<kHeadDim, kStages>::kBytes;
+  auto kernel = DecodeAttentionKernel<kHeadDim, kStages>;
   TANDEM_RETURN_IF_CUDA_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   dim3 grid(p.num_splits, p.num_kv_heads, p.num_seqs);
@@ -343,13 +355,22 @@ Status LaunchDecodeAttention(const DecodeAttentionParams& p, cudaStream_t stream
   if (p.q == nullptr || p.kv_cache == nullptr || p.block_tables == nullptr ||
       p.context_lens == nullptr || p.out == nullptr)
     return InvalidArgumentError("DecodeAttention: null pointer");
+  if (p.num_stages != 0 && (p.num_stages < 2 || p.num_stages > 4))
+    return InvalidArgumentError("DecodeAttention: num_stages must be 0 (auto) or 2..4");
   if (p.num_splits < 1 || p.num_splits > 256)
     return InvalidArgumentError("DecodeAttention: num_splits must be in [1, 256]");
   if (p.num_splits > 1 && p.workspace == nullptr)
     return InvalidArgumentError("DecodeAttention: num_splits > 1 needs the plan's workspace");
   if (p.num_seqs == 0) return Status::Ok();
-  if (p.head_dim == 64) return LaunchTyped<64>(p, stream);
-  return LaunchTyped<128>(p, stream);
+  const int stages = p.num_stages == 0 ? kDefaultStages : p.num_stages;
+  if (p.head_dim == 64) {
+    if (stages == 2) return LaunchTyped<64, 2>(p, stream);
+    if (stages == 3) return LaunchTyped<64, 3>(p, stream);
+    return LaunchTyped<64, 4>(p, stream);
+  }
+  if (stages == 2) return LaunchTyped<128, 2>(p, stream);
+  if (stages == 3) return LaunchTyped<128, 3>(p, stream);
+  return LaunchTyped<128, 4>(p, stream);
 }
 
 }  // namespace tandem::kernels

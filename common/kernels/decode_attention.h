@@ -1,8 +1,9 @@
 // Paged decode attention (one new query token per sequence) for GQA, FlashDecoding style.
 //
 // One thread block handles (sequence, KV head, split): it streams its share of the
-// sequence's K/V blocks through shared memory once (cp.async, double-buffered tiles of
-// 64 tokens) and computes all query heads of that KV group from each load. With
+// sequence's K/V blocks through shared memory once (cp.async, a 3-stage pipeline of 64-token
+// tiles) and computes all query heads of that KV group from each load on tensor cores
+// (mma.sync m16n8k16: the group's heads are the rows of one 16-row tile). With
 // num_splits > 1 each block writes a partial result (fp32 output + log-sum-exp) to the
 // workspace and a second kernel merges the splits.
 //
@@ -31,13 +32,14 @@ struct DecodeAttentionParams {
   float* workspace = nullptr;               // plan.workspace_bytes (unused when 1 split)
   int num_seqs = 0;
   int num_q_heads = 0;
-  int num_kv_heads = 0;                     // num_q_heads / num_kv_heads <= 8
+  int num_kv_heads = 0;                     // num_q_heads / num_kv_heads <= 16
   int head_dim = 0;                         // 64 or 128
   int block_size = 0;                       // 16, 32 or 64 (any power of two in [8, 64])
   int max_blocks_per_seq = 0;               // row stride of block_tables
   int max_context_len = 0;                  // >= every context_lens[i]; the plan's bound
   float softmax_scale = 0.f;                // usually 1/sqrt(head_dim)
   int num_splits = 1;                       // from the plan
+  int num_stages = 0;                       // K/V tiles in flight + 1 (2..4); 0: default (3)
 };
 
 struct DecodeAttentionPlan {

@@ -104,10 +104,20 @@ __global__ void __launch_bounds__(kThreads) ArgmaxKernel(ArgmaxParams p) {
   if (threadIdx.x == 0) p.out_tokens[blockIdx.x] = best.i < p.vocab ? best.i : 0;
 }
 
+// Candidate set: when top-k or top-p is on, the tokens within a few temperature units of
+// the max usually hold the whole kept set; they are compacted into shared memory so the
+// threshold searches run there instead of over the vocabulary in global memory.
+constexpr int kCandidateCap = 4096;
+constexpr int kNumCuts = 6;
+__device__ __constant__ float kCutDeltas[kNumCuts] = {2.f, 4.f, 8.f, 12.f, 16.f, 24.f};
+
 __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
   __shared__ float sv[32];
   __shared__ int si[32];
   __shared__ unsigned long long scratch[32];
+  __shared__ float cand_logit[kCandidateCap];
+  __shared__ int cand_index[kCandidateCap];
+  __shared__ int cand_count;
   const int r = blockIdx.x;
   const float* row = p.logits + r * p.logits_stride;
   ValIdx best{-INFINITY, 0x7fffffff};
@@ -120,28 +130,83 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
     return;
   }
   const float mx = best.v, inv_t = 1.f / temperature;
-  uint32_t lo = 0;
-  if (top_k > 0 && top_k < p.vocab)
-    lo = SelectThreshold<false>(row, p.vocab, mx, inv_t, 0, static_cast<uint64_t>(top_k), scratch);
   const float top_p = p.top_p[r];
-  if (top_p < 1.f) {
+  const bool use_top_k = top_k > 0 && top_k < p.vocab;
+  const bool use_top_p = top_p < 1.f;
+
+  // Source of the searches below: the whole row, or the compacted candidates.
+  const float* vals = row;
+  const int* index = nullptr;
+  int n = p.vocab;
+  if (use_top_k || use_top_p) {
+    uint64_t cnt[kNumCuts], mass[kNumCuts], total = 0;
+#pragma unroll
+    for (int j = 0; j < kNumCuts; ++j) cnt[j] = mass[j] = 0;
+    for (int i = threadIdx.x; i < p.vocab; i += blockDim.x) {
+      const float l = row[i];
+      const uint64_t w = Weight(l, mx, inv_t);
+      total += w;
+#pragma unroll
+      for (int j = 0; j < kNumCuts; ++j)
+        if (l >= mx - temperature * kCutDeltas[j]) {
+          ++cnt[j];
+          mass[j] += w;
+        }
+    }
+    total = BlockSumU64(total, scratch);
+    const double target_all =
+        ceil(static_cast<double>(top_p > 0.f ? top_p : 0.f) * static_cast<double>(total));
+    int cut = -1;
+#pragma unroll
+    for (int j = 0; j < kNumCuts; ++j) {
+      const uint64_t c = BlockSumU64(cnt[j], scratch);
+      const uint64_t m = BlockSumU64(mass[j], scratch);
+      // Kept set inside {l >= cut}: top-k needs k of them; top-p alone needs its mass.
+      const bool covers = use_top_k ? c >= static_cast<uint64_t>(top_k)
+                                    : static_cast<double>(m) >= target_all;
+      if (cut < 0 && c <= kCandidateCap && covers) cut = j;
+    }
+    if (cut >= 0) {
+      if (threadIdx.x == 0) cand_count = 0;
+      __syncthreads();
+      const float bound = mx - temperature * kCutDeltas[cut];
+      for (int i = threadIdx.x; i < p.vocab; i += blockDim.x) {
+        const float l = row[i];
+        if (l >= bound) {
+          const int pos = atomicAdd(&cand_count, 1);  // order does not matter below
+          cand_logit[pos] = l;
+          cand_index[pos] = i;
+        }
+      }
+      __syncthreads();
+      vals = cand_logit;
+      index = cand_index;
+      n = cand_count;
+    }
+  }
+
+  uint32_t lo = 0;
+  if (use_top_k)
+    lo = SelectThreshold<false>(vals, n, mx, inv_t, 0, static_cast<uint64_t>(top_k), scratch);
+  if (use_top_p) {
     uint64_t mass = 0;
-    for (int i = threadIdx.x; i < p.vocab; i += blockDim.x)
-      if (Key(row[i]) >= lo) mass += Weight(row[i], mx, inv_t);
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+      if (Key(vals[i]) >= lo) mass += Weight(vals[i], mx, inv_t);
     mass = BlockSumU64(mass, scratch);
     const double t = static_cast<double>(top_p > 0.f ? top_p : 0.f) * static_cast<double>(mass);
     uint64_t target = static_cast<uint64_t>(ceil(t));
     if (target < 1) target = 1;
-    lo = SelectThreshold<true>(row, p.vocab, mx, inv_t, lo, target, scratch);
+    lo = SelectThreshold<true>(vals, n, mx, inv_t, lo, target, scratch);
   }
   const float min_p = p.min_p[r];
   // p_i >= min_p * p_max  <=>  logit_i >= mx + T * ln(min_p)
   const float min_logit = min_p > 0.f ? mx + temperature * logf(min_p) : -INFINITY;
   const uint64_t stream_key = Mix(Mix(p.seeds[r]) ^ p.offsets[r]);
   ValIdx pick{-INFINITY, 0x7fffffff};
-  for (int i = threadIdx.x; i < p.vocab; i += blockDim.x) {
-    const float l = row[i];
+  for (int k = threadIdx.x; k < n; k += blockDim.x) {
+    const float l = vals[k];
     if (Key(l) < lo || l < min_logit) continue;
+    const int i = index != nullptr ? index[k] : k;
     const uint64_t h = Mix(stream_key ^ static_cast<uint64_t>(i));
     const float u = (static_cast<float>(h >> 40) + 0.5f) * (1.f / 16777216.f);  // (0, 1)
     pick = Better(pick, ValIdx{(l - mx) * inv_t - logf(-logf(u)), i});
