@@ -50,8 +50,6 @@ class Rng {
     s_[3] = Rotl(s_[3], 45);
     return result;
   }
-  // Uniform in (0, 1].
-  double Uniform() { return static_cast<double>((Next() >> 11) + 1) * 0x1.0p-53; }
 
  private:
   static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -74,11 +72,18 @@ std::vector<std::byte> GenerateChunk(const TensorSpec& spec, int64_t chunk, cons
   float scale = norm ? options.norm_std : options.std;
   float offset = norm ? 1.0f : 0.0f;
   std::vector<float> values(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; i += 2) {  // Box-Muller: two normals per pair of uniforms
-    double r = std::sqrt(-2.0 * std::log(rng.Uniform()));
-    double theta = 2.0 * M_PI * rng.Uniform();
-    values[i] = offset + scale * static_cast<float>(r * std::cos(theta));
-    if (i + 1 < count) values[i + 1] = offset + scale * static_cast<float>(r * std::sin(theta));
+  // Marsaglia's polar method in float: one 64-bit draw gives the two
+  // uniforms, and each accepted pair gives two normals (no trigonometry).
+  constexpr float kToUnit = 1.0f / (1u << 23);
+  for (int64_t i = 0; i < count;) {
+    uint64_t bits = rng.Next();
+    float u = static_cast<float>(bits >> 40) * kToUnit - 1.0f;               // [-1, 1)
+    float v = static_cast<float>((bits >> 16) & 0xffffff) * kToUnit - 1.0f;  // [-1, 1)
+    float s = u * u + v * v;
+    if (s >= 1.0f || s == 0.0f) continue;
+    float f = std::sqrt(-2.0f * std::log(s) / s);
+    values[i++] = offset + scale * u * f;
+    if (i < count) values[i++] = offset + scale * v * f;
   }
   return model::EncodeFloats(values, spec.dtype);
 }
