@@ -19,6 +19,9 @@ namespace {
 
 std::string_view View(boost::beast::string_view v) { return {v.data(), v.size()}; }
 
+constexpr int kDrainTimeoutMs = 1000;
+constexpr size_t kMaxDrainBytes = 1 << 20;
+
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 ApiError MakeError(int http_status, std::string message, std::string code = "") {
@@ -180,8 +183,14 @@ void HttpSession::WriteResponse(int http_status, std::string content_type, std::
   response->prepare_payload();
   stream_.expires_after(std::chrono::milliseconds(context_->config.write_timeout_ms));
   http::async_write(stream_, *response,
-                    [self = shared_from_this(), response](beast::error_code ec, size_t) {
-                      if (ec || !response->keep_alive()) return self->Close();
+                    [self = shared_from_this(), response, force_close](beast::error_code ec,
+                                                                       size_t) {
+                      if (ec) return self->Close();
+                      // After an early error the request may be partly unread;
+                      // closing with unread data would reset the connection and
+                      // could destroy the response before the client reads it.
+                      if (force_close) return self->DrainAndClose();
+                      if (!response->keep_alive()) return self->Close();
                       self->DoRead();
                     });
 }
@@ -268,6 +277,23 @@ void HttpSession::OnReadable(beast::error_code ec) {
     return Close();
   }
   // A pipelined next request is waiting; it is read once this one is answered.
+}
+
+void HttpSession::DrainAndClose() {
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  drained_bytes_ = 0;
+  stream_.expires_after(std::chrono::milliseconds(kDrainTimeoutMs));
+  DrainSome();
+}
+
+void HttpSession::DrainSome() {
+  stream_.async_read_some(net::buffer(drain_buffer_),
+                          [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            self->drained_bytes_ += n;
+                            if (ec || self->drained_bytes_ > kMaxDrainBytes) return self->Close();
+                            self->DrainSome();
+                          });
 }
 
 void HttpSession::AbortCall() {

@@ -50,6 +50,10 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   void OnStreamWritten(boost::beast::error_code ec);
   void WatchDisconnect();
   void OnReadable(boost::beast::error_code ec);
+  // Half-closes, discards what the client still sends (bounded in time and
+  // bytes), then closes.
+  void DrainAndClose();
+  void DrainSome();
   void AbortCall();
   void Close();
 
@@ -61,6 +65,8 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   unsigned version_ = 11;
   std::shared_ptr<CompletionCall> call_;  // the inference call in progress, if any
   bool closed_ = false;
+  char drain_buffer_[4096];
+  size_t drained_bytes_ = 0;
 
   // Streaming state: at most one write in flight; later data waits in pending_.
   std::optional<boost::beast::http::response<boost::beast::http::empty_body>> stream_header_;

@@ -128,7 +128,9 @@ TEST_F(HttpGuardTest, BadInputTable) {
     } else {
       EXPECT_EQ(error["param"], c.param) << c.name << ": " << r.body;
     }
-    if (c.code != nullptr) EXPECT_EQ(error["code"], c.code) << c.name;
+    if (c.code != nullptr) {
+      EXPECT_EQ(error["code"], c.code) << c.name;
+    }
     EXPECT_TRUE(IsValidUtf8(r.body)) << c.name;
   }
   EXPECT_TRUE(backend_.submitted().empty());
@@ -212,9 +214,11 @@ TEST_F(HttpGuardTest, BackpressureAnswers429AndNotReady503) {
   config.max_queue_wait_ms = 300;
   config.retry_after_s = 2;
   StartServer(config);
-  backend_.SetScript({{kWordBase}, 1, 0, -1, /*hold_after=*/1});
-  // Occupy the one slot with a held request.
-  std::thread holder([&] { Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 5}}); });
+  // Occupy the one slot with a slow request (3 steps of 400 ms).
+  backend_.SetScript({{kWordBase}, 1, 0, -1, -1, /*step_delay_ms=*/400});
+  std::thread holder([&] {
+    EXPECT_EQ(Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}}).status, 200);
+  });
   for (int i = 0; i < 200 && backend_.submitted().empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -240,7 +244,6 @@ TEST_F(HttpGuardTest, BackpressureAnswers429AndNotReady503) {
   r = Post(port_, "/v1/completions", {{"prompt", "x"}});
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(r.headers["retry-after"], "2");
-  backend_.Cancel(backend_.submitted()[0].request_id);  // lets the holder end
   holder.join();
   EXPECT_EQ(server_->context().admission.running(), 0);
   EXPECT_EQ(backend_.submitted().size(), 1u);
@@ -267,6 +270,9 @@ TEST_F(HttpGuardTest, ClientDisconnectCancelsBackend) {
         }
       }
     }  // socket closed here
+    for (int i = 0; i < 200 && backend_.submitted().size() == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     ASSERT_EQ(backend_.submitted().size(), before + 1);
     EXPECT_TRUE(backend_.WaitCancelled(backend_.submitted().back().request_id, 3000))
         << "stream=" << stream;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 
 #include "router/admission_controller.h"
 #include "router/api_key_table.h"
@@ -95,6 +96,32 @@ TEST(SseWriterTest, FramesArbitraryBytesSafely) {
   EXPECT_TRUE(IsValidUtf8(event));
   EXPECT_EQ(event, "data: x\xEF\xBF\xBDy\n\n");
   EXPECT_EQ(SseJsonEvent({{"text", "a\nb"}}), "data: {\"text\":\"a\\nb\"}\n\n");
+}
+
+}  // namespace
+}  // namespace tandem::router
+
+#include "router/router_flags.h"
+
+namespace tandem::router {
+namespace {
+
+TEST(RouterFlagsTest, FileThenOverrides) {
+  const std::string path = ::testing::TempDir() + "/router_flags_test.yaml";
+  {
+    std::ofstream out(path);
+    out << "listen_port: 9100\nmax_queued_requests: 7\n";
+  }
+  const char* argv[] = {"tandem-router", "--config", path.c_str(), "--listen-port", "9200"};
+  StatusOr<RouterCommandLine> cl = ParseRouterFlags(5, argv);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  EXPECT_EQ(cl->config.listen_port, 9200);        // flag wins
+  EXPECT_EQ(cl->config.max_queued_requests, 7);   // from the file
+  EXPECT_EQ(cl->config.listen_host, "127.0.0.1"); // default
+  const char* bad[] = {"tandem-router", "--no-such-flag"};
+  EXPECT_FALSE(ParseRouterFlags(2, bad).ok());
+  const char* bad_value[] = {"tandem-router", "--io-threads", "0"};
+  EXPECT_FALSE(ParseRouterFlags(3, bad_value).ok());
 }
 
 }  // namespace
