@@ -173,6 +173,28 @@ TEST(MakeModelTest, RejectsBadArguments) {
   EXPECT_EQ(RunTool("--help"), 0);
 }
 
+TEST(MakeModelTest, CopiesTokenizerFromDirectory) {
+  std::string dir = ScratchDir();
+  ASSERT_EQ(RunTool("-o " + dir + "/source"), 0);
+  // A different shape, tokenizer taken from `source`: ids come from its files.
+  ASSERT_EQ(RunTool("--vocab-size 600 --hidden-size 32 --num-heads 2 --num-kv-heads 1 --tokenizer-dir " + dir +
+                    "/source -o " + dir + "/copy"),
+            0);
+  EXPECT_EQ(ReadAll(dir + "/copy/tokenizer.json"), ReadAll(dir + "/source/tokenizer.json"));
+  EXPECT_EQ(ReadAll(dir + "/copy/tokenizer_config.json"), ReadAll(dir + "/source/tokenizer_config.json"));
+  StatusOr<ModelConfig> source = LoadModelConfig(dir + "/source");
+  StatusOr<ModelConfig> copy = LoadModelConfig(dir + "/copy");
+  ASSERT_TRUE(source.ok() && copy.ok());
+  EXPECT_EQ(copy->vocab_size, 600);
+  EXPECT_EQ(copy->head_dim, 16);
+  EXPECT_EQ(copy->bos_token_id, source->bos_token_id);
+  ASSERT_EQ(copy->eos_token_ids.size(), 1u);  // the eos_token of tokenizer_config.json
+  EXPECT_EQ(copy->eos_token_ids[0], source->eos_token_ids[0]);
+  // Token ids past vocab_size, or no tokenizer at all, are refused.
+  EXPECT_NE(RunTool("--vocab-size 300 --tokenizer-dir " + dir + "/source -o " + dir + "/small"), 0);
+  EXPECT_NE(RunTool("--tokenizer-dir " + dir + "/nothing -o " + dir + "/none"), 0);
+}
+
 // --- The tiny tokenizer, read back with an encoder written for this test. ---
 
 // GPT-2's byte-to-unicode map as published: printable bytes keep their code point;
