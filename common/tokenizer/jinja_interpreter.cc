@@ -150,6 +150,8 @@ Status Interpreter::ExecFor(const Node& node, std::string* out) {
   Status status;
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n && status.ok(); ++i) {
+    status = Step();
+    if (!status.ok()) break;
     ValueDict loop;
     loop.Set("index", Value(i + 1));
     loop.Set("index0", Value(i));

@@ -18,7 +18,7 @@ namespace tandem::tokenizer::jinja {
 struct RenderLimits {
   size_t max_output_bytes = 8u << 20;  // rendered text larger than this fails
   int max_call_depth = 64;             // macro/filter recursion depth
-  int64_t max_steps = 10'000'000;      // nodes + expressions evaluated
+  int64_t max_steps = 1'000'000;       // nodes, expressions and loop iterations evaluated
 };
 
 class Interpreter : public BuiltinContext {
