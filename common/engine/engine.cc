@@ -1,0 +1,222 @@
+#include "common/engine/engine.h"
+
+#include <random>
+
+#include "common/base/logging.h"
+#include "common/model/weights.h"
+#include "common/runtime/paged_kv_cache.h"
+
+namespace tandem::engine {
+
+Engine::Engine(const EngineConfig& config, const Clock& clock) : config_(config), clock_(clock) {}
+
+Engine::~Engine() { Stop(); }
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
+                                                 std::unique_ptr<runtime::Backend> backend,
+                                                 const Clock& clock) {
+  TANDEM_RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<Engine> engine(new Engine(config, clock));
+  TANDEM_RETURN_IF_ERROR(engine->Init(std::move(backend)));
+  return engine;
+}
+
+Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
+  backend_ = std::move(backend);
+  TANDEM_ASSIGN_OR_RETURN(model_config_, model::LoadModelConfig(config_.model_dir));
+  TANDEM_ASSIGN_OR_RETURN(model::GenerationConfig generation,
+                          model::LoadGenerationConfig(config_.model_dir));
+  eos_token_ids_ = model_config_.eos_token_ids;
+  for (int id : generation.eos_token_ids) {
+    if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end()) {
+      eos_token_ids_.push_back(id);
+    }
+  }
+  int& max_len = config_.scheduler.max_model_len;
+  if (max_len <= 0 || max_len > model_config_.max_position_embeddings) {
+    max_len = model_config_.max_position_embeddings;
+  }
+  TANDEM_RETURN_IF_ERROR(config_.scheduler.Validate());
+
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<model::ModelWeights> weights,
+                          model::ModelWeights::Open(config_.model_dir));
+  runtime::RuntimeOptions options;
+  options.max_num_tokens = config_.scheduler.max_num_batched_tokens;
+  options.max_num_seqs = config_.scheduler.max_num_seqs;
+  options.max_logits_rows = config_.scheduler.max_num_seqs;
+  options.max_model_len = max_len;
+  options.kv_block_size = config_.block_size;
+  TANDEM_ASSIGN_OR_RETURN(model_, runtime::LlamaModel::Create(model_config_, *weights, backend_.get(), options));
+
+  int num_blocks = config_.num_device_blocks;
+  if (num_blocks == 0) {
+    kv_cache::KvLayout one = model_->KvLayoutFor(1);
+    one.dtype = backend_->compute_dtype();
+    num_blocks = static_cast<int>(config_.kv_cache_bytes / static_cast<int64_t>(one.TotalBytes()));
+  }
+  if (num_blocks < 1) return InvalidArgumentError("KV cache too small for one block");
+  kv_cache::KvLayout layout = model_->KvLayoutFor(num_blocks);
+  layout.dtype = backend_->compute_dtype();
+  TANDEM_ASSIGN_OR_RETURN(runtime::PagedKvCache pool, runtime::PagedKvCache::Create(backend_.get(), layout));
+  device_kv_ = std::make_unique<runtime::PagedKvCache>(std::move(pool));
+  storage_ = std::make_unique<BackendKvTierStorage>(backend_.get(), device_kv_.get(), config_.num_host_blocks);
+
+  kv_cache::KvCacheConfig kv;
+  kv.block_size = config_.block_size;
+  kv.num_device_blocks = num_blocks;
+  kv.num_host_blocks = config_.num_host_blocks;
+  kv.model_id = config_.model_name;
+  kv.enable_prefix_caching = config_.enable_prefix_caching;
+  TANDEM_RETURN_IF_ERROR(kv.Validate());
+  scheduler_ = std::make_unique<scheduler::Scheduler>(config_.scheduler, kv, clock_);
+  counters_ = scheduler_->Counters();
+  TANDEM_LOG_INFO("engine: model {} ({} layers), {} device KV blocks, {} host KV blocks, max_model_len {}",
+                  config_.model_name, model_config_.num_layers, num_blocks, config_.num_host_blocks, max_len);
+  return Status::Ok();
+}
+
+StatusOr<scheduler::SequenceParams> Engine::Admit(const EngineRequest& request) {
+  TANDEM_RETURN_IF_ERROR(request.sampling.Validate());
+  for (TokenId t : request.prompt_tokens) {
+    if (t < 0 || t >= model_config_.vocab_size) {
+      return InvalidArgumentError("prompt token id " + std::to_string(t) + " out of range");
+    }
+  }
+  scheduler::SequenceParams params;
+  params.id = request.id;
+  params.tenant_salt = request.tenant_salt;
+  params.prompt_tokens = request.prompt_tokens;
+  params.priority = request.priority;
+  TANDEM_ASSIGN_OR_RETURN(params.max_tokens,
+                          runtime::EffectiveMaxTokens(request.sampling,
+                                                      static_cast<int>(request.prompt_tokens.size()),
+                                                      config_.scheduler.max_model_len));
+  params.stop_token_ids = request.sampling.stop_token_ids;
+  if (!request.sampling.ignore_eos) {
+    params.stop_token_ids.insert(params.stop_token_ids.end(), eos_token_ids_.begin(), eos_token_ids_.end());
+  }
+  RequestState state;
+  state.sampling = request.sampling;
+  state.seed = request.sampling.seed ? *request.sampling.seed : std::random_device{}();
+  requests_[request.id] = std::move(state);
+  return params;
+}
+
+namespace {
+
+EngineOutput Rejected(RequestId id, Status status) {
+  EngineOutput out;
+  out.id = id;
+  out.finished = true;
+  out.finish_reason = "rejected";
+  out.status = std::move(status);
+  return out;
+}
+
+}  // namespace
+
+void Engine::Submit(EngineRequest request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back([this, request = std::move(request)](std::vector<EngineOutput>* outputs) mutable {
+    StatusOr<scheduler::SequenceParams> params = Admit(request);
+    Status status = params.ok() ? scheduler_->AddRequest(std::move(*params)) : params.status();
+    if (!status.ok()) {
+      requests_.erase(request.id);
+      outputs->push_back(Rejected(request.id, status));
+    }
+  });
+  cv_.notify_one();
+}
+
+void Engine::Cancel(RequestId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back([this, id](std::vector<EngineOutput>*) { scheduler_->Cancel(id).IgnoreError(); });
+  cv_.notify_one();
+}
+
+void Engine::Reserve(EngineRequest request, int64_t lease_ms,
+                     std::function<void(StatusOr<scheduler::Reservation>)> done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back([this, request = std::move(request), lease_ms,
+                     done = std::move(done)](std::vector<EngineOutput>*) mutable {
+    StatusOr<scheduler::SequenceParams> params = Admit(request);
+    if (!params.ok()) {
+      requests_.erase(request.id);
+      done(params.status());
+      return;
+    }
+    StatusOr<scheduler::Reservation> reservation = scheduler_->Reserve(std::move(*params), lease_ms);
+    if (!reservation.ok()) requests_.erase(request.id);
+    done(std::move(reservation));
+  });
+  cv_.notify_one();
+}
+
+void Engine::CompleteReservation(RequestId id, TokenId first_token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back([this, id, first_token](std::vector<EngineOutput>* outputs) {
+    auto finished = scheduler_->CompleteReservation(id, first_token);
+    if (!finished.ok()) {
+      TANDEM_LOG_WARN("complete reservation {}: {}", id, finished.status().ToString());
+      return;
+    }
+    EngineOutput out;
+    out.id = id;
+    out.tokens.push_back(first_token);
+    outputs->push_back(std::move(out));
+  });
+  cv_.notify_one();
+}
+
+void Engine::Post(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back([fn = std::move(fn)](std::vector<EngineOutput>*) { fn(); });
+  cv_.notify_one();
+}
+
+void Engine::Wake() { cv_.notify_one(); }
+
+scheduler::SchedulerCounters Engine::Counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+void Engine::Start(OutputSink sink) {
+  TANDEM_CHECK(!thread_.joinable()) << "engine already started";
+  sink_ = std::move(sink);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = false;
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Engine::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::Loop() {
+  bool busy = false;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!busy) {
+        // Reservations need their leases checked even when nothing else happens.
+        auto idle = counters_.reservations_active > 0 ? std::chrono::milliseconds(20)
+                                                      : std::chrono::milliseconds(500);
+        cv_.wait_for(lock, idle, [this] { return stop_ || !events_.empty(); });
+      }
+      if (stop_) return;
+    }
+    std::vector<EngineOutput> outputs;
+    busy = StepOnce(&outputs);
+    if (!outputs.empty() && sink_) sink_(std::move(outputs));
+  }
+}
+
+}  // namespace tandem::engine

@@ -1,0 +1,145 @@
+// Engine: one node's model, KV cache, scheduler and sampler, driven by one
+// engine thread. Other threads talk to it only through the thread-safe
+// methods below, which post events to its queue; outputs come back through the
+// OutputSink, called on the engine thread once per step.
+//
+// Step = drain events -> Scheduler::Schedule -> run block copies -> forward ->
+// sample -> Scheduler::AppendToken -> emit outputs.
+//
+// Thread rule: Submit/Cancel/Reserve/CompleteReservation/Post/Counters are
+// thread-safe; Start/Stop from the owning thread; everything else (StepOnce,
+// the sink, observers) runs on the engine thread.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/base/clock.h"
+#include "common/engine/backend_kv_storage.h"
+#include "common/engine/engine_config.h"
+#include "common/model/model_config.h"
+#include "common/runtime/backend.h"
+#include "common/runtime/llama_model.h"
+#include "common/runtime/paged_kv_cache.h"
+#include "common/runtime/sampler.h"
+#include "common/runtime/sampling_params.h"
+#include "common/scheduler/scheduler.h"
+
+namespace tandem::engine {
+
+struct EngineRequest {
+  RequestId id = 0;
+  std::string tenant_salt;             // prefix-cache isolation (derived by the router)
+  std::vector<TokenId> prompt_tokens;  // at least one
+  scheduler::Priority priority = scheduler::Priority::kInteractive;
+  runtime::SamplingParams sampling;    // max_tokens, stop ids, seed ... (validated on Submit)
+};
+
+// What happened to one request in one step.
+struct EngineOutput {
+  RequestId id = 0;
+  std::vector<TokenId> tokens;  // sampled this step (usually one)
+  bool finished = false;
+  // With finished: "stop", "length", "cancelled", "lease_expired", "aborted", "rejected".
+  std::string finish_reason;
+  Status status;                // non-OK when rejected or aborted
+  int num_prompt_tokens = 0;    // with finished
+  int num_generated_tokens = 0; // with finished
+  int num_cached_tokens = 0;    // with finished: prompt tokens served from the prefix cache
+};
+
+using OutputSink = std::function<void(std::vector<EngineOutput>&&)>;
+// Called on the engine thread after each forward, before sampling; nodes use it
+// to push freshly computed KV (blocks stay valid until the call returns).
+using ForwardObserver = std::function<void(const scheduler::SchedulerOutput&, const scheduler::Scheduler&)>;
+
+class Engine {
+ public:
+  // Loads the model from config.model_dir onto `backend` and sizes the KV tiers.
+  static StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
+                                                  std::unique_ptr<runtime::Backend> backend,
+                                                  const Clock& clock = Clock::Real());
+  ~Engine();
+
+  // --- thread-safe ---
+  // Queues a request; a refusal comes back as a finished output with status.
+  void Submit(EngineRequest request);
+  void Cancel(RequestId id);
+  // Holds device blocks for KV computed elsewhere; `done` runs on the engine thread.
+  void Reserve(EngineRequest request, int64_t lease_ms,
+               std::function<void(StatusOr<scheduler::Reservation>)> done);
+  // The reserved KV has landed; the request joins the running batch.
+  void CompleteReservation(RequestId id, TokenId first_token);
+  // Runs `fn` on the engine thread before the next step.
+  void Post(std::function<void()> fn);
+  // A copy of the counters as of the last step.
+  scheduler::SchedulerCounters Counters() const;
+  // Wakes the loop; used after external state changes.
+  void Wake();
+
+  // --- owning thread ---
+  // Starts the engine thread. `sink` receives every step's outputs.
+  void Start(OutputSink sink);
+  // Stops and joins the engine thread; queued events are dropped.
+  void Stop();
+
+  // --- engine thread (or a test driving it) ---
+  // Drains events and runs one step. Returns true when work remains.
+  bool StepOnce(std::vector<EngineOutput>* outputs);
+  void SetForwardObserver(ForwardObserver observer) { observer_ = std::move(observer); }
+
+  const model::ModelConfig& model_config() const { return model_config_; }
+  const EngineConfig& config() const { return config_; }
+  const std::vector<TokenId>& eos_token_ids() const { return eos_token_ids_; }
+  runtime::PagedKvCache& device_kv() { return *device_kv_; }
+  BackendKvTierStorage& storage() { return *storage_; }
+  runtime::Backend& backend() { return *backend_; }
+  int max_model_len() const { return config_.scheduler.max_model_len; }
+
+ private:
+  struct RequestState {
+    runtime::SamplingParams sampling;
+    uint64_t seed = 0;
+  };
+
+  Engine(const EngineConfig& config, const Clock& clock);
+  Status Init(std::unique_ptr<runtime::Backend> backend);
+  StatusOr<scheduler::SequenceParams> Admit(const EngineRequest& request);
+  void DrainEvents(std::vector<EngineOutput>* outputs);
+  Status RunStep(const scheduler::SchedulerOutput& step, std::vector<EngineOutput>* outputs);
+  void EmitFinished(const scheduler::SchedulerOutput& step, std::vector<EngineOutput>* outputs);
+  void Loop();
+
+  EngineConfig config_;
+  const Clock& clock_;
+  model::ModelConfig model_config_;
+  std::vector<TokenId> eos_token_ids_;
+  std::unique_ptr<runtime::Backend> backend_;
+  std::unique_ptr<runtime::LlamaModel> model_;
+  std::unique_ptr<runtime::PagedKvCache> device_kv_;
+  std::unique_ptr<BackendKvTierStorage> storage_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  runtime::Sampler sampler_;
+  std::unordered_map<RequestId, RequestState> requests_;
+  // Requests whose end was already emitted (aborted mid-step); their scheduler
+  // finish record is swallowed so each request ends exactly once.
+  std::unordered_set<RequestId> reported_;
+  ForwardObserver observer_;
+
+  mutable std::mutex mu_;  // guards events_, counters_, stop_
+  std::condition_variable cv_;
+  std::deque<std::function<void(std::vector<EngineOutput>*)>> events_;
+  scheduler::SchedulerCounters counters_;
+  bool stop_ = false;
+  OutputSink sink_;
+  std::thread thread_;
+};
+
+}  // namespace tandem::engine

@@ -1,0 +1,103 @@
+// Engine::StepOnce: one continuous-batching step on the engine thread.
+#include <string>
+
+#include "common/base/logging.h"
+#include "common/engine/engine.h"
+
+namespace tandem::engine {
+
+void Engine::DrainEvents(std::vector<EngineOutput>* outputs) {
+  std::deque<std::function<void(std::vector<EngineOutput>*)>> events;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events.swap(events_);
+  }
+  for (auto& event : events) event(outputs);
+}
+
+void Engine::EmitFinished(const scheduler::SchedulerOutput& step, std::vector<EngineOutput>* outputs) {
+  for (const scheduler::FinishedSequence& f : step.finished) {
+    if (reported_.erase(f.id) > 0) continue;
+    EngineOutput out;
+    out.id = f.id;
+    out.finished = true;
+    out.finish_reason = std::string(scheduler::FinishReasonName(f.reason));
+    out.status = f.status;
+    out.num_prompt_tokens = f.num_prompt_tokens;
+    out.num_generated_tokens = f.num_generated_tokens;
+    out.num_cached_tokens = f.num_cached_prompt_tokens;
+    outputs->push_back(std::move(out));
+    requests_.erase(f.id);
+  }
+}
+
+Status Engine::RunStep(const scheduler::SchedulerOutput& step, std::vector<EngineOutput>* outputs) {
+  TANDEM_RETURN_IF_ERROR(storage_->ExecuteCopies(step.copies));
+  if (step.scheduled.empty()) return Status::Ok();
+  std::vector<runtime::SeqChunk> chunks;
+  chunks.reserve(step.scheduled.size());
+  for (const scheduler::ScheduledSequence& s : step.scheduled) {
+    chunks.push_back(runtime::SeqChunk{s.new_tokens, s.start_position, s.block_table, s.needs_logits});
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::vector<float> logits, model_->ForwardToHost(chunks, *device_kv_));
+  if (observer_) observer_(step, *scheduler_);
+
+  const int vocab = model_config_.vocab_size;
+  int row = 0;
+  for (const scheduler::ScheduledSequence& s : step.scheduled) {
+    if (!s.needs_logits) continue;
+    std::span<const float> logits_row(logits.data() + static_cast<size_t>(row++) * vocab, vocab);
+    const scheduler::Sequence* seq = scheduler_->Find(s.id);
+    auto state = requests_.find(s.id);
+    TANDEM_CHECK(seq != nullptr && state != requests_.end()) << "scheduled unknown request " << s.id;
+    runtime::SampleRequest sample;
+    sample.params = &state->second.sampling;
+    sample.prompt_tokens = seq->params.prompt_tokens;
+    sample.output_tokens = std::span<const TokenId>(seq->tokens).subspan(seq->num_prompt_tokens());
+    sample.eos_token_ids = eos_token_ids_;
+    sample.seed = state->second.seed;
+    StatusOr<TokenId> token = sampler_.Sample(logits_row, sample);
+    if (!token.ok()) {
+      TANDEM_LOG_WARN("request {}: sampling failed: {}", s.id, token.status().ToString());
+      scheduler_->Cancel(s.id).IgnoreError();
+      reported_.insert(s.id);
+      requests_.erase(s.id);
+      outputs->push_back(EngineOutput{s.id, {}, true, "aborted", token.status()});
+      continue;
+    }
+    TANDEM_RETURN_IF_ERROR(scheduler_->AppendToken(s.id, *token).status());
+    EngineOutput out;
+    out.id = s.id;
+    out.tokens.push_back(*token);
+    outputs->push_back(std::move(out));
+  }
+  return Status::Ok();
+}
+
+bool Engine::StepOnce(std::vector<EngineOutput>* outputs) {
+  DrainEvents(outputs);
+  scheduler::SchedulerOutput step = scheduler_->Schedule();
+  EmitFinished(step, outputs);
+  Status status = RunStep(step, outputs);
+  if (!status.ok()) {
+    // A failed forward or copy aborts the sequences of this step; the engine keeps serving.
+    TANDEM_LOG_ERROR("engine step failed: {}", status.ToString());
+    for (const scheduler::ScheduledSequence& s : step.scheduled) {
+      if (scheduler_->Find(s.id) == nullptr) continue;  // already ended this step
+      scheduler_->Cancel(s.id).IgnoreError();
+      reported_.insert(s.id);
+      requests_.erase(s.id);
+      outputs->push_back(EngineOutput{s.id, {}, true, "aborted", status});
+    }
+  }
+  scheduler::SchedulerCounters counters = scheduler_->Counters();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_ = counters;
+  }
+  bool more = counters.num_running + counters.num_waiting + counters.num_swapped > 0 ||
+              !step.scheduled.empty() || !step.finished.empty();
+  return more;
+}
+
+}  // namespace tandem::engine

@@ -1,0 +1,163 @@
+// The engine end to end on the CPU backend, against Hugging Face's greedy
+// tokens for the golden fixtures (tests/data/golden), and against itself
+// under batching, preemption and prefix caching.
+#include "common/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/common/engine/engine_test_util.h"
+
+namespace tandem::engine {
+namespace {
+
+using testing::Greedy;
+using testing::MakeEngine;
+using testing::RunToCompletion;
+using testing::SmallConfig;
+
+class EngineGoldenTest : public ::testing::TestWithParam<std::string> {};
+
+// HF greedy continuation of the golden prompt, through the whole engine.
+TEST_P(EngineGoldenTest, GreedyMatchesTransformers) {
+  std::string dir = testing::GoldenDir(GetParam());
+  std::vector<TokenId> prompt = testing::ReadI64(dir, "prompt_ids");
+  std::vector<TokenId> expected = testing::ReadI64(dir, "decode_ids");
+  auto engine = MakeEngine(SmallConfig(dir));
+  engine->Submit(Greedy(1, prompt, static_cast<int>(expected.size())));
+  auto results = RunToCompletion(*engine, 1);
+  EXPECT_EQ(results[1].tokens, expected);
+  EXPECT_EQ(results[1].final.finish_reason, "length");
+  EXPECT_EQ(results[1].final.num_prompt_tokens, static_cast<int>(prompt.size()));
+  EXPECT_EQ(results[1].final.num_generated_tokens, static_cast<int>(expected.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, EngineGoldenTest, ::testing::Values("llama", "qwen2", "qwen3"));
+
+std::vector<TokenId> Prompt(int len, int salt) {
+  std::vector<TokenId> p(len);
+  for (int i = 0; i < len; ++i) p[i] = 3 + (i * 37 + salt * 101) % 300;
+  return p;
+}
+
+// Reference: each prompt alone in a fresh engine with plenty of blocks.
+std::map<RequestId, std::vector<TokenId>> SoloRuns(const std::string& dir,
+                                                   const std::vector<std::vector<TokenId>>& prompts,
+                                                   int max_tokens) {
+  std::map<RequestId, std::vector<TokenId>> out;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto engine = MakeEngine(SmallConfig(dir));
+    engine->Submit(Greedy(i + 1, prompts[i], max_tokens));
+    out[i + 1] = RunToCompletion(*engine, 1)[i + 1].tokens;
+  }
+  return out;
+}
+
+TEST(EngineTest, ConcurrentRequestsMatchSoloRuns) {
+  std::string dir = testing::GoldenDir("llama");
+  std::vector<std::vector<TokenId>> prompts = {Prompt(1, 1), Prompt(15, 2), Prompt(16, 3),
+                                               Prompt(17, 4), Prompt(70, 5), Prompt(33, 6)};
+  auto solo = SoloRuns(dir, prompts, 12);
+  auto engine = MakeEngine(SmallConfig(dir));
+  for (size_t i = 0; i < prompts.size(); ++i) engine->Submit(Greedy(i + 1, prompts[i], 12));
+  auto results = RunToCompletion(*engine, prompts.size());
+  for (auto& [id, tokens] : solo) EXPECT_EQ(results[id].tokens, tokens) << "request " << id;
+  scheduler::SchedulerCounters c = engine->Counters();
+  EXPECT_EQ(c.kv.device.referenced_blocks, 0);
+  EXPECT_EQ(c.num_running + c.num_waiting + c.num_swapped, 0);
+}
+
+class EnginePreemptionTest : public ::testing::TestWithParam<scheduler::PreemptionMode> {};
+
+// Too few device blocks for all sequences at once: the scheduler preempts
+// (swap to host, or recompute) and the greedy output must not change.
+TEST_P(EnginePreemptionTest, PreemptedOutputEqualsUninterrupted) {
+  std::string dir = testing::GoldenDir("llama");
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(Prompt(20 + 3 * i, 10 + i));
+  auto solo = SoloRuns(dir, prompts, 40);
+
+  EngineConfig config = SmallConfig(dir);
+  config.num_device_blocks = 12;  // 6 sequences of ~60 tokens need ~24 blocks
+  config.num_host_blocks = 64;
+  config.scheduler.preemption_mode = GetParam();
+  auto engine = MakeEngine(config);
+  for (size_t i = 0; i < prompts.size(); ++i) engine->Submit(Greedy(i + 1, prompts[i], 40));
+  auto results = RunToCompletion(*engine, prompts.size());
+  for (auto& [id, tokens] : solo) EXPECT_EQ(results[id].tokens, tokens) << "request " << id;
+  scheduler::SchedulerCounters c = engine->Counters();
+  EXPECT_GT(c.preemptions, 0) << "the test must actually preempt";
+  if (GetParam() == scheduler::PreemptionMode::kSwap) EXPECT_GT(c.swaps_out, 0);
+  EXPECT_EQ(c.kv.device.referenced_blocks, 0);
+  EXPECT_EQ(c.kv.host.referenced_blocks, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, EnginePreemptionTest,
+                         ::testing::Values(scheduler::PreemptionMode::kSwap,
+                                           scheduler::PreemptionMode::kRecompute));
+
+TEST(EngineTest, PrefixCacheIsPerTenant) {
+  std::string dir = testing::GoldenDir("qwen3");
+  auto engine = MakeEngine(SmallConfig(dir));
+  std::vector<TokenId> prompt = Prompt(40, 7);
+  engine->Submit(Greedy(1, prompt, 4, "alice"));
+  auto first = RunToCompletion(*engine, 1);
+  EXPECT_EQ(first[1].final.num_cached_tokens, 0);
+
+  engine->Submit(Greedy(2, prompt, 4, "alice"));
+  auto again = RunToCompletion(*engine, 1);
+  EXPECT_EQ(again[2].final.num_cached_tokens, 32);  // two full blocks of 16
+  EXPECT_EQ(again[2].tokens, first[1].tokens);
+
+  engine->Submit(Greedy(3, prompt, 4, "bob"));
+  auto other = RunToCompletion(*engine, 1);
+  EXPECT_EQ(other[3].final.num_cached_tokens, 0);
+  EXPECT_EQ(other[3].tokens, first[1].tokens);
+}
+
+TEST(EngineTest, CancelAndBadRequestsEndCleanly) {
+  std::string dir = testing::GoldenDir("llama");
+  auto engine = MakeEngine(SmallConfig(dir));
+  engine->Submit(Greedy(1, Prompt(30, 1), 50));
+  engine->Submit(Greedy(2, {5, 999999}, 4));  // token out of range
+  engine->Submit(Greedy(3, Prompt(600, 2), 4));  // longer than max_position_embeddings (512)
+  std::vector<EngineOutput> outputs;
+  engine->StepOnce(&outputs);
+  engine->StepOnce(&outputs);
+  engine->Cancel(1);
+  for (int i = 0; i < 3; ++i) engine->StepOnce(&outputs);
+  std::map<RequestId, EngineOutput> finals;
+  for (auto& o : outputs) {
+    if (o.finished) {
+      EXPECT_EQ(finals.count(o.id), 0u) << "request " << o.id << " ended twice";
+      finals[o.id] = o;
+    }
+  }
+  ASSERT_EQ(finals.size(), 3u);
+  EXPECT_EQ(finals[1].finish_reason, "cancelled");
+  EXPECT_EQ(finals[2].finish_reason, "rejected");
+  EXPECT_EQ(finals[2].status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(finals[3].finish_reason, "rejected");
+  scheduler::SchedulerCounters c = engine->Counters();
+  EXPECT_EQ(c.kv.device.referenced_blocks, 0);
+  EXPECT_EQ(c.num_running + c.num_waiting, 0);
+}
+
+TEST(EngineTest, SeededSamplingIsReproducibleAcrossBatches) {
+  std::string dir = testing::GoldenDir("qwen2");
+  auto sampled = [&](bool crowded) {
+    auto engine = MakeEngine(SmallConfig(dir));
+    EngineRequest r = Greedy(1, Prompt(10, 3), 16);
+    r.sampling.temperature = 1.0f;
+    r.sampling.top_p = 0.9f;
+    r.sampling.seed = 1234;
+    engine->Submit(r);
+    if (crowded) {
+      for (int i = 2; i < 6; ++i) engine->Submit(Greedy(i, Prompt(5 * i, i), 16));
+    }
+    return RunToCompletion(*engine, crowded ? 5 : 1)[1].tokens;
+  };
+  EXPECT_EQ(sampled(false), sampled(true));
+}
+
+}  // namespace
+}  // namespace tandem::engine
