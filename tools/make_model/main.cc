@@ -22,9 +22,12 @@ constexpr const char* kDescription = R"(Writes a model directory in Hugging Face
 config.json, generation_config.json, model.safetensors (or shards plus
 model.safetensors.index.json above --max-shard-size), and tokenizer files.
 
-Start from a preset, then override any field. Output is deterministic for a
-given --seed (and does not depend on --threads). Large models are streamed to
-disk, so memory use stays small.
+Start from a preset, then override any field. Without --tokenizer-dir every
+preset gets the built-in tiny byte-level BPE tokenizer (500 ids, Llama-3-style
+special tokens and chat template), and bos/eos ids follow it.
+
+Output is deterministic for a given --seed (and does not depend on --threads).
+Large models are streamed to disk, so memory use stays small.
 
 Examples:
   tandem-make-model --preset tiny -o /tmp/tiny
@@ -97,7 +100,12 @@ Status ApplyShapeOverrides(const CLI::App& app, const Flags& f, ModelConfig* c) 
   if (given("--tie-word-embeddings")) c->tie_word_embeddings = f.tie_word_embeddings;
   if (given("--attention-bias")) c->attention_bias = f.attention_bias;
   if (given("--qk-norm")) c->qk_norm = f.qk_norm;
-  if (given("--sliding-window")) c->sliding_window = f.sliding_window;
+  if (given("--sliding-window")) {
+    if (c->family == model::ModelFamily::kLlama) {
+      return InvalidArgumentError("--sliding-window needs --family mistral, qwen2 or qwen3");
+    }
+    c->sliding_window = f.sliding_window;
+  }
   if (!f.dtype.empty()) {
     const std::pair<const char*, DType> dtypes[] = {{"bf16", DType::kBF16}, {"f16", DType::kF16}, {"f32", DType::kF32}};
     for (const auto& [name, dtype] : dtypes) {

@@ -81,7 +81,7 @@ ModelConfig Mistral7B() {
 
 constexpr Preset kPresets[] = {
     {"tiny", "Llama-style, vocab 512, hidden 64, 2 layers, 4 heads / 2 KV heads, head_dim 16, ffn 128, f32 "
-             "(~0.2 M params; built-in byte-level BPE tokenizer)", Tiny},
+             "(0.14 M params; built-in byte-level BPE tokenizer)", Tiny},
     {"llama3-8b", "Llama-3.1-8B shape: 32 layers, hidden 4096, 32/8 heads, ffn 14336, llama3 RoPE scaling, bf16 (~16 GB)",
      Llama3_8B},
     {"llama3-70b", "Llama-3.1-70B shape: 80 layers, hidden 8192, 64/8 heads, ffn 28672, bf16 (~141 GB; "
