@@ -63,13 +63,14 @@ size_t MaxPackedSize(const BatchLimits& l) {
          static_cast<size_t>(l.max_num_seqs) * width + static_cast<size_t>(l.max_logits_rows);
 }
 
-StatusOr<BatchPlan> BatchPlan::Build(std::span<const SeqChunk> chunks, const BatchLimits& limits) {
+namespace {
+
+// Sizes of the step (counts and maxima) into `plan`, after validating every chunk.
+Status Measure(std::span<const SeqChunk> chunks, const BatchLimits& limits, BatchPlan* plan) {
   if (chunks.empty()) return InvalidArgumentError("empty batch");
   if (static_cast<int64_t>(chunks.size()) > limits.max_num_seqs) {
     return InvalidArgumentError(fmt::format("{} sequences in a step, limit {}", chunks.size(), limits.max_num_seqs));
   }
-  BatchPlan plan;
-  plan.num_seqs = static_cast<int>(chunks.size());
   int64_t tokens = 0, rows = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     TANDEM_RETURN_IF_ERROR(CheckChunk(chunks[i], i, limits));
@@ -77,9 +78,9 @@ StatusOr<BatchPlan> BatchPlan::Build(std::span<const SeqChunk> chunks, const Bat
     const int n = static_cast<int>(c.tokens.size());
     tokens += n;
     rows += c.want_logits ? (c.all_logits ? n : 1) : 0;
-    plan.max_query_len = std::max(plan.max_query_len, n);
-    plan.max_kv_len = std::max(plan.max_kv_len, c.start_position + n);
-    plan.table_width = std::max(plan.table_width, BlocksFor(c.start_position + n, limits.block_size));
+    plan->max_query_len = std::max(plan->max_query_len, n);
+    plan->max_kv_len = std::max(plan->max_kv_len, c.start_position + n);
+    plan->table_width = std::max(plan->table_width, BlocksFor(c.start_position + n, limits.block_size));
   }
   if (tokens > limits.max_num_tokens) {
     return InvalidArgumentError(fmt::format("{} tokens in a step, limit {}", tokens, limits.max_num_tokens));
@@ -88,39 +89,50 @@ StatusOr<BatchPlan> BatchPlan::Build(std::span<const SeqChunk> chunks, const Bat
     return InvalidArgumentError(fmt::format("{} logits rows in a step, limit {}", rows, limits.max_logits_rows));
   }
   TANDEM_RETURN_IF_ERROR(CheckDisjointWrites(chunks, limits.block_size));
-  plan.num_tokens = static_cast<int>(tokens);
-  plan.num_logits_rows = static_cast<int>(rows);
+  plan->num_seqs = static_cast<int>(chunks.size());
+  plan->num_tokens = static_cast<int>(tokens);
+  plan->num_logits_rows = static_cast<int>(rows);
+  return Status::Ok();
+}
 
-  const size_t n_tok = plan.num_tokens, n_seq = plan.num_seqs;
-  plan.token_ids_offset = 0;
-  plan.positions_offset = n_tok;
-  plan.query_start_offset = 2 * n_tok;
-  plan.kv_lens_offset = plan.query_start_offset + n_seq + 1;
-  plan.block_tables_offset = plan.kv_lens_offset + n_seq;
-  plan.logits_rows_offset = plan.block_tables_offset + n_seq * plan.table_width;
-  plan.packed.assign(plan.logits_rows_offset + rows, kInvalidBlock);
-  plan.slot_mapping.resize(n_tok);
+// Fills the packed metadata and slot mapping. REQUIRES: Measure succeeded.
+void Pack(std::span<const SeqChunk> chunks, int block_size, BatchPlan* plan) {
+  const size_t n_tok = plan->num_tokens, n_seq = plan->num_seqs;
+  plan->token_ids_offset = 0;
+  plan->positions_offset = n_tok;
+  plan->query_start_offset = 2 * n_tok;
+  plan->kv_lens_offset = plan->query_start_offset + n_seq + 1;
+  plan->block_tables_offset = plan->kv_lens_offset + n_seq;
+  plan->logits_rows_offset = plan->block_tables_offset + n_seq * plan->table_width;
+  plan->packed.assign(plan->logits_rows_offset + plan->num_logits_rows, kInvalidBlock);
+  plan->slot_mapping.resize(n_tok);
 
-  int32_t* p = plan.packed.data();
+  int32_t* p = plan->packed.data();
   int32_t row = 0, logits_row = 0;
   for (size_t s = 0; s < n_seq; ++s) {
     const auto& c = chunks[s];
     const int n = static_cast<int>(c.tokens.size());
-    p[plan.query_start_offset + s] = row;
-    p[plan.kv_lens_offset + s] = c.start_position + n;
-    const int used_blocks = BlocksFor(c.start_position + n, limits.block_size);
-    std::copy_n(c.block_table.begin(), used_blocks, p + plan.block_tables_offset + s * plan.table_width);
+    p[plan->query_start_offset + s] = row;
+    p[plan->kv_lens_offset + s] = c.start_position + n;
+    std::copy_n(c.block_table.begin(), BlocksFor(c.start_position + n, block_size),
+                p + plan->block_tables_offset + s * plan->table_width);
     for (int i = 0; i < n; ++i, ++row) {
       const int pos = c.start_position + i;
-      p[plan.token_ids_offset + row] = c.tokens[i];
-      p[plan.positions_offset + row] = pos;
-      plan.slot_mapping[row] =
-          int64_t{c.block_table[pos / limits.block_size]} * limits.block_size + pos % limits.block_size;
-      const bool wants = c.want_logits && (c.all_logits || i == n - 1);
-      if (wants) p[plan.logits_rows_offset + logits_row++] = row;
+      p[plan->token_ids_offset + row] = c.tokens[i];
+      p[plan->positions_offset + row] = pos;
+      plan->slot_mapping[row] = int64_t{c.block_table[pos / block_size]} * block_size + pos % block_size;
+      if (c.want_logits && (c.all_logits || i == n - 1)) p[plan->logits_rows_offset + logits_row++] = row;
     }
   }
-  p[plan.query_start_offset + n_seq] = row;
+  p[plan->query_start_offset + n_seq] = row;
+}
+
+}  // namespace
+
+StatusOr<BatchPlan> BatchPlan::Build(std::span<const SeqChunk> chunks, const BatchLimits& limits) {
+  BatchPlan plan;
+  TANDEM_RETURN_IF_ERROR(Measure(chunks, limits, &plan));
+  Pack(chunks, limits.block_size, &plan);
   return plan;
 }
 

@@ -60,9 +60,13 @@ void Sampler::ProcessLogits(std::span<float> logits, const SampleRequest& r) {
     for (const auto& [t, c] : counts) logits[t] -= p.frequency_penalty * c + p.presence_penalty;
   }
   if (static_cast<int>(r.output_tokens.size()) < p.min_tokens) {
-    for (TokenId t = 0; t < vocab; ++t) {
-      if (IsStopToken(p, r.eos_token_ids, t)) logits[t] = kNegInf;
-    }
+    auto mask = [&](std::span<const TokenId> ids) {
+      for (TokenId t : ids) {
+        if (t >= 0 && t < vocab) logits[t] = kNegInf;
+      }
+    };
+    if (!p.ignore_eos) mask(r.eos_token_ids);
+    mask(p.stop_token_ids);
   }
 }
 

@@ -1,0 +1,71 @@
+// BatchPlan packs exactly the metadata the ops read, computed by hand here.
+#include "common/runtime/batch_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace tandem::runtime {
+namespace {
+
+BatchLimits Limits() {
+  return {.vocab_size = 100, .block_size = 4, .num_blocks = 16, .max_model_len = 64, .max_num_tokens = 32,
+          .max_num_seqs = 4, .max_logits_rows = 8};
+}
+
+TEST(BatchPlanTest, PacksMixedPrefillAndDecode) {
+  std::vector<TokenId> a = {5, 6, 7, 8, 9}, b = {42};
+  std::vector<BlockId> ta = {3, 9}, tb = {1, 2, 7};
+  // a: prefill of 5 from position 2 (kv_len 7, all logits); b: decode at position 9 (kv_len 10).
+  std::vector<SeqChunk> chunks = {{a, 2, ta, true, true}, {b, 9, tb, true}};
+  auto plan = BatchPlan::Build(chunks, Limits());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->num_tokens, 6);
+  EXPECT_EQ(plan->num_seqs, 2);
+  EXPECT_EQ(plan->num_logits_rows, 6);
+  EXPECT_EQ(plan->max_query_len, 5);
+  EXPECT_EQ(plan->max_kv_len, 10);
+  EXPECT_EQ(plan->table_width, 3);
+  auto at = [&](size_t offset, size_t count) {
+    return std::vector<int32_t>(plan->packed.begin() + offset, plan->packed.begin() + offset + count);
+  };
+  EXPECT_EQ(at(plan->token_ids_offset, 6), (std::vector<int32_t>{5, 6, 7, 8, 9, 42}));
+  EXPECT_EQ(at(plan->positions_offset, 6), (std::vector<int32_t>{2, 3, 4, 5, 6, 9}));
+  EXPECT_EQ(at(plan->query_start_offset, 3), (std::vector<int32_t>{0, 5, 6}));
+  EXPECT_EQ(at(plan->kv_lens_offset, 2), (std::vector<int32_t>{7, 10}));
+  EXPECT_EQ(at(plan->block_tables_offset, 6), (std::vector<int32_t>{3, 9, kInvalidBlock, 1, 2, 7}));
+  EXPECT_EQ(at(plan->logits_rows_offset, 6), (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+  // slot = block * 4 + pos % 4: positions 2,3 in block 3; 4,5,6 in block 9; 9 in tb[2] = block 7.
+  EXPECT_EQ(plan->slot_mapping, (std::vector<int64_t>{14, 15, 36, 37, 38, 29}));
+  EXPECT_EQ(plan->packed.size(), plan->logits_rows_offset + 6);
+  EXPECT_LE(plan->packed.size(), MaxPackedSize(Limits()));
+}
+
+TEST(BatchPlanTest, LastTokenLogitsOnlyAndNoLogits) {
+  std::vector<TokenId> a = {1, 2, 3}, b = {4, 5};
+  std::vector<BlockId> ta = {0}, tb = {5};
+  auto plan = BatchPlan::Build(std::vector<SeqChunk>{{a, 0, ta, false}, {b, 0, tb, true}}, Limits());
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->num_logits_rows, 1);
+  EXPECT_EQ(plan->packed[plan->logits_rows_offset], 4);  // b's last token is row 3 + 1
+}
+
+TEST(BatchPlanTest, RejectsLimitsAndSharedWrites) {
+  std::vector<TokenId> t = {1, 2};
+  std::vector<BlockId> shared_prefix_a = {4, 5}, shared_prefix_b = {4, 6};
+  // Reading a shared full block is fine; both write different second blocks.
+  EXPECT_TRUE(BatchPlan::Build(std::vector<SeqChunk>{{t, 4, shared_prefix_a, true}, {t, 4, shared_prefix_b, true}},
+                               Limits()).ok());
+  // Writing into the same block is not.
+  EXPECT_FALSE(BatchPlan::Build(std::vector<SeqChunk>{{t, 0, shared_prefix_a, true}, {t, 2, shared_prefix_b, true}},
+                                Limits()).ok());
+  std::vector<TokenId> many(9, 1);
+  std::vector<BlockId> table = {0, 1, 2};
+  std::vector<SeqChunk> rows = {{many, 0, table, true, true}};
+  EXPECT_FALSE(BatchPlan::Build(rows, Limits()).ok());  // 9 logits rows > 8
+  std::vector<SeqChunk> five(5, SeqChunk{t, 0, table, false});
+  EXPECT_FALSE(BatchPlan::Build(five, Limits()).ok());  // 5 sequences > 4 (and shared writes)
+}
+
+}  // namespace
+}  // namespace tandem::runtime
