@@ -17,7 +17,10 @@
 
 namespace tandem::model {
 
-// A read-only view of one tensor's bytes (row-major, dense).
+// A read-only view of one tensor's bytes (row-major, dense, little-endian).
+// `data` has no alignment guarantee: HF writers start the data section on an
+// 8-byte boundary, but a tensor after one of odd byte size can sit anywhere.
+// Copy (memcpy) before reading as wider types on platforms that care.
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
@@ -44,6 +47,7 @@ class ModelWeights {
   // Get plus a shape check: InvalidArgument naming expected and actual shapes.
   StatusOr<TensorView> Get(const std::string& name, const std::vector<int64_t>& shape) const;
   virtual bool Contains(const std::string& name) const = 0;
+  // All tensor names, sorted.
   virtual std::vector<std::string> Names() const = 0;
 };
 
