@@ -40,6 +40,9 @@ struct DecodeAttentionParams {
   float softmax_scale = 0.f;                // usually 1/sqrt(head_dim)
   int num_splits = 1;                       // from the plan
   int num_stages = 0;                       // K/V tiles in flight + 1 (2..4); 0: default (3)
+  bool persistent = false;                  // one block per SM looping over the work items,
+                                            // its K/V pipeline running across items (deeper:
+                                            // 5 stages at hd 128, 8 at hd 64); num_stages unused
 };
 
 struct DecodeAttentionPlan {

@@ -31,10 +31,18 @@ __device__ __forceinline__ uint32_t Ld32(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
-__device__ __forceinline__ uint32_t Pack2(const __nv_bfloat16* lo, const __nv_bfloat16* hi) {
-  const uint32_t a = *reinterpret_cast<const uint16_t*>(lo);
-  const uint32_t b = *reinterpret_cast<const uint16_t*>(hi);
-  return a | (b << 16);
+// Four 8x8 bf16 matrices from shared memory; each lane gives one row address.
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const void* smem_row) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* smem_row) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
 }
 
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
@@ -57,7 +65,8 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
   const int seq = blockIdx.z, h = blockIdx.y;
   const int q_begin = p.cu_q_lens[seq];
   const int q_len = p.cu_q_lens[seq + 1] - q_begin;
-  const int row0 = blockIdx.x * kBlockM;
+  // Last query tiles first: under the causal mask they have the most keys (shorter tail).
+  const int row0 = (gridDim.x - 1 - blockIdx.x) * kBlockM;
   if (row0 >= q_len) return;
   const int ctx = p.context_lens[seq];
   const int prefix = ctx - q_len;  // position of query row 0
@@ -126,10 +135,15 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
 #pragma unroll
     for (int j = 0; j < kBlockN / 8; ++j) {
       s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-      const __nv_bfloat16* kr = k_s + (j * 8 + g) * kRow + t4 * 2;
+      // Lanes 8i..8i+7 address matrix i: keys j*8 + (lane & 7), dims kk*16 + 8i.
+      const __nv_bfloat16* kr = k_s + (j * 8 + (lane & 7)) * kRow + (lane >> 3) * 8;
 #pragma unroll
-      for (int kk = 0; kk < kHeadDim / 16; ++kk)
-        Mma16816(s[j], qf[kk], Ld32(kr + kk * 16), Ld32(kr + kk * 16 + 8));
+      for (int kk = 0; kk < kHeadDim / 16; kk += 2) {
+        uint32_t b[4];
+        LdMatrixX4(b, kr + kk * 16);
+        Mma16816(s[j], qf[kk], b[0], b[1]);
+        Mma16816(s[j], qf[kk + 1], b[2], b[3]);
+      }
     }
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -173,11 +187,15 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
       a[1] = PackBf16(s[2 * kk][2], s[2 * kk][3]);
       a[2] = PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
       a[3] = PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      const __nv_bfloat16* v0 = v_s + (kk * 16 + t4 * 2) * kRow + g;
+      // Lanes 0-7 keys 0-7, 8-15 keys 8-15 (dims j*8); lanes 16-31 the same at dims j*8 + 8.
+      const __nv_bfloat16* v0 =
+          v_s + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRow + (lane >> 4) * 8;
 #pragma unroll
-      for (int j = 0; j < kDimTiles; ++j) {
-        const __nv_bfloat16* vp = v0 + j * 8;
-        Mma16816(o[j], a, Pack2(vp, vp + kRow), Pack2(vp + 8 * kRow, vp + 9 * kRow));
+      for (int j = 0; j < kDimTiles; j += 2) {
+        uint32_t b[4];
+        LdMatrixX4Trans(b, v0 + j * 8);
+        Mma16816(o[j], a, b[0], b[1]);
+        Mma16816(o[j + 1], a, b[2], b[3]);
       }
     }
   }

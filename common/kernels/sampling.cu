@@ -138,8 +138,9 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
   const float* vals = row;
   const int* index = nullptr;
   int n = p.vocab;
+  uint64_t total = 0;  // mass of the whole row, when the stats pass ran
   if (use_top_k || use_top_p) {
-    uint64_t cnt[kNumCuts], mass[kNumCuts], total = 0;
+    uint64_t cnt[kNumCuts], mass[kNumCuts];
 #pragma unroll
     for (int j = 0; j < kNumCuts; ++j) cnt[j] = mass[j] = 0;
     for (int i = threadIdx.x; i < p.vocab; i += blockDim.x) {
@@ -189,10 +190,16 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
   if (use_top_k)
     lo = SelectThreshold<false>(vals, n, mx, inv_t, 0, static_cast<uint64_t>(top_k), scratch);
   if (use_top_p) {
+    // Mass that top-p is relative to: after top-k, or the whole row. Candidates hold all of
+    // the top-k set, but not all of the row's mass.
     uint64_t mass = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-      if (Key(vals[i]) >= lo) mass += Weight(vals[i], mx, inv_t);
-    mass = BlockSumU64(mass, scratch);
+    if (use_top_k || index == nullptr) {
+      for (int i = threadIdx.x; i < n; i += blockDim.x)
+        if (Key(vals[i]) >= lo) mass += Weight(vals[i], mx, inv_t);
+      mass = BlockSumU64(mass, scratch);
+    } else {
+      mass = total;
+    }
     const double t = static_cast<double>(top_p > 0.f ? top_p : 0.f) * static_cast<double>(mass);
     uint64_t target = static_cast<uint64_t>(ceil(t));
     if (target < 1) target = 1;

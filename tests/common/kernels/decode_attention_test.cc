@@ -14,7 +14,18 @@ struct DecodeCase {
   int head_dim, hq, hkv, block_size;
   std::vector<int> context_lens;
   int forced_splits;  // 0: use the plan
+  int stages = 0;     // 0: the kernel's default pipeline depth
+  bool persistent = false;
 };
+
+// Many short sequences: more work items than resident blocks, so the persistent kernel's
+// pipeline crosses item boundaries.
+std::vector<int> ManyLens() {
+  std::vector<int> lens;
+  std::mt19937 rng(11);
+  for (int i = 0; i < 300; ++i) lens.push_back(1 + static_cast<int>(rng() % 200));
+  return lens;
+}
 
 class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {};
 
@@ -57,12 +68,14 @@ TEST_P(DecodeAttentionTest, MatchesCpuReference) {
   auto plan = PlanDecodeAttention(p, 132);
   TANDEM_ASSERT_OK(plan.status());
   p.num_splits = c.forced_splits > 0 ? c.forced_splits : plan->num_splits;
+  p.num_stages = c.stages;
+  p.persistent = c.persistent;
   const size_t ws_bytes = static_cast<size_t>(seqs) * c.hq * p.num_splits * (hd + 1) * 4;
   auto ws = testing::Poisoned<float>(ws_bytes / 4 + 1);
   p.workspace = ws.as<float>();
   TANDEM_ASSERT_OK(LaunchDecodeAttention(p, nullptr));
   EXPECT_TRUE(AllClose(testing::DownloadBf16(out, ref.size()), ref, 1e-2f, 2e-2f, 1e-2))
-      << "splits " << p.num_splits;
+      << "splits " << p.num_splits << " stages " << p.num_stages << " persistent " << p.persistent;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -77,7 +90,15 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{128, 10, 2, 32, {90, 3000}, 0},
         DecodeCase{128, 8, 4, 32, {0, 40}, 2},  // an empty sequence gives zeros
         DecodeCase{128, 32, 2, 16, {1000, 77}, 0},  // group 16: all mma rows used
-        DecodeCase{64, 4, 2, 64, {8192}, 0}));
+        DecodeCase{128, 32, 8, 16, {1, 300, 2049}, 0, 2},
+        DecodeCase{64, 8, 2, 32, {70, 1999}, 3, 4},
+        DecodeCase{64, 4, 2, 64, {8192}, 0},
+        DecodeCase{128, 32, 8, 16, {1, 17, 64, 65, 300, 1000, 2049}, 0, 0, true},
+        DecodeCase{64, 12, 4, 16, {100, 1, 257}, 3, 0, true},
+        DecodeCase{128, 8, 4, 32, {0, 40}, 2, 0, true},
+        DecodeCase{128, 32, 2, 16, {1000, 77}, 0, 0, true},
+        DecodeCase{128, 32, 8, 16, ManyLens(), 0, 0, true},
+        DecodeCase{128, 32, 8, 16, ManyLens(), 0}));
 
 TEST(DecodeAttentionPlanTest, SplitsOnlyWhenTheBatchIsSmall) {
   DecodeAttentionParams p;

@@ -1,0 +1,279 @@
+// Building blocks shared by the decode attention kernels (decode_attention.cu): loading a
+// K/V tile of the paged cache with cp.async, the per-warp tensor-core step over one tile,
+// and the merge of the warps' partial results. Private to this folder.
+//
+// Per block: 4 warps; a tile is 64 tokens, warp w owns tokens [16w, 16w + 16) of each tile.
+// The query heads of one KV group are the rows of a 16-row mma tile (rows >= group are 0).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/kernels/decode_attention.h"
+
+namespace tandem::kernels::decode_detail {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kTile = 64;       // tokens per shared-memory tile
+constexpr int kMaxGroup = 16;   // query heads per KV head: the rows of one mma tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ void Mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 bf16 matrices, transposed: B fragments of V for two n-tiles of the P·V mma.
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* smem_row) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint32_t Ld32(const __nv_bfloat16* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+template <int kHeadDim>
+struct Dims {
+  static constexpr int kRow = kHeadDim + 8;  // padded smem row (bf16): conflict-free fragments
+  static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  static constexpr int kDimTiles = kHeadDim / 8;
+  static constexpr size_t kStageBytes = size_t{2} * kTile * kRow * 2;  // K and V of one tile
+  static constexpr size_t kQBytes = size_t{kMaxGroup} * kRow * 2;
+  static constexpr size_t kStateBytes = size_t{2} * kWarps * kMaxGroup * 4;  // m, l per warp
+  static constexpr size_t kMergeBytes = size_t{kWarps} * kMaxGroup * kHeadDim * 4;
+};
+
+// One warp's online-softmax state for the 16 rows of its mma tile (rows g and g + 8 here).
+template <int kHeadDim>
+struct WarpState {
+  uint32_t qf[kHeadDim / 16][4];
+  float o[kHeadDim / 8][4];
+  float m[2];
+  float l[2];
+};
+
+// Copies the group's query rows into q_s (zero rows past the group). All threads.
+template <int kHeadDim>
+__device__ __forceinline__ void LoadQ(const DecodeAttentionParams& p, int seq, int kvh, int group,
+                                      __nv_bfloat16* q_s) {
+  using D = Dims<kHeadDim>;
+  for (int i = threadIdx.x; i < kMaxGroup * D::kChunks; i += kThreads) {
+    const int r = i / D::kChunks, c = i % D::kChunks;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < group)
+      v = *reinterpret_cast<const uint4*>(
+          p.q + (static_cast<int64_t>(seq) * p.num_q_heads + kvh * group + r) * kHeadDim + c * 8);
+    *reinterpret_cast<uint4*>(q_s + r * D::kRow + c * 8) = v;
+  }
+}
+
+// REQUIRES: q_s written and synchronized.
+template <int kHeadDim>
+__device__ __forceinline__ void InitState(WarpState<kHeadDim>& st, const __nv_bfloat16* q_s) {
+  constexpr int kRow = Dims<kHeadDim>::kRow;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    st.qf[kk][0] = Ld32(q_s + g * kRow + kk * 16 + t4 * 2);
+    st.qf[kk][1] = Ld32(q_s + (g + 8) * kRow + kk * 16 + t4 * 2);
+    st.qf[kk][2] = Ld32(q_s + g * kRow + kk * 16 + t4 * 2 + 8);
+    st.qf[kk][3] = Ld32(q_s + (g + 8) * kRow + kk * 16 + t4 * 2 + 8);
+  }
+#pragma unroll
+  for (int j = 0; j < kHeadDim / 8; ++j) st.o[j][0] = st.o[j][1] = st.o[j][2] = st.o[j][3] = 0.f;
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.f;
+}
+
+// Queues cp.async copies of tile `tile` of (seq, kvh) into one stage (k_stage / v_stage:
+// [kTile][kRow]). Rows past the context get zero V: their p is 0, but 0 * (stale NaN bits)
+// would be NaN (stale K rows are harmless: their scores are replaced by -inf). All threads;
+// the caller commits the group. Thread -> (chunk c, rows r0 + kRowsPerPass * k): the
+// unrolled loop issues all block-table reads of the tile together (one latency).
+template <int kHeadDim>
+__device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int seq, int kvh, int ctx,
+                                          int tile, __nv_bfloat16* k_stage,
+                                          __nv_bfloat16* v_stage) {
+  using D = Dims<kHeadDim>;
+  constexpr int kRowsPerPass = kThreads / D::kChunks;
+  constexpr int kPasses = kTile / kRowsPerPass;
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+  const int64_t block_elems = 2ll * p.num_kv_heads * p.block_size * kHeadDim;
+  const int64_t head_off = static_cast<int64_t>(kvh) * p.block_size * kHeadDim;
+  const int64_t v_off = static_cast<int64_t>(p.num_kv_heads) * p.block_size * kHeadDim;
+  const int bs_shift = __ffs(p.block_size) - 1;
+  const int start = tile * kTile;
+  const int n_valid = min(kTile, ctx - start);
+  const int c = threadIdx.x % D::kChunks, r0 = threadIdx.x / D::kChunks;
+  int64_t page[kPasses];
+#pragma unroll
+  for (int k = 0; k < kPasses; ++k) {
+    const int tt = r0 + k * kRowsPerPass;
+    page[k] = tt < n_valid ? __ldg(table + ((start + tt) >> bs_shift)) : 0;
+  }
+#pragma unroll
+  for (int k = 0; k < kPasses; ++k) {
+    const int tt = r0 + k * kRowsPerPass;
+    const int dst = tt * D::kRow + c * 8;
+    if (tt < n_valid) {
+      const __nv_bfloat16* src = p.kv_cache + page[k] * block_elems + head_off +
+                                 ((start + tt) & (p.block_size - 1)) * kHeadDim + c * 8;
+      CpAsync16(k_stage + dst, src);
+      CpAsync16(v_stage + dst, src + v_off);
+    } else {
+      *reinterpret_cast<uint4*>(v_stage + dst) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// One warp's step over its 16 tokens of a tile in shared memory. `tile_valid` is the
+// number of valid tokens of the whole tile. REQUIRES: the stage is complete and visible.
+template <int kHeadDim>
+__device__ __forceinline__ void ComputeTile(WarpState<kHeadDim>& st, const __nv_bfloat16* k_stage,
+                                            const __nv_bfloat16* v_stage, int tile_valid,
+                                            float scale_log2) {
+  using D = Dims<kHeadDim>;
+  constexpr int kRow = D::kRow;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int n_valid = tile_valid - warp * 16;  // this warp's valid keys
+  if (n_valid <= 0) return;
+  const __nv_bfloat16* ks = k_stage + warp * 16 * kRow;
+  float s[2][4];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+    const __nv_bfloat16* kr = ks + (j * 8 + g) * kRow + t4 * 2;
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk)
+      Mma16816(s[j], st.qf[kk], Ld32(kr + kk * 16), Ld32(kr + kk * 16 + 8));
+  }
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = j * 8 + t4 * 2 + (e & 1);
+      s[j][e] = key < n_valid ? s[j][e] * scale_log2 : -INFINITY;
+      mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+    }
+  float alpha[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    const float m_new = fmaxf(st.m[r], mx[r]);  // finite: key 0 of this warp is valid
+    alpha[r] = exp2f(st.m[r] - m_new);
+    st.m[r] = m_new;
+    st.l[r] *= alpha[r];
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[j][e] = exp2f(s[j][e] - st.m[e >> 1]);
+      st.l[e >> 1] += s[j][e];
+    }
+  uint32_t a[4];
+  a[0] = PackBf16(s[0][0], s[0][1]);
+  a[1] = PackBf16(s[0][2], s[0][3]);
+  a[2] = PackBf16(s[1][0], s[1][1]);
+  a[3] = PackBf16(s[1][2], s[1][3]);
+  // ldmatrix rows: lanes 0-7 keys 0-7, 8-15 keys 8-15 (dims d0); lanes 16-31 the same at d0+8.
+  const int ldm_key = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const __nv_bfloat16* vrow = v_stage + ldm_key * kRow + (lane >> 4) * 8;
+#pragma unroll
+  for (int j = 0; j < D::kDimTiles; j += 2) {
+    uint32_t b[4];
+    LdMatrixX4Trans(b, vrow + j * 8);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      st.o[j][e] *= alpha[e >> 1];
+      st.o[j + 1][e] *= alpha[e >> 1];
+    }
+    Mma16816(st.o[j], a, b[0], b[1]);
+    Mma16816(st.o[j + 1], a, b[2], b[3]);
+  }
+}
+
+// Merges the warps' states for rows < group and writes the output (1 split) or the split's
+// partial output and log2-sum-exp. All threads; o_s/m_s/l_s must not be in use by others.
+template <int kHeadDim>
+__device__ __forceinline__ void MergeAndStore(const DecodeAttentionParams& p,
+                                              const WarpState<kHeadDim>& st, int seq, int kvh,
+                                              int split, int group, float* o_s, float* m_s,
+                                              float* l_s) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    float lr = st.l[r];
+    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+    if (t4 == 0) {
+      m_s[warp * kMaxGroup + row] = st.m[r];
+      l_s[warp * kMaxGroup + row] = lr;
+    }
+    if (row < group) {  // rows >= group are padding
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j)
+        *reinterpret_cast<float2*>(o_s + (warp * kMaxGroup + row) * kHeadDim + j * 8 + t4 * 2) =
+            make_float2(st.o[j][2 * r], st.o[j][2 * r + 1]);
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < group * kHeadDim; i += kThreads) {
+    const int row = i / kHeadDim, d = i % kHeadDim;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_s[w * kMaxGroup + row]);
+    float num = 0.f, den = 0.f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float mw = m_s[w * kMaxGroup + row];
+        if (mw == -INFINITY) continue;  // this warp saw no keys
+        const float f = exp2f(mw - mx);
+        num += f * o_s[(w * kMaxGroup + row) * kHeadDim + d];
+        den += f * l_s[w * kMaxGroup + row];
+      }
+    }
+    const float out = den > 0.f ? num / den : 0.f;
+    const int64_t qh = static_cast<int64_t>(seq) * p.num_q_heads + kvh * group + row;
+    if (p.num_splits == 1) {
+      p.out[qh * kHeadDim + d] = __float2bfloat16(out);
+    } else {
+      float* o_part = p.workspace;
+      float* lse = p.workspace + static_cast<int64_t>(p.num_seqs) * p.num_q_heads *
+                                     p.num_splits * kHeadDim;
+      o_part[(qh * p.num_splits + split) * kHeadDim + d] = out;
+      if (d == 0) lse[qh * p.num_splits + split] = den > 0.f ? mx + log2f(den) : -INFINITY;
+    }
+  }
+}
+
+}  // namespace tandem::kernels::decode_detail
