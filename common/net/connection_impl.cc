@@ -13,6 +13,9 @@ namespace tandem::net::internal {
 namespace {
 
 constexpr int64_t kFlushBeforeCloseMs = 1000;
+// Payload cap until the Hello exchange is done: Hello and HelloReply are tiny,
+// and an unauthenticated peer must not make us buffer max_frame_bytes.
+constexpr uint32_t kMaxHelloPayloadBytes = 16 * 1024;
 
 bool IsIpLiteral(const std::string& host) {
   boost::system::error_code ec;
@@ -28,7 +31,7 @@ ConnectionImpl::ConnectionImpl(asio::io_context& io, Options options)
       options_(std::move(options)),
       expected_token_(options_.rpc.cluster_token),
       resolver_(strand_),
-      decoder_(options_.rpc.max_frame_bytes),
+      decoder_(std::min(options_.rpc.max_frame_bytes, kMaxHelloPayloadBytes)),
       keepalive_timer_(strand_),
       open_timer_(strand_) {
   if (options_.tls) {
@@ -172,6 +175,7 @@ void ConnectionImpl::SendHello() {
 
 void ConnectionImpl::MarkOpen() {
   authenticated_ = true;
+  decoder_.set_max_payload_bytes(options_.rpc.max_frame_bytes);
   open_timer_.cancel();
   ArmKeepalive();
   if (on_open_) {

@@ -79,6 +79,9 @@ class FrameDecoder {
   // the stream is garbled. After an error every call returns the same error.
   StatusOr<std::optional<Frame>> Next();
 
+  // Changes the payload cap for frames whose header is not decoded yet.
+  void set_max_payload_bytes(uint32_t max_payload_bytes) { max_payload_bytes_ = max_payload_bytes; }
+
   // Bytes received but not yet returned as frames.
   size_t buffered_bytes() const { return buffer_.size() - consumed_; }
 

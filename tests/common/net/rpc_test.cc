@@ -377,6 +377,46 @@ TEST_F(RpcTest, GarbageAndOversizedFramesCloseOnlyThatConnection) {
   EXPECT_TRUE((*conn)->CallAndWait(MakeReserve(3, 3), 2000).ok());
 }
 
+TEST_F(RpcTest, UnauthenticatedPeerCannotAnnounceABigFrame) {
+  StartServer({});
+  // 1 MiB is far below max_frame_bytes (64 MiB) but above the pre-Hello cap.
+  std::string big = *EncodeFrame(FrameKind::kRequest, 1, proto::Hello(), 1 << 20);
+  big[17] = 0x10;  // payload length 0x00100000
+  EXPECT_EQ(ErrorIn(RawExchange(server_->port(), big)).code(), StatusCode::kResourceExhausted);
+}
+
+TEST_F(RpcTest, LargeMessagesFlowAfterHelloAndOversizedOnesCloseTheConnection) {
+  Waiter waiter;
+  size_t received_tokens = 0;
+  std::optional<Status> server_close;
+  RpcServerConfig config = ServerConfig();
+  config.rpc.max_frame_bytes = 1 << 20;
+  config.rpc.max_queued_write_bytes = 4 << 20;
+  RpcHandlers handlers;
+  handlers.on_message = [&](const std::shared_ptr<RpcConnection>&, MessagePtr message) {
+    size_t n = static_cast<const proto::Tokens&>(*message).entries(0).token_ids_size();
+    waiter.Notify([&] { received_tokens = n; });
+  };
+  handlers.on_close = [&](const std::shared_ptr<RpcConnection>&, const Status& status) {
+    waiter.Notify([&] { server_close = status; });
+  };
+  StartServer(handlers, config);
+  RpcClientConfig client_config = ClientConfig();
+  client_config.rpc.max_frame_bytes = 4 << 20;  // this client would send more than the server takes
+  auto client = MakeClient(client_config);
+  auto conn = *client->Connect(server_->address());
+  proto::Tokens tokens;
+  auto* entry = tokens.add_entries();
+  for (int i = 0; i < 200000; ++i) entry->add_token_ids(i);  // ~600 KB
+  ASSERT_TRUE(conn->Send(tokens).ok());
+  ASSERT_TRUE(waiter.WaitFor([&] { return received_tokens == 200000; }));
+  for (int i = 0; i < 300000; ++i) entry->add_token_ids(100000 + i);  // ~1.5 MB > 1 MiB
+  ASSERT_TRUE(conn->Send(tokens).ok());
+  ASSERT_TRUE(waiter.WaitFor([&] { return server_close.has_value(); }));
+  EXPECT_EQ(server_close->code(), StatusCode::kResourceExhausted) << server_close->ToString();
+  EXPECT_EQ(received_tokens, 200000u);
+}
+
 TEST_F(RpcTest, SilentUnauthenticatedPeerIsCutAtHelloTimeout) {
   RpcServerConfig config = ServerConfig();
   config.rpc.hello_timeout_ms = 200;
