@@ -4,6 +4,7 @@
 
 #include "common/base/logging.h"
 
+#include <set>
 #include <utility>
 
 namespace tandem::kv_transfer {
@@ -23,6 +24,7 @@ struct KvSender::Session {
   PeerId peer = kInvalidHandle;
   RemoteRegionId remote = kInvalidHandle;
   Nanos deadline = 0;
+  Nanos drain_deadline = 0;  // set by Fail
   std::vector<uint8_t> layer_state;  // 0 not posted, 1 in flight, 2 landed
   int layers_landed = 0;
   int in_flight = 0;
@@ -33,7 +35,9 @@ struct KvSender::Session {
 Status KvSenderConfig::Validate() const {
   if (model_id.empty()) return InvalidArgumentError("kv sender: model_id is required");
   TANDEM_RETURN_IF_ERROR(layout.Validate());
-  if (max_sessions <= 0 || max_idle_peers < 0) return InvalidArgumentError("kv sender: bad limits");
+  if (max_sessions <= 0 || max_idle_peers < 0 || drain_timeout_ms <= 0) {
+    return InvalidArgumentError("kv sender: max_sessions, drain_timeout_ms must be > 0, max_idle_peers >= 0");
+  }
   return Status::Ok();
 }
 
@@ -202,6 +206,7 @@ Status KvSender::SendLayer(RequestId request_id, int layer, const LayerSource& s
 void KvSender::Fail(Session& s, const Status& status, bool tell_receiver) {
   if (!s.failure.ok()) return;
   s.failure = status;
+  s.drain_deadline = clock_.NowNanos() + MsToNanos(config_.drain_timeout_ms);
   for (auto& [xfer, owner] : transfers_) {
     if (owner.first == s.target.request_id) transport_.Cancel(xfer);
   }
@@ -240,6 +245,29 @@ void KvSender::Cancel(RequestId request_id, const Status& reason) {
   Fail(it->second, reason.ok() ? CancelledError("cancelled") : reason, true);
   MaybeFinish(request_id, &done);
   RunDone(done);
+}
+
+void KvSender::CancelAll(const Status& reason) {
+  std::vector<RequestId> ids;
+  for (const auto& [id, s] : sessions_) ids.push_back(id);
+  for (RequestId id : ids) Cancel(id, reason);
+}
+
+void KvSender::ForceDisconnect(PeerId peer) {
+  for (auto it = peers_.begin(); it != peers_.end(); ++it) {
+    if (it->second.id == peer) {
+      peers_.erase(it);
+      break;
+    }
+  }
+  ++stats_.forced_disconnects;
+  TANDEM_LOG_WARN("kv sender: peer did not release cancelled transfers in {} ms; disconnecting",
+                  config_.drain_timeout_ms);
+  // Every batch to it now ends through Poll. Its other sessions cannot post any more.
+  transport_.Disconnect(peer).IgnoreError();
+  for (auto& [id, s] : sessions_) {
+    if (s.peer == peer) Fail(s, UnavailableError("KV receiver hung: connection dropped"), true);
+  }
 }
 
 void KvSender::OnControlMessage(std::string_view bytes) {
@@ -301,6 +329,19 @@ void KvSender::Poll() {
   for (RequestId id : expired) {
     Fail(sessions_.at(id), DeadlineExceededError("KV send lease expired"), true);
     MaybeFinish(id, &done);
+  }
+  std::set<PeerId> hung;
+  for (auto& [id, s] : sessions_) {
+    if (!s.failure.ok() && s.in_flight > 0 && now >= s.drain_deadline) {
+      hung.insert(s.peer);
+      s.drain_deadline = now + MsToNanos(config_.drain_timeout_ms);  // once per timeout
+    }
+  }
+  for (PeerId peer : hung) ForceDisconnect(peer);
+  if (!hung.empty()) {
+    std::vector<RequestId> ids;
+    for (const auto& [id, s] : sessions_) ids.push_back(id);
+    for (RequestId id : ids) MaybeFinish(id, &done);
   }
   RunDone(done);
 }

@@ -29,6 +29,11 @@ struct KvSenderConfig {
   kv_cache::KvLayout layout;   // this node's pool layout; blocks are BytesPerBlockLayer apart
   int max_sessions = 4096;     // concurrent sessions; Open fails with ResourceExhausted beyond
   int max_idle_peers = 64;     // cached connections without sessions kept for reuse
+  // A failed session waits this long for its in-flight batches to let go of the
+  // source memory after Cancel; then the peer is disconnected (which ends every
+  // batch to it, failing its other sessions too). Covers a hung peer whose
+  // transport cannot cancel a posted put. Longer than a healthy layer transfer.
+  int64_t drain_timeout_ms = 2000;
   Status Validate() const;
 };
 
@@ -50,6 +55,7 @@ struct LayerSource {
 struct KvSenderStats {
   uint64_t sessions_opened = 0, sessions_ok = 0, sessions_failed = 0;
   uint64_t writes_posted = 0, bytes_sent = 0, stale_messages = 0, bad_messages = 0;
+  uint64_t forced_disconnects = 0;  // peers dropped because a drain timed out
 };
 
 class KvSender {
@@ -65,7 +71,11 @@ class KvSender {
   // until the session's on_done. Errors for unknown sessions or repeated layers.
   Status SendLayer(RequestId request_id, int layer, const LayerSource& source);
   // Ends a session with `reason` (also sent to the receiver). Unknown ids ignored.
+  // on_done follows once no batch of the session is in flight (maybe in a later Poll).
   void Cancel(RequestId request_id, const Status& reason);
+  // Cancel for every session (shutdown); Poll until num_sessions() is 0 before
+  // destroying the sender (at most drain_timeout_ms with a hung peer).
+  void CancelAll(const Status& reason);
   // Handles a receiver's control message (Abort). Malformed or stale ones are dropped.
   void OnControlMessage(std::string_view bytes);
   // Progresses the transport, completes layers, expires leases.
@@ -83,6 +93,8 @@ class KvSender {
                                RemoteRegionId* remote);
   void ReleasePeer(PeerId peer, bool broken);
   void Fail(Session& s, const Status& status, bool tell_receiver);
+  // Disconnects a peer whose batches do not let go (drain timeout).
+  void ForceDisconnect(PeerId peer);
   void MaybeFinish(RequestId request_id, DoneList* done);
   void Send(const Session& s, const ControlMessage& m);
   static void RunDone(DoneList& done);

@@ -119,6 +119,9 @@ StatusOr<KvTarget> DecodeKvTarget(std::string_view bytes) {
   TANDEM_RETURN_IF_ERROR(r.Bytes(&t.worker_address, kMaxAddressBytes, "worker_address"));
   TANDEM_RETURN_IF_ERROR(r.Bytes(&t.region_descriptor, kMaxAddressBytes, "region_descriptor"));
   TANDEM_RETURN_IF_ERROR(r.U64(&t.region_offset, "region_offset"));
+  if (t.region_offset > UINT64_MAX - t.layout.TotalBytes()) {
+    return InvalidArgumentError("region_offset overflows");
+  }
   uint32_t n = 0;
   TANDEM_RETURN_IF_ERROR(r.U32(&n, "block count"));
   if (n == 0 || n > kMaxBlocksPerSession || n > r.remaining() / 4) {

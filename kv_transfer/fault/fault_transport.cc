@@ -71,6 +71,7 @@ void FaultTransport::Cancel(TransferId id) {
     inner_->Cancel(it->second.inner_id);
     return;
   }
+  if (config_.cancel_ignored) return;
   ready_.push_back(TransferEvent{id, CancelledError("transfer cancelled"), it->second.bytes});
   batches_.erase(it);
 }

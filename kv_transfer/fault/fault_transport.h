@@ -28,6 +28,9 @@ struct FaultConfig {
   // Every Nth batch is swallowed: no event until Cancel (0: never). Models a
   // silent peer; the session lease must end it.
   uint64_t drop_every_nth = 0;
+  // Cancel does not end dropped batches (only Disconnect does): a hung peer
+  // whose transport cannot take back a posted put.
+  bool cancel_ignored = false;
   // Extra completion latency for forwarded batches, in ms of the given Clock.
   int64_t delay_ms = 0;
   // After this many posted bytes every further batch fails (0: no limit).

@@ -64,7 +64,14 @@ struct UcxTransport::Impl {
   std::map<PeerId, std::unique_ptr<Peer>> peers;  // stable addresses for the error handler
   std::map<RemoteRegionId, Remote> remotes;
   std::map<TransferId, std::unique_ptr<Batch>> batches;  // stable addresses for callbacks
-  std::vector<void*> closing;  // ucp_ep_close_nbx requests still in progress
+  // An endpoint being closed, and the rkeys unpacked on it: destroyed only once
+  // the close completed, so no cancelled put still references them.
+  struct Closing {
+    void* request = nullptr;
+    std::vector<ucp_rkey_h> rkeys;
+    std::unique_ptr<Peer> peer;  // the error handler's argument stays valid until the close completes
+  };
+  std::vector<Closing> closing;
 
   static void OnPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
     static_cast<Peer*>(arg)->error = status;
@@ -91,27 +98,36 @@ struct UcxTransport::Impl {
     p.user_data = batch;
     return p;
   }
-  void DropRemotesOf(PeerId peer) {
+  // Force-closes a peer's endpoint (in-flight requests complete with errors) and
+  // forgets its remote regions.
+  void ClosePeer(PeerId peer, std::unique_ptr<Peer> state) {
+    ucp_ep_h ep = state->ep;
+    Closing c;
+    c.peer = std::move(state);
     for (auto it = remotes.begin(); it != remotes.end();) {
       if (it->second.peer == peer) {
-        ucp_rkey_destroy(it->second.rkey);
+        c.rkeys.push_back(it->second.rkey);
         it = remotes.erase(it);
       } else {
         ++it;
       }
     }
-  }
-  void CloseEp(ucp_ep_h ep) {
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_EP_CLOSE_FLAG_FORCE;
     ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &p);
-    if (req != nullptr && !UCS_PTR_IS_ERR(req)) closing.push_back(req);
+    if (req != nullptr && !UCS_PTR_IS_ERR(req)) {
+      c.request = req;
+      closing.push_back(std::move(c));
+    } else {
+      for (ucp_rkey_h rkey : c.rkeys) ucp_rkey_destroy(rkey);
+    }
   }
   void ReapClosing() {
     for (auto it = closing.begin(); it != closing.end();) {
-      if (ucp_request_check_status(*it) != UCS_INPROGRESS) {
-        ucp_request_free(*it);
+      if (ucp_request_check_status(it->request) != UCS_INPROGRESS) {
+        ucp_request_free(it->request);
+        for (ucp_rkey_h rkey : it->rkeys) ucp_rkey_destroy(rkey);
         it = closing.erase(it);
       } else {
         ++it;
@@ -168,13 +184,16 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const UcxConfig& co
 UcxTransport::~UcxTransport() {
   Impl& m = *impl_;
   if (m.worker != nullptr) {
-    for (auto& [id, remote] : m.remotes) ucp_rkey_destroy(remote.rkey);
-    m.remotes.clear();
-    for (auto& [id, peer] : m.peers) m.CloseEp(peer->ep);
+    for (auto& [id, peer] : m.peers) m.ClosePeer(id, std::move(peer));
+    m.peers.clear();
     for (int i = 0; i < 100000 && (!m.closing.empty() || ucp_worker_progress(m.worker) != 0); ++i) {
       ucp_worker_progress(m.worker);
       m.ReapClosing();
     }
+    for (const Impl::Closing& c : m.closing) {  // never completed: leak the request, keep going
+      for (ucp_rkey_h rkey : c.rkeys) ucp_rkey_destroy(rkey);
+    }
+    for (auto& [id, remote] : m.remotes) ucp_rkey_destroy(remote.rkey);  // none left: all peers closed
     for (auto& [id, region] : m.regions) ucp_mem_unmap(m.context, region.memh);
     ucp_worker_destroy(m.worker);
   }
@@ -255,8 +274,7 @@ Status UcxTransport::Disconnect(PeerId peer) {
   Impl& m = *impl_;
   auto it = m.peers.find(peer);
   if (it == m.peers.end()) return NotFoundError("unknown peer");
-  m.DropRemotesOf(peer);
-  m.CloseEp(it->second->ep);  // force: in-flight requests complete with errors
+  m.ClosePeer(peer, std::move(it->second));  // force: in-flight requests complete with errors
   m.peers.erase(it);
   return Status::Ok();
 }

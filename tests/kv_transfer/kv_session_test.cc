@@ -255,6 +255,51 @@ TEST_F(KvSessionTest, DropIsEndedByTheLease) {
   EXPECT_EQ(h.TouchedBytes(), 0u);
 }
 
+TEST_F(KvSessionTest, HungPeerIsDisconnectedAfterTheDrainTimeout) {
+  SessionHarness h(send_t_, recv_t_, clock_);
+  send_t_.SetConfig(FaultConfig{.drop_every_nth = 2, .cancel_ignored = true});
+  ASSERT_TRUE(h.Open(1, 1, {1}, {1}, 300).ok());
+  ASSERT_TRUE(h.Open(2, 1, {2}, {2}, 10'000).ok());
+  ASSERT_TRUE(h.SendLayer(1, 0).ok());  // batch 1 lands
+  ASSERT_TRUE(h.SendLayer(1, 1).ok());  // batch 2 hangs
+  h.Pump();
+  clock_.AdvanceMs(300);  // lease: cancel is ignored, the batch stays in flight
+  h.Pump();
+  EXPECT_FALSE(h.send_outcomes[1].done) << "done while the transport may still read the source";
+  EXPECT_EQ(h.recv_outcomes[1].status.code(), StatusCode::kDeadlineExceeded);
+  clock_.AdvanceMs(2000);  // drain timeout (default 2000 ms)
+  h.Pump();
+  ASSERT_TRUE(h.send_outcomes[1].done);
+  EXPECT_EQ(h.send_outcomes[1].status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(h.sender().stats().forced_disconnects, 1u);
+  // Session 2 shared the hung connection: it ends too, and decode hears of it.
+  EXPECT_EQ(h.send_outcomes[2].status.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(h.recv_outcomes[2].status.code(), StatusCode::kUnavailable);
+  // A new session reconnects.
+  send_t_.SetConfig(FaultConfig{});
+  ASSERT_TRUE(h.Open(3, 1, {3}, {3}).ok());
+  ASSERT_TRUE(h.SendAllLayers(3).ok());
+  h.Pump();
+  EXPECT_TRUE(h.recv_outcomes[3].status.ok());
+  EXPECT_TRUE(h.Landed({3}, {3}));
+  EXPECT_EQ(h.sender().num_sessions() + h.receiver().num_sessions(), 0u);
+}
+
+TEST_F(KvSessionTest, CancelAllDrainsEverySession) {
+  SessionHarness h(send_t_, recv_t_, clock_);
+  for (RequestId id = 1; id <= 4; ++id) {
+    ASSERT_TRUE(h.Open(id, 1, {static_cast<BlockId>(id)}, {static_cast<BlockId>(id)}).ok());
+    ASSERT_TRUE(h.SendLayer(id, 0).ok());
+  }
+  h.sender().CancelAll(CancelledError("shutdown"));
+  h.Pump();
+  for (RequestId id = 1; id <= 4; ++id) {
+    EXPECT_EQ(h.send_outcomes[id].status.code(), StatusCode::kCancelled);
+    EXPECT_EQ(h.recv_outcomes[id].status.code(), StatusCode::kCancelled);
+  }
+  EXPECT_EQ(h.sender().num_sessions() + h.receiver().num_sessions(), 0u);
+}
+
 TEST_F(KvSessionTest, PartitionFailsByDeadlineAndHeals) {
   SessionHarness h(send_t_, recv_t_, clock_);
   ASSERT_TRUE(h.Open(1, 1, {1}, {1}, 100).ok());  // connected before the partition

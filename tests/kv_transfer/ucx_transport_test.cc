@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 #include "tests/kv_transfer/session_harness.h"
 #include "tests/kv_transfer/transport_conformance.h"
@@ -71,6 +72,40 @@ TEST_P(UcxTransportTest, DescriptorGarbageIsRefused) {
   }
   EXPECT_EQ(a->RegisterMemory(buf, 8, MemoryKind::kDevice).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(b->UnregisterMemory(r.id).ok());
+}
+
+TEST_P(UcxTransportTest, DisconnectAndCancelEndEveryBatch) {
+  auto a = MakeUcx(GetParam()), b = MakeUcx(GetParam());
+  std::vector<uint8_t> src(8 << 20, 3), dst(8 << 20, 0);
+  RegionId local = a->RegisterMemory(src.data(), src.size(), MemoryKind::kHost)->id;
+  RegisteredRegion target = *b->RegisterMemory(dst.data(), dst.size(), MemoryKind::kHost);
+  PeerId peer = *a->Connect(b->WorkerAddress());
+  RemoteRegionId remote = *a->LoadRemoteRegion(peer, target.descriptor);
+  std::set<TransferId> ids;
+  for (uint64_t i = 0; i < 8; ++i) {
+    WriteOp op{local, i << 20, remote, i << 20, 1 << 20};
+    auto id = a->PostWrites(peer, std::span<const WriteOp>(&op, 1));
+    ASSERT_TRUE(id.ok());
+    ids.insert(*id);
+  }
+  a->Cancel(*ids.begin());
+  ASSERT_TRUE(a->Disconnect(peer).ok());
+  std::vector<TransferEvent> events;
+  auto start = std::chrono::steady_clock::now();
+  while (events.size() < ids.size() && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+    a->Poll(&events);
+    b->Poll(&events);
+  }
+  ASSERT_EQ(events.size(), ids.size()) << "a batch never ended after Disconnect";
+  for (const TransferEvent& e : events) {
+    EXPECT_EQ(ids.count(e.id), 1u);
+    if (e.id == *ids.begin()) {
+      EXPECT_FALSE(e.status.ok());  // cancelled or disconnected
+    }
+  }
+  EXPECT_EQ(a->PostWrites(peer, {}).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(a->UnregisterMemory(local).ok());
+  ASSERT_TRUE(b->UnregisterMemory(target.id).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Loopback, UcxTransportTest, ::testing::Values("tcp", "shm"));
