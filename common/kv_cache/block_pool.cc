@@ -36,6 +36,7 @@ void BlockPool::SetFreeBit(BlockId block, bool free) {
   uint64_t mask = uint64_t{1} << (block % 64);
   if (free) {
     free_bits_[block / 64] |= mask;
+    lowest_free_ = std::min(lowest_free_, block);
   } else {
     free_bits_[block / 64] &= ~mask;
   }
@@ -80,7 +81,8 @@ bool BlockPool::AllocateFree(int n, BlockId hint, std::vector<BlockId>* out) {
   }
   if (need == 0) return true;
   // 2. First free run that holds the rest in one piece.
-  for (BlockId start = NextWithBit(0, true); start < num_blocks();) {
+  lowest_free_ = NextWithBit(lowest_free_, true);
+  for (BlockId start = lowest_free_; start < num_blocks();) {
     BlockId end = NextWithBit(start, false);
     if (end - start >= need) {
       TakeRun(start, need, out);
@@ -89,7 +91,7 @@ bool BlockPool::AllocateFree(int n, BlockId hint, std::vector<BlockId>* out) {
     start = NextWithBit(end, true);
   }
   // 3. Fragmented: free runs in ascending order.
-  for (BlockId start = NextWithBit(0, true); need > 0 && start < num_blocks();) {
+  for (BlockId start = lowest_free_; need > 0 && start < num_blocks();) {
     BlockId end = NextWithBit(start, false);
     int len = std::min(need, end - start);
     TakeRun(start, len, out);

@@ -77,6 +77,8 @@ class BlockPool {
   std::vector<uint64_t> free_bits_;  // bit set = free
   int num_free_ = 0;
   int num_cached_ = 0;
+  // No block below this index is free (a search start, not exact).
+  BlockId lowest_free_ = 0;
   // Intrusive LRU over block ids; index num_blocks() is the sentinel.
   std::vector<BlockId> lru_prev_;
   std::vector<BlockId> lru_next_;

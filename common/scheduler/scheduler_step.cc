@@ -168,10 +168,17 @@ void Scheduler::ResumeSwapped(StepState* step, SchedulerOutput* out) {
 int Scheduler::AcquireCachedPrefix(Sequence* seq) {
   const auto& cfg = kv_.config();
   if (!cfg.enable_prefix_caching) return 0;
-  kv_cache::ExtendBlockHashes(seq->params.tenant_salt, cfg.model_id, cfg.block_size, seq->tokens,
-                              &seq->block_hashes);
   // Leave at least one token to compute: its logits give the next token.
   const int max_blocks = (seq->num_tokens() - 1) / cfg.block_size;
+  // Hash only as far as the chain hits (plus the first miss): a new prompt costs
+  // one hash here; the rest are hashed as its chunks are computed.
+  auto& hashes = seq->block_hashes;
+  while (static_cast<int>(hashes.size()) < max_blocks) {
+    if (!hashes.empty() && kv_.MatchPrefix(std::span(&hashes.back(), 1)) == 0) break;
+    kv_cache::ExtendBlockHashes(
+        seq->params.tenant_salt, cfg.model_id, cfg.block_size,
+        std::span<const TokenId>(seq->tokens).first((hashes.size() + 1) * cfg.block_size), &hashes);
+  }
   int hit = kv_.AcquirePrefix(seq->block_hashes, max_blocks, &seq->block_table);
   seq->num_computed_tokens = hit * cfg.block_size;
   seq->num_registered_blocks = hit;

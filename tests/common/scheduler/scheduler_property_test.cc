@@ -101,7 +101,9 @@ class Harness {
   // Cancels everything, steps once, and expects no block still referenced.
   void Drain() {
     for (RequestId id : std::set<RequestId>(live_)) {
-      if (sched_.Find(id) != nullptr) ASSERT_TRUE(sched_.Cancel(id).ok());
+      if (sched_.Find(id) != nullptr) {
+        ASSERT_TRUE(sched_.Cancel(id).ok());
+      }
     }
     live_.clear();
     ASSERT_TRUE(engine_.Step().ok());

@@ -199,7 +199,9 @@ TEST(SchedulerTest, CancelInEveryPhaseFreesEverything) {
   }
   EXPECT_TRUE(saw_swapped);
   for (RequestId id : {1, 2, 3}) {
-    if (s.Find(id)) ASSERT_TRUE(s.Cancel(id).ok());
+    if (s.Find(id)) {
+      ASSERT_TRUE(s.Cancel(id).ok());
+    }
   }
   EXPECT_EQ(s.Cancel(1).code(), StatusCode::kNotFound);
   SchedulerOutput out = s.Schedule();
