@@ -1,0 +1,17 @@
+#include "common/kv_cache/block_runs.h"
+
+namespace tandem::kv_cache {
+
+std::vector<BlockRun> BlockRuns(std::span<const BlockId> table) {
+  std::vector<BlockRun> runs;
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (!runs.empty() && table[i] == runs.back().first_block + runs.back().num_blocks) {
+      ++runs.back().num_blocks;
+    } else {
+      runs.push_back({static_cast<int>(i), table[i], 1});
+    }
+  }
+  return runs;
+}
+
+}  // namespace tandem::kv_cache
