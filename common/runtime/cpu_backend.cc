@@ -12,7 +12,6 @@
 namespace tandem::runtime {
 namespace {
 
-constexpr size_t kAlignment = 64;
 constexpr int64_t kMaxAllocBytes = int64_t{1} << 40;
 
 // Dot product with eight independent accumulators (vectorizable, fixed order).
@@ -42,13 +41,11 @@ StatusOr<Buffer> CpuBackend::Allocate(DType dtype, const std::vector<int64_t>& s
     }
     bytes *= d;
   }
-  size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;  // a defined pointer even for empty tensors
-  void* data = std::aligned_alloc(kAlignment, rounded);
-  if (data == nullptr) {
-    return ResourceExhaustedError(fmt::format("Allocate: {} bytes of host memory", rounded));
-  }
-  std::memset(data, 0, rounded);
+  // calloc: zeroed pages are mapped lazily, so a large KV pool costs nothing
+  // until used. At least one byte, so even an empty tensor has a defined pointer.
+  const size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 1;
+  void* data = std::calloc(size, 1);
+  if (data == nullptr) return ResourceExhaustedError(fmt::format("Allocate: {} bytes of host memory", size));
   Tensor t;
   t.data = data;
   t.dtype = dtype;
