@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <utility>
 
 namespace tandem::runtime {
 namespace {
@@ -31,24 +32,27 @@ Status CheckChunk(const SeqChunk& c, size_t index, const BatchLimits& limits) {
   }
   for (TokenId t : c.tokens) {
     if (t < 0 || t >= limits.vocab_size) {
-      return InvalidArgumentError(fmt::format("chunk {}: token id {} out of range [0, {})", index, t, limits.vocab_size));
+      return InvalidArgumentError(
+          fmt::format("chunk {}: token id {} out of range [0, {})", index, t, limits.vocab_size));
     }
   }
   return Status::Ok();
 }
 
-// Two chunks must never write the same block in one step.
+// A block is written through one table entry of one chunk per step: two
+// chunks, or two entries of one table, writing the same block would corrupt it.
 Status CheckDisjointWrites(std::span<const SeqChunk> chunks, int block_size) {
-  std::unordered_map<BlockId, size_t> writer;
+  std::unordered_map<BlockId, std::pair<size_t, int>> writer;  // block -> (chunk, table index)
   for (size_t i = 0; i < chunks.size(); ++i) {
     const auto& c = chunks[i];
     int first = c.start_position / block_size;
     int last = (c.start_position + static_cast<int>(c.tokens.size()) - 1) / block_size;
     for (int b = first; b <= last; ++b) {
-      auto [it, inserted] = writer.emplace(c.block_table[b], i);
-      if (!inserted && it->second != i) {
+      auto [it, inserted] = writer.emplace(c.block_table[b], std::make_pair(i, b));
+      if (!inserted && it->second != std::make_pair(i, b)) {
         return InvalidArgumentError(
-            fmt::format("chunks {} and {} both write block {}", it->second, i, c.block_table[b]));
+            fmt::format("block {} is written twice in one step (chunk {} entry {}, chunk {} entry {})",
+                        c.block_table[b], it->second.first, it->second.second, i, b));
       }
     }
   }

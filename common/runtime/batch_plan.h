@@ -53,7 +53,7 @@ struct BatchPlan {
 
   // Validates and plans. Errors name the chunk: empty tokens, negative start,
   // positions past max_model_len, a block table too short or with blocks out
-  // of range, a block written by two chunks, token ids out of range, or a
+  // of range, a block written twice (two chunks or two table entries), token ids out of range, or a
   // step over the token / sequence / logits-row limits.
   static StatusOr<BatchPlan> Build(std::span<const SeqChunk> chunks, const BatchLimits& limits);
 };

@@ -72,8 +72,9 @@ Status CpuBackend::RopeKvWrite(const RopeKvWriteParams& p) {
       NormHead(qkv + (heads + h) * d, k_norm, p.norm_eps, d, k.data());
       RotateHead(k.data(), cos_v.data(), sin_v.data(), half);
       const float* v = qkv + (heads + l.num_kv_heads + h) * d;
-      std::memcpy(pool + l.ElementOffset(p.layer, static_cast<int>(block), 0, h, in_block), k.data(), d * sizeof(float));
-      std::memcpy(pool + l.ElementOffset(p.layer, static_cast<int>(block), 1, h, in_block), v, d * sizeof(float));
+      const int b = static_cast<int>(block);
+      std::memcpy(pool + l.ElementOffset(p.layer, b, 0, h, in_block), k.data(), d * sizeof(float));
+      std::memcpy(pool + l.ElementOffset(p.layer, b, 1, h, in_block), v, d * sizeof(float));
     }
   }
   return Status::Ok();

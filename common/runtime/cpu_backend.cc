@@ -139,7 +139,9 @@ Status CpuBackend::GatherRows(Tensor src, Tensor indices, Tensor out) {
   size_t row_bytes = static_cast<size_t>(src.shape[1]) * DTypeSize(src.dtype);
   for (int64_t i = 0; i < indices.shape[0]; ++i) {
     int32_t row = indices.As<int32_t>()[i];
-    if (row < 0 || row >= src.shape[0]) return InvalidArgumentError(fmt::format("GatherRows: row {} out of range", row));
+    if (row < 0 || row >= src.shape[0]) {
+      return InvalidArgumentError(fmt::format("GatherRows: row {} out of range", row));
+    }
     std::memcpy(static_cast<char*>(out.data) + i * row_bytes, static_cast<const char*>(src.data) + row * row_bytes,
                 row_bytes);
   }

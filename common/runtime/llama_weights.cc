@@ -37,7 +37,8 @@ StatusOr<LlamaLayerWeights> LoadLayer(const model::ModelConfig& c, const model::
   TANDEM_ASSIGN_OR_RETURN(l.o_proj, UploadWeight(b, w, {{p + "self_attn.o_proj.weight", {hidden, q_dim}}}));
   // Llama/Qwen3 with attention_bias also bias o_proj; Qwen2 never does.
   TANDEM_ASSIGN_OR_RETURN(l.o_bias, UploadOptional(b, w, p + "self_attn.o_proj.bias", {hidden}));
-  TANDEM_ASSIGN_OR_RETURN(l.post_attention_norm, UploadWeight(b, w, {{p + "post_attention_layernorm.weight", {hidden}}}));
+  TANDEM_ASSIGN_OR_RETURN(l.post_attention_norm,
+                          UploadWeight(b, w, {{p + "post_attention_layernorm.weight", {hidden}}}));
   TANDEM_ASSIGN_OR_RETURN(l.gate_up_proj, UploadWeight(b, w, {{p + "mlp.gate_proj.weight", {ffn, hidden}},
                                                               {p + "mlp.up_proj.weight", {ffn, hidden}}}));
   TANDEM_ASSIGN_OR_RETURN(l.down_proj, UploadWeight(b, w, {{p + "mlp.down_proj.weight", {hidden, ffn}}}));

@@ -59,6 +59,10 @@ TEST(BatchPlanTest, RejectsLimitsAndSharedWrites) {
   // Writing into the same block is not.
   EXPECT_FALSE(BatchPlan::Build(std::vector<SeqChunk>{{t, 0, shared_prefix_a, true}, {t, 2, shared_prefix_b, true}},
                                 Limits()).ok());
+  // One table naming the same block twice in its written range.
+  std::vector<TokenId> six(6, 1);
+  std::vector<BlockId> dup = {3, 3};
+  EXPECT_FALSE(BatchPlan::Build(std::vector<SeqChunk>{{six, 0, dup, true}}, Limits()).ok());
   std::vector<TokenId> many(9, 1);
   std::vector<BlockId> table = {0, 1, 2};
   std::vector<SeqChunk> rows = {{many, 0, table, true, true}};

@@ -129,6 +129,35 @@ TEST_P(LlamaModelTest, SequenceLogitsDoNotDependOnTheBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Families, LlamaModelTest, ::testing::Values("llama", "mistral", "qwen2", "qwen3"));
 
+// The KV layout's block size changes where rows live, never the logits.
+TEST(LlamaModelBlockSizeTest, LogitsDoNotDependOnBlockSize) {
+  model::ModelConfig config = SmallConfig("llama");
+  FakeWeights weights(config, 11);
+  CpuBackend backend;
+  auto tokens = Tokens(37, 12, config.vocab_size);
+  std::vector<std::vector<float>> results;
+  for (int block_size : {1, 4, 16}) {
+    RuntimeOptions options;
+    options.kv_block_size = block_size;
+    auto model = LlamaModel::Create(config, weights, &backend, options);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const int blocks = (38 + block_size - 1) / block_size;
+    auto cache = PagedKvCache::Create(&backend, (*model)->KvLayoutFor(blocks + 3));
+    ASSERT_TRUE(cache.ok());
+    std::vector<BlockId> table(blocks);
+    for (int i = 0; i < blocks; ++i) table[i] = (i * 5 + 2) % (blocks + 3);  // scattered, distinct
+    auto prefill = (*model)->ForwardToHost(std::vector<SeqChunk>{{tokens, 0, table, true, true}}, *cache);
+    ASSERT_TRUE(prefill.ok()) << prefill.status().ToString();
+    TokenId next = 3;
+    auto decode = (*model)->ForwardToHost(std::vector<SeqChunk>{{{&next, 1}, 37, table, true}}, *cache);
+    ASSERT_TRUE(decode.ok());
+    prefill->insert(prefill->end(), decode->begin(), decode->end());
+    results.push_back(std::move(prefill).value());
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
 TEST(LlamaModelErrorsTest, BadChunksAreInvalidArgument) {
   Fixture f("llama");
   const int vocab = f.config.vocab_size;
