@@ -156,6 +156,17 @@ TEST_P(GoldenTest, ChunkedAndBatchedMatchTransformers) {
   }
 }
 
+// The fixtures exercise the paths they are meant to (so a passing golden test covers them).
+TEST(GoldenFixtureTest, FamiliesCoverScalingBiasTyingAndQkNorm) {
+  Golden llama("llama"), qwen2("qwen2"), qwen3("qwen3");
+  EXPECT_EQ(llama.config.rope_scaling.type, model::RopeScalingType::kLlama3);
+  EXPECT_LT(llama.config.num_kv_heads, llama.config.num_heads);  // GQA
+  EXPECT_TRUE(qwen2.config.tie_word_embeddings);
+  EXPECT_TRUE(qwen2.weights->Contains("model.layers.0.self_attn.q_proj.bias"));
+  EXPECT_TRUE(qwen3.config.qk_norm);
+  EXPECT_GT(llama.prompt.size(), 16u);  // the prompt spans several KV blocks of 4
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, GoldenTest, ::testing::Values("llama", "qwen2", "qwen3"));
 
 }  // namespace
