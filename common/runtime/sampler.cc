@@ -77,13 +77,16 @@ TokenId Sampler::Draw(const SamplingParams& p, int32_t best, double uniform) {
   for (size_t i = 0; i < work_.size(); ++i) {
     if (work_[i] != kNegInf) order_.push_back(static_cast<int32_t>(i));
   }
-  size_t keep = order_.size();
-  if (p.top_k > 0 || p.top_p < 1.0f) {
-    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) keep = p.top_k;
-    auto more_likely = [&](int32_t a, int32_t b) { return work_[a] > work_[b] || (work_[a] == work_[b] && a < b); };
-    std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), more_likely);
-    order_.resize(keep);
+  auto more_likely = [&](int32_t a, int32_t b) { return work_[a] > work_[b] || (work_[a] == work_[b] && a < b); };
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < order_.size()) {
+    // Keep every token whose logit reaches the k-th largest (ties at the boundary stay, as in HF).
+    std::nth_element(order_.begin(), order_.begin() + (p.top_k - 1), order_.end(), more_likely);
+    const float kth = work_[order_[p.top_k - 1]];
+    order_.erase(std::remove_if(order_.begin(), order_.end(), [&](int32_t t) { return work_[t] < kth; }),
+                 order_.end());
   }
+  if (p.top_k > 0 || p.top_p < 1.0f) std::sort(order_.begin(), order_.end(), more_likely);
+  size_t keep = order_.size();
   // Unnormalized softmax of logits / temperature, in double; the best token has 1.
   probs_.resize(keep);
   const double inv_t = 1.0 / static_cast<double>(p.temperature), max_logit = work_[best] * inv_t;
@@ -94,6 +97,7 @@ TokenId Sampler::Draw(const SamplingParams& p, int32_t best, double uniform) {
     double mass = 0.0;
     size_t kept = 0;
     while (kept < keep && (kept == 0 || mass < p.top_p * sum)) mass += probs_[kept++];
+    while (kept < keep && probs_[kept] == probs_[kept - 1]) ++kept;  // boundary ties stay
     keep = kept;
   }
   // min_p: relative to the best token, whose weight is 1.

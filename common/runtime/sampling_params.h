@@ -11,7 +11,8 @@
 //     stop_token_ids) are masked out.
 //  3. temperature == 0: greedy (argmax, lowest id on ties). Otherwise
 //     logits / temperature, then top_k, top_p, min_p filtering (Hugging Face
-//     warper order), then one draw from the renormalized distribution.
+//     warper order; tokens tied with the top-k / top-p boundary are kept),
+//     then one draw from the renormalized distribution.
 // Randomness is a pure function of (seed, number of output tokens so far),
 // so the same seed and logits give the same token in any batch.
 // Thread rule: plain value type.

@@ -78,6 +78,17 @@ TEST(SamplerTest, TopKNeverPicksOutsideTheKBest) {
   EXPECT_EQ(picked, (std::set<TokenId>{1, 5, 2}));
 }
 
+TEST(SamplerTest, TopKKeepsTiesAtTheBoundaryLikeHf) {
+  SamplingParams p;
+  p.top_k = 2;
+  p.temperature = 5.0f;
+  std::vector<float> logits = {3.0f, 2.0f, 2.0f, 1.0f, 0.0f};
+  auto counts = Histogram(p, 3000, logits);
+  std::set<TokenId> picked;
+  for (auto& [t, c] : counts) picked.insert(t);
+  EXPECT_EQ(picked, (std::set<TokenId>{0, 1, 2}));
+}
+
 TEST(SamplerTest, TopPKeepsTheSmallestSetReachingP) {
   SamplingParams p;
   p.top_p = 0.6f;
