@@ -2,6 +2,8 @@
 
 #include <boost/asio/strand.hpp>
 
+#include <chrono>
+
 #include "common/base/logging.h"
 #include "router/http_session.h"
 
@@ -57,8 +59,14 @@ void HttpServer::DoAccept() {
   acceptor_.async_accept(net::make_strand(io_context_),
                          [this](boost::system::error_code ec, tcp::socket socket) {
                            if (!ec) {
-                             std::make_shared<HttpSession>(std::move(socket), context_.get())
-                                 ->Start();
+                             auto session =
+                                 std::make_shared<HttpSession>(std::move(socket), context_.get());
+                             {
+                               std::lock_guard<std::mutex> lock(sessions_mu_);
+                               std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
+                               sessions_.push_back(session);
+                             }
+                             session->Start();
                            }
                            if (acceptor_.is_open()) DoAccept();
                          });
@@ -71,6 +79,21 @@ void HttpServer::Stop() {
     boost::system::error_code ec;
     acceptor_.close(ec);
   });
+  std::vector<std::weak_ptr<HttpSession>> sessions;
+  {
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    sessions.swap(sessions_);
+  }
+  for (const auto& weak : sessions) {
+    if (auto session = weak.lock()) session->Shutdown();
+  }
+  // Let the closes run so calls cancel their backend requests and free themselves.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (const auto& weak : sessions) {
+    while (!weak.expired() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   io_context_.stop();
   for (std::thread& t : threads_) t.join();
   threads_.clear();

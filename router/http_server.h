@@ -11,12 +11,15 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "router/router_context.h"
 
 namespace tandem::router {
+
+class HttpSession;
 
 class HttpServer {
  public:
@@ -28,8 +31,10 @@ class HttpServer {
   // Validates config and deps, binds, listens and starts the I/O threads.
   // InvalidArgument for bad config, Unavailable when the address cannot be bound.
   Status Start();
-  // Stops accepting, stops the I/O threads and drops open connections. The
-  // backend must have stopped calling back before the HttpServer is destroyed.
+  // Stops accepting, closes open connections (cancelling their requests at
+  // the backend), waits up to 2 s for them to wind down, stops the I/O
+  // threads. The backend must have stopped calling back before the
+  // HttpServer is destroyed.
   void Stop();
   // The bound port (useful with listen_port 0). REQUIRES: Start() succeeded.
   uint16_t port() const { return port_; }
@@ -42,6 +47,8 @@ class HttpServer {
   boost::asio::io_context io_context_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::vector<std::thread> threads_;
+  std::mutex sessions_mu_;
+  std::vector<std::weak_ptr<HttpSession>> sessions_;  // guarded by sessions_mu_
   uint16_t port_ = 0;
   bool started_ = false;
 };

@@ -153,6 +153,7 @@ void HttpSession::RouteInference(const Request& request, ApiKind kind) {
   std::optional<std::string> tenant =
       context_->keys.Authenticate(View(request[http::field::authorization]));
   if (!tenant) return WriteError(MakeError(401, "invalid or missing API key", "invalid_api_key"));
+  ++call_seq_;
   call_ = std::make_shared<CompletionCall>(context_, shared_from_this(), stream_.get_executor(),
                                            kind, std::move(*tenant));
   WatchDisconnect();
@@ -259,14 +260,15 @@ void HttpSession::OnStreamWritten(beast::error_code ec) {
 }
 
 void HttpSession::WatchDisconnect() {
+  // One watch per call: a watch armed for an earlier call ends quietly.
   stream_.socket().async_wait(tcp::socket::wait_read,
-                              [self = shared_from_this()](beast::error_code ec) {
-                                self->OnReadable(ec);
+                              [self = shared_from_this(), seq = call_seq_](beast::error_code ec) {
+                                self->OnReadable(ec, seq);
                               });
 }
 
-void HttpSession::OnReadable(beast::error_code ec) {
-  if (ec || !call_ || closed_) return;
+void HttpSession::OnReadable(beast::error_code ec, uint64_t seq) {
+  if (ec || !call_ || closed_ || seq != call_seq_) return;
   char byte = 0;
   beast::error_code peek_ec;
   const size_t n =
@@ -300,6 +302,10 @@ void HttpSession::AbortCall() {
   if (!call_) return;
   std::shared_ptr<CompletionCall> call = std::move(call_);
   call->OnClientGone();
+}
+
+void HttpSession::Shutdown() {
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Close(); });
 }
 
 void HttpSession::Close() {

@@ -27,6 +27,9 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   HttpSession(boost::asio::ip::tcp::socket&& socket, RouterContext* context);
 
   void Start();
+  // Ends the connection (and its call, which cancels its backend requests).
+  // Thread-safe: runs on the strand.
+  void Shutdown();
 
   // ResponseSink (used by the active CompletionCall).
   void Respond(int http_status, std::string json_body, int retry_after_s) override;
@@ -49,7 +52,7 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   void FlushStream();
   void OnStreamWritten(boost::beast::error_code ec);
   void WatchDisconnect();
-  void OnReadable(boost::beast::error_code ec);
+  void OnReadable(boost::beast::error_code ec, uint64_t seq);
   // Half-closes, discards what the client still sends (bounded in time and
   // bytes), then closes.
   void DrainAndClose();
@@ -64,6 +67,7 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   bool keep_alive_ = true;
   unsigned version_ = 11;
   std::shared_ptr<CompletionCall> call_;  // the inference call in progress, if any
+  uint64_t call_seq_ = 0;                 // counts calls, to retire stale disconnect watches
   bool closed_ = false;
   char drain_buffer_[4096];
   size_t drained_bytes_ = 0;

@@ -1,0 +1,38 @@
+// TokenizerTextCodec: the TextCodec over common/tokenizer (HF tokenizer.json,
+// incremental detokenizer, Jinja chat template). This is what tandem-router
+// plugs into HttpServer; tests use a fake instead.
+//
+// Thread rule: thread-safe (the tokenizer and template are immutable); the
+// tokenizer and template must outlive the codec and every decoder it made.
+#pragma once
+
+#include "common/tokenizer/chat_template.h"
+#include "common/tokenizer/tokenizer.h"
+#include "router/text_codec.h"
+
+namespace tandem::router {
+
+class TokenizerTextCodec : public TextCodec {
+ public:
+  // `chat_template` may be null: chat requests then get a 400. `base_options`
+  // carries bos/eos token strings and extra template variables; its
+  // add_generation_prompt is replaced per request.
+  TokenizerTextCodec(const tokenizer::Tokenizer* tokenizer,
+                     const tokenizer::ChatTemplate* chat_template,
+                     tokenizer::ChatRenderOptions base_options = {});
+
+  StatusOr<std::vector<TokenId>> Encode(std::string_view text, bool add_special) const override;
+  // Every template failure (syntax, raise_exception, render limits) is
+  // InvalidArgument carrying the template's message, so the client gets a 400.
+  StatusOr<std::string> RenderChat(const nlohmann::json& messages,
+                                   const ChatRenderOptions& options) const override;
+  // Skips special tokens.
+  std::unique_ptr<TextDecoder> NewDecoder() const override;
+
+ private:
+  const tokenizer::Tokenizer* const tokenizer_;
+  const tokenizer::ChatTemplate* const chat_template_;
+  const tokenizer::ChatRenderOptions base_options_;
+};
+
+}  // namespace tandem::router

@@ -1,0 +1,58 @@
+// TokenizerTextCodec over the hand-made byte-level tokenizer of the tokenizer
+// tests (ids derived by hand from its vocabulary and merges).
+#include "router/tokenizer_text_codec.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/common/tokenizer/tiny_tokenizers.h"
+
+namespace tandem::router {
+namespace {
+
+class TokenizerTextCodecTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto tok = tokenizer::Tokenizer::FromJson(tokenizer::test_data::TinyByteLevelJson());
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    tokenizer_ = std::move(*tok);
+    auto tmpl = tokenizer::ChatTemplate::FromSource(
+        "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+        "{% if add_generation_prompt %}[assistant]{% endif %}");
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
+    template_ = std::make_unique<tokenizer::ChatTemplate>(std::move(*tmpl));
+  }
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<tokenizer::ChatTemplate> template_;
+};
+
+TEST_F(TokenizerTextCodecTest, EncodesDecodesAndRenders) {
+  TokenizerTextCodec codec(tokenizer_.get(), template_.get());
+  // "hello" = "he" (257) + "ll" (259) + "o" (111); the post-processor adds <|begin|> (303).
+  auto ids = codec.Encode("hello", true);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*ids, (std::vector<TokenId>{303, 257, 259, 111}));
+  EXPECT_EQ(*codec.Encode("hello", false), (std::vector<TokenId>{257, 259, 111}));
+  auto decoder = codec.NewDecoder();
+  std::string text;
+  for (TokenId id : {303, 257, 259, 111, 258, 300}) text += decoder->Add(id);
+  text += decoder->Finish();
+  EXPECT_EQ(text, "hello the");  // specials skipped
+  nlohmann::json messages = {{{"role", "user"}, {"content", "hi"}}};
+  EXPECT_EQ(*codec.RenderChat(messages, {true}), "[user]hi[assistant]");
+  EXPECT_EQ(*codec.RenderChat(messages, {false}), "[user]hi");
+}
+
+TEST_F(TokenizerTextCodecTest, TemplateErrorsAreInvalidArgument) {
+  auto raising = tokenizer::ChatTemplate::FromSource("{{ raise_exception('roles must alternate') }}");
+  ASSERT_TRUE(raising.ok());
+  TokenizerTextCodec codec(tokenizer_.get(), &*raising);
+  auto text = codec.RenderChat(nlohmann::json::array(), {true});
+  EXPECT_EQ(text.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(text.status().message().find("roles must alternate"), std::string::npos);
+  TokenizerTextCodec no_template(tokenizer_.get(), nullptr);
+  EXPECT_EQ(no_template.RenderChat(nlohmann::json::array(), {true}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tandem::router
