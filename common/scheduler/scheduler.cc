@@ -80,7 +80,7 @@ Status Scheduler::AddRequest(SequenceParams params) {
 
 StatusOr<Reservation> Scheduler::Reserve(SequenceParams params, int64_t lease_ms) {
   Status st = Validate(params);
-  if (st.ok() && running_.size() + reserved_.size() >= static_cast<size_t>(config_.max_num_seqs)) {
+  if (st.ok() && NumBatchSlotsUsed() >= config_.max_num_seqs) {
     st = ResourceExhaustedError("no batch slot for a reservation");
   }
   if (!st.ok()) {
@@ -130,7 +130,7 @@ StatusOr<std::optional<FinishReason>> Scheduler::CompleteReservation(RequestId i
   InsertRunning(seq);
   seq->tokens.push_back(first_token);
   std::optional<FinishReason> reason = CheckStop(*seq, first_token);
-  if (reason) Finish(seq, *reason, Status::Ok());
+  if (reason) Finish(seq, *reason, Status::Ok(), /*step_done=*/true);
   return reason;
 }
 
@@ -138,7 +138,7 @@ Status Scheduler::Cancel(RequestId id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return NotFoundError(fmt::format("no request {}", id));
   ++stats_.cancelled;
-  Finish(it->second.get(), FinishReason::kCancelled, CancelledError("cancelled"));
+  Finish(it->second.get(), FinishReason::kCancelled, CancelledError("cancelled"), /*step_done=*/false);
   return Status::Ok();
 }
 
@@ -151,7 +151,7 @@ StatusOr<std::optional<FinishReason>> Scheduler::AppendToken(RequestId id, Token
   }
   seq->tokens.push_back(token);
   std::optional<FinishReason> reason = CheckStop(*seq, token);
-  if (reason) Finish(seq, *reason, Status::Ok());
+  if (reason) Finish(seq, *reason, Status::Ok(), /*step_done=*/true);
   return reason;
 }
 
@@ -164,7 +164,7 @@ std::optional<FinishReason> Scheduler::CheckStop(const Sequence& seq, TokenId to
   return std::nullopt;
 }
 
-void Scheduler::Finish(Sequence* seq, FinishReason reason, Status status) {
+void Scheduler::Finish(Sequence* seq, FinishReason reason, Status status, bool step_done) {
   switch (seq->state) {
     case SequenceState::kWaiting:
       RemoveFrom(&waiting_[static_cast<int>(seq->params.priority)], seq);
@@ -183,7 +183,11 @@ void Scheduler::Finish(Sequence* seq, FinishReason reason, Status status) {
     kv_.Release(kv_cache::KvTier::kHost, &seq->block_table);
   } else {
     // A reservation's uncomputed blocks must not be registered: they hold no data.
-    if (seq->state == SequenceState::kRunning) RegisterComputedBlocks(seq);
+    if (seq->state == SequenceState::kRunning) {
+      int computed = seq->num_computed_tokens;
+      if (!step_done && seq->last_scheduled_step == stats_.steps) computed -= seq->last_scheduled_tokens;
+      RegisterComputedBlocks(seq, computed);
+    }
     kv_.Release(kv_cache::KvTier::kDevice, &seq->block_table);
   }
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) ++stats_.finished;

@@ -85,7 +85,8 @@ class Scheduler {
   Status Validate(const SequenceParams& params) const;
   Sequence* NewSequence(SequenceParams params);
   void ExpireLeases(SchedulerOutput* out);
-  void RegisterComputedBlocks(Sequence* seq);
+  // Publishes the full blocks among the first `num_tokens` computed tokens.
+  void RegisterComputedBlocks(Sequence* seq, int num_tokens);
   void ScheduleRunning(StepState* step, SchedulerOutput* out);
   void ResumeSwapped(StepState* step, SchedulerOutput* out);
   void AdmitWaiting(StepState* step, SchedulerOutput* out);
@@ -96,10 +97,14 @@ class Scheduler {
   // Index in running_ of the preemption victim after `after`, or -1.
   int PickVictim(int after) const;
   void InsertRunning(Sequence* seq);
+  // Running plus reserved: reserved sequences join the batch without admission.
+  int NumBatchSlotsUsed() const { return static_cast<int>(running_.size() + reserved_.size()); }
   void InsertSorted(std::vector<Sequence*>* queue, Sequence* seq);
   void RemoveFrom(std::vector<Sequence*>* queue, Sequence* seq);
   std::optional<FinishReason> CheckStop(const Sequence& seq, TokenId token) const;
-  void Finish(Sequence* seq, FinishReason reason, Status status);
+  // Ends `seq`. step_done: its last scheduled tokens are known to be computed
+  // (AppendToken); otherwise they are not published to the prefix cache.
+  void Finish(Sequence* seq, FinishReason reason, Status status, bool step_done);
 
   SchedulerConfig config_;
   kv_cache::KvCacheManager kv_;

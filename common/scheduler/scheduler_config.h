@@ -17,8 +17,8 @@ struct SchedulerConfig {
   // Tokens computed per step across all sequences (decodes count 1 each). Bounds
   // step latency; raise for throughput on large GPUs (8192 is a good H200 default).
   int max_num_batched_tokens = 8192;
-  // Sequences in the running batch at most (plus reservations). Bounds the decode
-  // batch and the CUDA-graph bucket sizes.
+  // Running plus reserved sequences at most, so a step never has more. Bounds the
+  // decode batch and the CUDA-graph bucket sizes.
   int max_num_seqs = 256;
   // Longest prefill chunk of one sequence per step; long prompts are split into
   // chunks of this size and mixed with decodes. Lower = smoother inter-token latency.

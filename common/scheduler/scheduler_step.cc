@@ -22,7 +22,7 @@ SchedulerOutput Scheduler::Schedule() {
   ++stats_.steps;
   ExpireLeases(&out);
   // Everything scheduled last step has been computed now: publish full blocks.
-  for (Sequence* seq : running_) RegisterComputedBlocks(seq);
+  for (Sequence* seq : running_) RegisterComputedBlocks(seq, seq->num_computed_tokens);
   StepState step;
   step.budget = config_.max_num_batched_tokens;
   out.scheduled.reserve(running_.size() + 8);
@@ -35,7 +35,8 @@ SchedulerOutput Scheduler::Schedule() {
     // Every sequence that could give blocks back has hit its preemption bound.
     ++stats_.aborted;
     Finish(running_.back(), FinishReason::kAborted,
-           ResourceExhaustedError("KV blocks exhausted and no sequence may be preempted again"));
+           ResourceExhaustedError("KV blocks exhausted and no sequence may be preempted again"),
+           /*step_done=*/false);
   }
   out.copies = kv_.TakeCopies();
   out.finished = std::move(pending_finished_);
@@ -53,14 +54,15 @@ void Scheduler::ExpireLeases(SchedulerOutput* out) {
     }
     ++stats_.lease_expiries;
     Finish(seq, FinishReason::kLeaseExpired,
-           DeadlineExceededError(fmt::format("KV reservation lease of request {} expired", seq->params.id)));
+           DeadlineExceededError(fmt::format("KV reservation lease of request {} expired", seq->params.id)),
+           /*step_done=*/false);
   }
 }
 
-void Scheduler::RegisterComputedBlocks(Sequence* seq) {
+void Scheduler::RegisterComputedBlocks(Sequence* seq, int num_tokens) {
   const auto& cfg = kv_.config();
   if (!cfg.enable_prefix_caching) return;
-  const int full = seq->num_computed_tokens / cfg.block_size;
+  const int full = num_tokens / cfg.block_size;
   if (full <= seq->num_registered_blocks) return;
   if (static_cast<int>(seq->block_hashes.size()) < full) {
     kv_cache::ExtendBlockHashes(seq->params.tenant_salt, cfg.model_id, cfg.block_size,
@@ -90,6 +92,8 @@ bool Scheduler::TrySchedule(Sequence* seq, StepState* step, SchedulerOutput* out
   out->scheduled.push_back(s);
   out->num_batched_tokens += n;
   seq->num_computed_tokens += n;
+  seq->last_scheduled_step = stats_.steps;
+  seq->last_scheduled_tokens = n;
   step->budget -= n;
   return true;
 }
@@ -148,8 +152,7 @@ void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
 }
 
 void Scheduler::ResumeSwapped(StepState* step, SchedulerOutput* out) {
-  while (!swapped_.empty() && step->budget > 0 &&
-         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+  while (!swapped_.empty() && step->budget > 0 && NumBatchSlotsUsed() < config_.max_num_seqs) {
     Sequence* seq = swapped_.front();
     int n = std::min(seq->num_tokens() - seq->num_computed_tokens, step->budget);
     if (n > 1) n = std::min(n, config_.max_prefill_chunk_tokens);
@@ -188,7 +191,7 @@ int Scheduler::AcquireCachedPrefix(Sequence* seq) {
 void Scheduler::AdmitWaiting(StepState* step, SchedulerOutput* out) {
   for (auto& queue : waiting_) {
     while (!queue.empty()) {
-      if (step->budget <= 0 || static_cast<int>(running_.size()) >= config_.max_num_seqs) return;
+      if (step->budget <= 0 || NumBatchSlotsUsed() >= config_.max_num_seqs) return;
       Sequence* seq = queue.front();
       int hit_tokens = AcquireCachedPrefix(seq) * kv_.config().block_size;
       if (!TrySchedule(seq, step, out)) {

@@ -62,6 +62,10 @@ struct Sequence {
   SequenceState state = SequenceState::kWaiting;
   bool admitted_once = false;
   Nanos lease_deadline = 0;  // kReserved only
+  // The step (Scheduler counter) that last scheduled tokens of this sequence, and how many.
+  // Until the next step or an AppendToken they may not be computed yet.
+  int64_t last_scheduled_step = -1;
+  int last_scheduled_tokens = 0;
 
   int num_prompt_tokens() const { return static_cast<int>(params.prompt_tokens.size()); }
   int num_generated_tokens() const {

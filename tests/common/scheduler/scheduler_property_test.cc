@@ -69,6 +69,9 @@ class Harness {
       for (BlockId b : seq->block_table) ++refs[static_cast<int>(tier)][b];
     }
     auto c = sched_.Counters();
+    if (c.num_running + c.reservations_active > sched_.config().max_num_seqs) {
+      return ::testing::AssertionFailure() << "more running + reserved than max_num_seqs";
+    }
     if (c.num_running + c.num_waiting + c.num_swapped + c.reservations_active != live_seqs) {
       return ::testing::AssertionFailure() << "scheduler holds sequences nobody owns";
     }
@@ -146,6 +149,9 @@ class Harness {
     Status st = engine_.Step(&out);
     EXPECT_TRUE(st.ok()) << st.ToString();
     for (const auto& f : out.finished) live_.erase(f.id);
+    const auto& cfg = sched_.config();
+    EXPECT_LE(static_cast<int>(out.scheduled.size()), cfg.max_num_seqs);
+    EXPECT_LE(out.num_batched_tokens, cfg.max_num_batched_tokens);
     return "step";
   }
 

@@ -236,3 +236,25 @@ TEST(SchedulerTest, StopTokenAndMaxTokensFinish) {
 
 }  // namespace
 }  // namespace tandem::scheduler
+
+namespace tandem::scheduler {
+namespace {
+
+TEST(SchedulerTest, CancelBeforeTheForwardPublishesNothingUncomputed) {
+  FakeClock clock;
+  Scheduler s(testing::SmallConfig(/*budget=*/8, 8, /*chunk=*/8), testing::SmallKv(32, 0), clock);
+  auto prompt = testing::MakeTokens(20, 3);
+  ASSERT_TRUE(s.AddRequest(testing::Request(1, prompt, 4)).ok());
+  (void)s.Schedule();  // chunk [0, 8): computed once the engine runs it
+  (void)s.Schedule();  // chunk [8, 16) scheduled, then cancelled before its forward
+  ASSERT_TRUE(s.Cancel(1).ok());
+  // Only the first chunk's two blocks may be cached.
+  EXPECT_EQ(s.Counters().kv.device.cached_blocks, 2);
+  ASSERT_TRUE(s.AddRequest(testing::Request(2, prompt, 4)).ok());
+  SchedulerOutput out = s.Schedule();
+  ASSERT_EQ(out.scheduled.size(), 1u);
+  EXPECT_EQ(out.scheduled[0].start_position, 8);
+}
+
+}  // namespace
+}  // namespace tandem::scheduler
