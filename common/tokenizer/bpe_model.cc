@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <limits>
+#include <queue>
 
 #include "common/tokenizer/unicode_util.h"
 
@@ -141,24 +142,54 @@ void BpeModel::EncodeWord(std::string_view word, std::vector<TokenId>* ids) cons
   }
   std::vector<TokenId> symbols;
   InitialSymbols(word, &symbols);
-  // Repeatedly apply the lowest-ranked merge, leftmost first.
-  while (symbols.size() > 1) {
-    int best_rank = std::numeric_limits<int>::max();
-    size_t best_pos = 0;
-    TokenId best_id = 0;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const auto it = merges_.find(PairKey(symbols[i], symbols[i + 1]));
-      if (it != merges_.end() && it->second.rank < best_rank) {
-        best_rank = it->second.rank;
-        best_pos = i;
-        best_id = it->second.merged_id;
-      }
-    }
-    if (best_rank == std::numeric_limits<int>::max()) break;
-    symbols[best_pos] = best_id;
-    symbols.erase(symbols.begin() + best_pos + 1);
-  }
+  if (symbols.size() > 1) ApplyMerges(&symbols);
   ids->insert(ids->end(), symbols.begin(), symbols.end());
+}
+
+// Repeatedly applies the lowest-ranked merge, leftmost first, over a linked
+// list of symbols with a heap of candidate pairs (stale entries are skipped),
+// so long words cost O(n log n).
+void BpeModel::ApplyMerges(std::vector<TokenId>* symbols) const {
+  const int n = static_cast<int>(symbols->size());
+  std::vector<TokenId>& id = *symbols;
+  std::vector<int> prev(n), next(n);
+  std::vector<bool> alive(n, true);
+  for (int i = 0; i < n; ++i) {
+    prev[i] = i - 1;
+    next[i] = i + 1 < n ? i + 1 : -1;
+  }
+  struct Candidate {
+    int rank;
+    int pos;
+    TokenId merged;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  auto push = [&](int left) {
+    if (left < 0 || next[left] < 0) return;
+    const auto it = merges_.find(PairKey(id[left], id[next[left]]));
+    if (it != merges_.end()) heap.push({it->second.rank, left, it->second.merged_id});
+  };
+  for (int i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    const Candidate top = heap.top();
+    heap.pop();
+    if (!alive[top.pos] || next[top.pos] < 0) continue;
+    const int right = next[top.pos];
+    const auto it = merges_.find(PairKey(id[top.pos], id[right]));
+    if (it == merges_.end() || it->second.rank != top.rank || it->second.merged_id != top.merged) continue;
+    id[top.pos] = top.merged;
+    alive[right] = false;
+    next[top.pos] = next[right];
+    if (next[right] >= 0) prev[next[right]] = top.pos;
+    push(prev[top.pos]);
+    push(top.pos);
+  }
+  int out = 0;
+  for (int i = 0; i < n; ++i) {
+    if (alive[i]) id[out++] = id[i];
+  }
+  id.resize(out);
 }
 
 std::optional<TokenId> BpeModel::TokenToId(std::string_view token) const {

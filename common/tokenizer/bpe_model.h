@@ -40,6 +40,7 @@ class BpeModel {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
   void InitialSymbols(std::string_view word, std::vector<TokenId>* symbols) const;
+  void ApplyMerges(std::vector<TokenId>* symbols) const;
 
   std::unordered_map<std::string, TokenId> vocab_;
   std::vector<std::string> id_to_token_;
