@@ -7,18 +7,12 @@
 namespace tandem::kv_cache {
 namespace {
 
-// Length-prefixes a field so ("ab","c") and ("a","bc") hash differently.
-void UpdateField(EVP_MD_CTX* ctx, const void* data, size_t size) {
+// Appends a length-prefixed field so ("ab","c") and ("a","bc") hash differently.
+void AppendField(std::string* buf, const void* data, size_t size) {
   uint64_t len = size;
-  EVP_DigestUpdate(ctx, &len, sizeof(len));
-  if (size > 0) EVP_DigestUpdate(ctx, data, size);
+  buf->append(reinterpret_cast<const char*>(&len), sizeof(len));
+  buf->append(static_cast<const char*>(data), size);
 }
-
-struct DigestCtx {
-  DigestCtx() : ctx(EVP_MD_CTX_new()) { TANDEM_CHECK(ctx != nullptr) << "EVP_MD_CTX_new failed"; }
-  ~DigestCtx() { EVP_MD_CTX_free(ctx); }
-  EVP_MD_CTX* ctx;
-};
 
 }  // namespace
 
@@ -34,22 +28,22 @@ std::string BlockHash::ToHex() const {
 
 BlockHash HashBlock(const BlockHash& parent, std::string_view tenant_salt,
                     std::string_view model_id, std::span<const TokenId> tokens) {
-  // One context per thread, reused: EVP_MD_CTX_new per block would dominate.
-  thread_local DigestCtx digest;
-  // Fetched once: an implicit fetch on every init costs as much as the hash itself.
+  // One contiguous message and a one-shot digest: cheaper than several updates.
+  thread_local std::string message;
+  message.clear();
+  message.append(reinterpret_cast<const char*>(parent.bytes.data()), parent.bytes.size());
+  AppendField(&message, tenant_salt.data(), tenant_salt.size());
+  AppendField(&message, model_id.data(), model_id.size());
+  // Token ids as little-endian int32 (the in-memory form on our targets).
+  AppendField(&message, tokens.data(), tokens.size_bytes());
+  // Fetched once: an implicit fetch per digest costs about as much as the hash.
   static EVP_MD* const kSha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
   TANDEM_CHECK(kSha256 != nullptr) << "OpenSSL has no SHA256";
-  EVP_MD_CTX* ctx = digest.ctx;
-  TANDEM_CHECK(EVP_DigestInit_ex2(ctx, kSha256, nullptr) == 1) << "SHA-256 init failed";
-  EVP_DigestUpdate(ctx, parent.bytes.data(), parent.bytes.size());
-  UpdateField(ctx, tenant_salt.data(), tenant_salt.size());
-  UpdateField(ctx, model_id.data(), model_id.size());
-  // Token ids as little-endian int32 (the in-memory form on our targets).
-  UpdateField(ctx, tokens.data(), tokens.size_bytes());
   BlockHash out;
   unsigned int len = 0;
-  TANDEM_CHECK(EVP_DigestFinal_ex(ctx, out.bytes.data(), &len) == 1 && len == 32)
-      << "SHA-256 final failed";
+  TANDEM_CHECK(EVP_Digest(message.data(), message.size(), out.bytes.data(), &len, kSha256, nullptr) == 1 &&
+               len == 32)
+      << "SHA-256 failed";
   return out;
 }
 
