@@ -9,7 +9,8 @@
 //   2. swapped sequences, brought back when the device has room;
 //   3. waiting sequences (interactive before batch, FCFS), each first taking
 //      the longest cached prefix of its prompt (device or host tier).
-// Steps 2 and 3 are skipped in a step that had to preempt.
+// Steps 2 and 3 are skipped in a step that had to preempt, and step 3 while
+// any sequence is still swapped out.
 // Reservations hold device blocks for KV computed elsewhere until
 // CompleteReservation, Cancel, or the lease deadline (Clock).
 //

@@ -29,7 +29,8 @@ SchedulerOutput Scheduler::Schedule() {
   ScheduleRunning(&step, &out);
   if (!step.preempted) {
     ResumeSwapped(&step, &out);
-    AdmitWaiting(&step, &out);
+    // New work waits while swapped sequences do, or it would keep taking their blocks.
+    if (swapped_.empty()) AdmitWaiting(&step, &out);
   }
   if (out.scheduled.empty() && step.stalled && !running_.empty()) {
     // Every sequence that could give blocks back has hit its preemption bound.
