@@ -34,8 +34,10 @@ CompletionCall::CompletionCall(RouterContext* context, std::shared_ptr<ResponseS
       deadline_timer_(strand) {}
 
 void CompletionCall::Run(const std::string& body) {
+  arrival_ns_ = Clock::Real().NowNanos();
   if (std::optional<ApiError> error = Prepare(body)) return Fail(*error);
   if (!context_->Ready()) {
+    context_->metrics.OnRejected("no_nodes");
     ApiError error = ApiErrorFromStatus(UnavailableError("the server is not ready"));
     return Fail(error, context_->config.retry_after_s);
   }
@@ -139,12 +141,17 @@ void CompletionCall::Admit() {
       }
     });
   };
-  switch (context_->admission.Acquire(on_admitted, &ticket_)) {
+  queued_ns_ = Clock::Real().NowNanos();
+  const auto outcome = context_->admission.Acquire(on_admitted, &ticket_);
+  UpdateLoad();
+  switch (outcome) {
     case AdmissionController::Outcome::kAdmitted:
       holds_slot_ = true;
       state_ = State::kRunning;
+      context_->metrics.OnAdmitted(0.0);
       return StartJob();
     case AdmissionController::Outcome::kRejected: {
+      context_->metrics.OnRejected("queue_full");
       ApiError error = ApiErrorFromStatus(ResourceExhaustedError("too many requests; retry later"));
       return Fail(error, context_->config.retry_after_s);
     }
@@ -155,6 +162,7 @@ void CompletionCall::Admit() {
         auto self = weak.lock();
         if (ec || !self || self->state_ != State::kQueued) return;
         if (!self->context_->admission.CancelQueued(self->ticket_)) return;  // admitted meanwhile
+        self->context_->metrics.OnRejected("overloaded");
         ApiError error = ApiErrorFromStatus(
             ResourceExhaustedError("timed out waiting for capacity; retry later"));
         self->Fail(error, self->context_->config.retry_after_s);
@@ -171,6 +179,8 @@ void CompletionCall::OnAdmitted() {
   queue_timer_.cancel();
   holds_slot_ = true;
   state_ = State::kRunning;
+  context_->metrics.OnAdmitted(static_cast<double>(Clock::Real().NowNanos() - queued_ns_) * 1e-9);
+  UpdateLoad();
   StartJob();
 }
 
@@ -192,6 +202,7 @@ void CompletionCall::StartJob() {
           SseJsonEvent(StreamChunk(self->meta_, index, "", reason, false, usage_null)));
     };
   }
+  events.on_tokens = [self](int32_t index, int32_t count) { self->RecordTokens(index, count); };
   events.on_done = [self](const Status& status) { self->OnJobDone(status); };
   boost::asio::any_io_executor strand = strand_;
   GenerationJob::Post post = [strand](std::function<void()> fn) {
@@ -228,8 +239,15 @@ void CompletionCall::OnJobDone(const Status& status) {
   Finish();
   if (!status.ok()) {
     TANDEM_LOG_WARN("request {} failed: {}", meta_.id, status.ToString());
+    context_->metrics.OnChoiceFinished("error");
     return Fail(ApiErrorFromStatus(status));
   }
+  for (const ChoiceOutput& choice : job_->outputs()) {
+    context_->metrics.OnChoiceFinished(FinishReasonName(choice.finish_reason));
+  }
+  context_->metrics.OnRequestFinished(
+      job_->usage().prompt_tokens, job_->usage().completion_tokens,
+      static_cast<double>(Clock::Real().NowNanos() - arrival_ns_) * 1e-9);
   if (streaming_) {
     if (request_.include_usage) sink->WriteStream(SseJsonEvent(UsageChunk(meta_, job_->usage())));
     sink->WriteStream(std::string(kSseDone));
@@ -259,9 +277,31 @@ void CompletionCall::OnClientGone() {
     // If it was admitted meanwhile, OnAdmitted sees kDone and releases the slot.
     context_->admission.CancelQueued(ticket_);
   }
+  if (job_ && state_ == State::kRunning) context_->metrics.OnChoiceFinished("abort");
   if (job_) job_->Cancel();
   Finish();
   sink_.reset();
+}
+
+void CompletionCall::RecordTokens(int32_t index, int32_t count) {
+  const Nanos now = Clock::Real().NowNanos();
+  if (!first_token_seen_) {
+    first_token_seen_ = true;
+    context_->metrics.OnFirstToken(static_cast<double>(now - arrival_ns_) * 1e-9);
+  }
+  if (last_batch_ns_.empty()) last_batch_ns_.assign(job_->num_choices(), 0);
+  Nanos& last = last_batch_ns_[index];
+  // The first batch of a choice is the first token (TTFT); gaps start after it.
+  if (last != 0) {
+    context_->metrics.OnTokens(static_cast<double>(now - last) * 1e-9, count);
+  } else if (count > 1) {
+    context_->metrics.OnTokens(0.0, count - 1);
+  }
+  last = now;
+}
+
+void CompletionCall::UpdateLoad() const {
+  context_->metrics.SetLoad(context_->admission.running(), context_->admission.queued());
 }
 
 void CompletionCall::Finish() {
@@ -272,6 +312,7 @@ void CompletionCall::Finish() {
     holds_slot_ = false;
     context_->admission.Release();
   }
+  UpdateLoad();
 }
 
 }  // namespace tandem::router

@@ -59,6 +59,8 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   void Fail(const ApiError& error, int retry_after_s = -1);
   // Leaves kRunning/kQueued: returns the slot, stops timers.
   void Finish();
+  void RecordTokens(int32_t index, int32_t count);
+  void UpdateLoad() const;
 
   RouterContext* const context_;
   std::shared_ptr<ResponseSink> sink_;  // reset at the terminal outcome
@@ -73,6 +75,10 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   JobSpec spec_;
   ResponseMeta meta_;
   std::shared_ptr<GenerationJob> job_;
+  Nanos arrival_ns_ = 0;                // Run() began
+  Nanos queued_ns_ = 0;                 // admission was asked
+  bool first_token_seen_ = false;
+  std::vector<Nanos> last_batch_ns_;    // per choice: when its previous tokens arrived
   boost::asio::steady_timer queue_timer_;
   boost::asio::steady_timer deadline_timer_;
 };

@@ -93,6 +93,7 @@ bool GenerationJob::Deliver(int32_t index, const std::string& text) {
 void GenerationJob::OnTokens(int32_t index, const std::vector<TokenId>& token_ids) {
   Choice& choice = choices_[index];
   if (finished_ || choice.done) return;
+  if (events_.on_tokens) events_.on_tokens(index, static_cast<int32_t>(token_ids.size()));
   for (TokenId id : token_ids) {
     ++usage_.completion_tokens;
     const std::string piece = choice.utf8.Add(choice.decoder->Add(id));

@@ -32,6 +32,8 @@ struct JobSpec {
 };
 
 struct JobEvents {
+  // `count` sampled tokens of choice `index` arrived (before any text they make).
+  std::function<void(int32_t index, int32_t count)> on_tokens;
   // A non-empty, valid UTF-8 piece of choice `index` (index = prompt * n + i).
   std::function<void(int32_t index, const std::string& text)> on_text;
   std::function<void(int32_t index, FinishReason reason)> on_choice_done;

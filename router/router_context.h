@@ -12,6 +12,7 @@
 #include "router/api_key_table.h"
 #include "router/inference_backend.h"
 #include "router/router_config.h"
+#include "router/router_metrics.h"
 #include "router/text_codec.h"
 
 namespace tandem::router {
@@ -34,6 +35,9 @@ struct RouterDeps {
   std::function<bool()> is_ready;
   // /metrics body (Prometheus text format); nullptr = empty body.
   std::function<std::string()> metrics_text;
+  // Serving metrics the router updates (TTFT, ITL, e2e, queue, load,
+  // tokens, finished/rejected requests); nullptr = none. Not owned.
+  metrics::ServingMetrics* metrics = nullptr;
 };
 
 struct RouterContext {
@@ -41,7 +45,8 @@ struct RouterContext {
       : config(std::move(config_in)),
         deps(std::move(deps_in)),
         keys(config.api_keys),
-        admission(config.max_concurrent_requests, config.max_queued_requests) {}
+        admission(config.max_concurrent_requests, config.max_queued_requests),
+        metrics(deps.metrics) {}
 
   bool Ready() const { return !deps.is_ready || deps.is_ready(); }
   const std::string& ModelName() const {
@@ -52,6 +57,7 @@ struct RouterContext {
   const RouterDeps deps;
   const ApiKeyTable keys;
   AdmissionController admission;
+  const RouterMetrics metrics;
 };
 
 }  // namespace tandem::router

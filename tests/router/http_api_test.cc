@@ -266,10 +266,29 @@ TEST_F(HttpApiTest, ModelsHealthMetrics) {
   EXPECT_EQ(Send(port_, "GET", "/health/live").status, 200);
   r = Send(port_, "GET", "/metrics");
   EXPECT_EQ(r.status, 200);
-  EXPECT_NE(r.body.find("tandem_test_up 1"), std::string::npos);
+  EXPECT_NE(r.body.find("# TYPE tandem_num_requests_running gauge"), std::string::npos);
   EXPECT_EQ(r.headers["content-type"].rfind("text/plain", 0), 0u);
   EXPECT_EQ(Send(port_, "GET", "/nope").status, 404);
   EXPECT_EQ(Send(port_, "GET", "/v1/completions").status, 405);
+}
+
+TEST_F(HttpApiTest, MetricsCountRequestsTokensAndLatencies) {
+  StartServer();
+  backend_.SetScript({{kHello, kWorld, kEos}});
+  ASSERT_EQ(Post(port_, "/v1/completions", {{"prompt", "hi"}}).status, 200);
+  backend_.SetScript({{kHello}});
+  ASSERT_EQ(Post(port_, "/v1/completions", {{"prompt", "abcd"}, {"max_tokens", 4}, {"n", 2}}).status, 200);
+  EXPECT_EQ(MetricValue("tandem_request_success_total{finished_reason=\"stop\"}"), 1);
+  EXPECT_EQ(MetricValue("tandem_request_success_total{finished_reason=\"length\"}"), 2);
+  EXPECT_EQ(MetricValue("tandem_prompt_tokens_total"), 3 + 5);
+  EXPECT_EQ(MetricValue("tandem_generation_tokens_total"), 3 + 8);
+  EXPECT_EQ(MetricValue("tandem_time_to_first_token_seconds_count"), 2);
+  EXPECT_EQ(MetricValue("tandem_e2e_request_latency_seconds_count"), 2);
+  // One token per batch: every token after a choice's first is one gap (2 + 3 + 3).
+  EXPECT_EQ(MetricValue("tandem_inter_token_latency_seconds_count"), 8);
+  EXPECT_EQ(MetricValue("tandem_request_queue_time_seconds_count{stage=\"router\"}"), 2);
+  EXPECT_EQ(MetricValue("tandem_num_requests_running"), 0);
+  EXPECT_EQ(MetricValue("tandem_num_requests_waiting"), 0);
 }
 
 TEST_F(HttpApiTest, BackendErrorsAreTerminalOutcomes) {

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <memory>
 
+#include "common/metrics/metrics_registry.h"
+#include "common/metrics/serving_metrics.h"
 #include "router/http_server.h"
 #include "tests/router/fake_backend.h"
 #include "tests/router/fake_text_codec.h"
@@ -32,7 +34,8 @@ class RouterFixture : public ::testing::Test {
     deps.codec = &codec_;
     deps.model = {"tiny", kContext, kFakeVocab, 1700000000};
     deps.is_ready = [this] { return ready_.load(); };
-    deps.metrics_text = [] { return std::string("# TYPE tandem_test_up gauge\ntandem_test_up 1\n"); };
+    deps.metrics_text = [this] { return registry_.RenderText(); };
+    deps.metrics = &serving_metrics_;
     server_ = std::make_unique<HttpServer>(std::move(config), std::move(deps));
     ASSERT_TRUE(server_->Start().ok());
     port_ = server_->port();
@@ -43,6 +46,17 @@ class RouterFixture : public ::testing::Test {
     if (server_) server_->Stop();
   }
 
+  // The value of one series in /metrics ("name" or "name{labels}"); -1 if absent.
+  double MetricValue(const std::string& series) {
+    const std::string text = Send(port_, "GET", "/metrics").body;
+    const std::string key = "\n" + series + " ";
+    const size_t pos = ("\n" + text).find(key);
+    if (pos == std::string::npos) return -1;
+    return std::stod(text.substr(pos + key.size() - 1));
+  }
+
+  metrics::MetricsRegistry registry_;
+  metrics::ServingMetrics serving_metrics_ = metrics::ServingMetrics::Register(registry_);
   FakeBackend backend_;
   FakeTextCodec codec_;
   std::atomic<bool> ready_{true};
