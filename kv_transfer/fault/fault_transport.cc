@@ -94,9 +94,14 @@ size_t FaultTransport::Poll(std::vector<TransferEvent>* events) {
     events->push_back(std::move(ready_.front()));
     ready_.pop_front();
   }
-  while (!held_.empty() && held_.front().release_at <= now) {
-    events->push_back(std::move(held_.front().event));
-    held_.pop_front();
+  // Release every due event (not only a due prefix: delay_ms may have changed).
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->release_at <= now) {
+      events->push_back(std::move(it->event));
+      it = held_.erase(it);
+    } else {
+      ++it;
+    }
   }
   return events->size() - before;
 }

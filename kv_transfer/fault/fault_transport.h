@@ -99,7 +99,7 @@ class FaultTransport final : public Transport {
   std::map<TransferId, Batch> batches_;          // outer id -> batch, until its event
   std::map<TransferId, TransferId> by_inner_;     // inner id -> outer id
   std::deque<TransferEvent> ready_;              // failed or cancelled-dropped batches
-  std::deque<Held> held_;                        // delayed events, in release order
+  std::deque<Held> held_;                        // delayed events, in post order
 };
 
 }  // namespace tandem::kv_transfer

@@ -97,6 +97,21 @@ TEST_F(FaultTransportTest, DelayHoldsEventsOnTheClock) {
   EXPECT_TRUE(events[id].ok());
 }
 
+TEST_F(FaultTransportTest, ShorterDelayIsNotBlockedByAnEarlierLongerOne) {
+  a_.SetConfig(FaultConfig{.delay_ms = 100});
+  TransferId slow = Post(0);
+  EXPECT_TRUE(Drain().empty());
+  a_.SetConfig(FaultConfig{.delay_ms = 0});
+  TransferId fast = Post(1);
+  auto events = Drain();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events.count(fast));
+  clock_.AdvanceMs(100);
+  events = Drain();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events.count(slow));
+}
+
 TEST_F(FaultTransportTest, FailAfterBytes) {
   a_.SetConfig(FaultConfig{.fail_after_bytes = 20});
   TransferId a = Post(0), b = Post(1), c = Post(2), d = Post(3);
