@@ -36,6 +36,10 @@ class RpcTest : public ::testing::Test {
   void TearDown() override {
     if (server_) server_->Stop();
   }
+  // Handlers capture test locals by reference: stop the I/O threads before
+  // those locals go out of scope, so no late callback (a close at teardown)
+  // touches them. Call as the last statement of such a test.
+  void StopLoopBeforeLocalsDie() { loop_.Stop(); }
 
   EventLoop loop_{2};
   std::unique_ptr<RpcServer> server_;
@@ -93,6 +97,7 @@ TEST_F(RpcTest, ServerCallsTheClientOnTheSameConnectionAndRepliesFromAnotherThre
   EXPECT_EQ(reply->prefix_hit_tokens(), 42);
   std::lock_guard<std::mutex> lock(workers_mu);
   for (auto& worker : workers) worker.join();
+  StopLoopBeforeLocalsDie();
 }
 
 TEST_F(RpcTest, ErrorReplyCarriesTheHandlersStatus) {
@@ -141,6 +146,7 @@ TEST_F(RpcTest, ManyConcurrentRequestsEachGetTheirOwnReply) {
   for (auto& thread : threads) thread.join();
   ASSERT_TRUE(waiter.WaitFor([&] { return done == kThreads * kPerThread; }, 20000));
   EXPECT_EQ(wrong.load(), 0);
+  StopLoopBeforeLocalsDie();
 }
 
 TEST_F(RpcTest, OneWayStreamsArriveInOrderBothWays) {
@@ -179,6 +185,7 @@ TEST_F(RpcTest, OneWayStreamsArriveInOrderBothWays) {
     ASSERT_EQ(server_steps[i], static_cast<uint64_t>(i));
     ASSERT_EQ(client_steps[i], static_cast<uint64_t>(i) + 1000000);
   }
+  StopLoopBeforeLocalsDie();
 }
 
 TEST_F(RpcTest, DeadlineExceededWhenNoReplyAndLateReplyIsDropped) {
@@ -205,6 +212,7 @@ TEST_F(RpcTest, DeadlineExceededWhenNoReplyAndLateReplyIsDropped) {
     held[0].Reply(proto::Ack());  // late: the client drops it
   }
   EXPECT_TRUE(conn->is_open());
+  StopLoopBeforeLocalsDie();
 }
 
 TEST_F(RpcTest, DroppedResponderAnswersInternal) {
@@ -263,6 +271,7 @@ TEST_F(RpcTest, PeerCloseIsNoticedAndPendingCallsFail) {
   auto again = client->Connect(server_->address());
   ASSERT_TRUE(again.ok());
   EXPECT_NE(again->get(), conn.get());
+  StopLoopBeforeLocalsDie();
 }
 
 TEST_F(RpcTest, SilentPeerIsCutByIdleTimeout) {
@@ -283,19 +292,20 @@ TEST_F(RpcTest, SilentPeerIsCutByIdleTimeout) {
   auto conn = *client->Connect(server_->address());
   ASSERT_TRUE(waiter.WaitFor([&] { return server_close.has_value(); }, 3000));
   EXPECT_NE(server_close->message().find("silent"), std::string::npos) << server_close->ToString();
+  StopLoopBeforeLocalsDie();
 }
 
 TEST_F(RpcTest, KeepalivesHoldAnIdleConnectionOpen) {
   RpcServerConfig config = ServerConfig();
   config.rpc.keepalive_interval_ms = 50;
-  config.rpc.idle_timeout_ms = 300;
+  config.rpc.idle_timeout_ms = 1000;
   StartServer({}, config);
   RpcClientConfig client_config = ClientConfig();
   client_config.rpc.keepalive_interval_ms = 50;
-  client_config.rpc.idle_timeout_ms = 300;
+  client_config.rpc.idle_timeout_ms = 1000;
   auto client = MakeClient(client_config);
   auto conn = *client->Connect(server_->address());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   EXPECT_TRUE(conn->is_open());
   EXPECT_EQ(server_->num_connections(), 1u);
 }
@@ -314,6 +324,7 @@ TEST_F(RpcTest, WrongClusterTokenIsRefusedAndNoHandlerRuns) {
   EXPECT_EQ(conn.status().code(), StatusCode::kPermissionDenied) << conn.status().ToString();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(handler_calls.load(), 0);
+  StopLoopBeforeLocalsDie();
 }
 
 // A raw TCP peer: writes bytes, then reads until EOF. Returns what it read.
@@ -357,6 +368,7 @@ TEST_F(RpcTest, PeerSkippingHelloGetsOneErrorAndAClose) {
   std::string received = RawExchange(server_->port(), reserve);
   EXPECT_EQ(ErrorIn(received).code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(handler_calls.load(), 0);
+  StopLoopBeforeLocalsDie();
 }
 
 TEST_F(RpcTest, GarbageAndOversizedFramesCloseOnlyThatConnection) {
@@ -415,6 +427,7 @@ TEST_F(RpcTest, LargeMessagesFlowAfterHelloAndOversizedOnesCloseTheConnection) {
   ASSERT_TRUE(waiter.WaitFor([&] { return server_close.has_value(); }));
   EXPECT_EQ(server_close->code(), StatusCode::kResourceExhausted) << server_close->ToString();
   EXPECT_EQ(received_tokens, 200000u);
+  StopLoopBeforeLocalsDie();
 }
 
 TEST_F(RpcTest, SilentUnauthenticatedPeerIsCutAtHelloTimeout) {
