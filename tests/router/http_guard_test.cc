@@ -287,6 +287,26 @@ TEST_F(HttpGuardTest, ClientDisconnectCancelsBackend) {
   EXPECT_EQ(MetricValue("tandem_request_success_total{finished_reason=\"abort\"}"), 2);
 }
 
+TEST_F(HttpGuardTest, RequestDeadlineEndsStuckRequests) {
+  RouterConfig config = TestConfig();
+  config.request_timeout_ms = 300;
+  StartServer(config);
+  backend_.SetScript({{kWordBase}, 1, 0, -1, /*hold_after=*/1});
+  HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 9}});
+  EXPECT_EQ(r.status, 504);
+  EXPECT_EQ(r.Json()["error"]["code"], "timeout");
+  EXPECT_TRUE(backend_.WaitCancelled(backend_.submitted().at(0).request_id, 2000));
+  r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 9}, {"stream", true}});
+  ASSERT_EQ(r.status, 200);
+  auto events = SseEvents(r.body);
+  ASSERT_GE(events.size(), 3u);  // a text chunk, the error, [DONE]
+  EXPECT_EQ(json::parse(events[0])["choices"][0]["text"], "Hello");
+  EXPECT_EQ(json::parse(events[events.size() - 2])["error"]["code"], "timeout");
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_TRUE(backend_.WaitCancelled(backend_.submitted().at(1).request_id, 2000));
+  EXPECT_EQ(server_->context().admission.running(), 0);
+}
+
 TEST_F(HttpGuardTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   StartServer();
   std::string one = "GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n";
