@@ -5,13 +5,16 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include "tests/kv_transfer/session_harness.h"
+#include "tests/kv_transfer/ucx_peer_plan.h"
 #include "tests/kv_transfer/transport_conformance.h"
 
 namespace tandem::kv_transfer {
@@ -123,7 +126,8 @@ std::string Unhex(const std::string& h) {
 // The helper process, with its stdin/stdout as pipes.
 class Peer {
  public:
-  explicit Peer(const char* tls) {
+  // mode "raw": a bare transport; "session": a KvReceiver (ucx_peer_plan.h).
+  Peer(const char* tls, const char* mode = "raw") {
     int in[2], out[2];
     TANDEM_CHECK(pipe(in) == 0 && pipe(out) == 0);
     pid_ = fork();
@@ -133,15 +137,17 @@ class Peer {
       dup2(out[1], 1);
       close(in[1]);
       close(out[0]);
-      execl(TANDEM_UCX_PEER_PATH, TANDEM_UCX_PEER_PATH, tls, static_cast<char*>(nullptr));
+      execl(TANDEM_UCX_PEER_PATH, TANDEM_UCX_PEER_PATH, tls, mode, static_cast<char*>(nullptr));
       _exit(127);
     }
     close(in[0]);
     close(out[1]);
     to_ = fdopen(in[1], "w");
-    from_ = fdopen(out[0], "r");
-    address = Unhex(ReadLine());
-    descriptor = Unhex(ReadLine());
+    from_fd_ = out[0];
+    if (std::string(mode) == "raw") {
+      address = Unhex(ReadLine());
+      descriptor = Unhex(ReadLine());
+    }
   }
   ~Peer() {
     if (pid_ > 0) {
@@ -149,15 +155,26 @@ class Peer {
       waitpid(pid_, nullptr, 0);
     }
     fclose(to_);
-    fclose(from_);
+    close(from_fd_);
   }
-  std::string ReadLine() {
-    char buf[65536];
-    if (fgets(buf, sizeof(buf), from_) == nullptr) return "";
-    std::string s(buf);
-    while (!s.empty() && s.back() == '\n') s.pop_back();
-    return s;
+  // A complete line if one is available within timeout_ms (0: don't wait).
+  std::optional<std::string> TryReadLine(int timeout_ms) {
+    for (;;) {
+      size_t nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      pollfd pfd{from_fd_, POLLIN, 0};
+      if (::poll(&pfd, 1, timeout_ms) <= 0) return std::nullopt;
+      char buf[65536];
+      ssize_t n = read(from_fd_, buf, sizeof(buf));
+      if (n <= 0) return std::nullopt;
+      buffer_.append(buf, n);
+    }
   }
+  std::string ReadLine() { return TryReadLine(20'000).value_or(""); }
   void Command(const std::string& c) {
     fprintf(to_, "%s\n", c.c_str());
     fflush(to_);
@@ -172,8 +189,59 @@ class Peer {
  private:
   pid_t pid_ = -1;
   FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
+  int from_fd_ = -1;
+  std::string buffer_;
 };
+
+std::string Hex(const std::string& s) {
+  static const char* k = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    out.push_back(k[c >> 4]);
+    out.push_back(k[c & 15]);
+  }
+  return out;
+}
+
+TEST(UcxTwoProcessTest, SessionStreamsLayersIntoAnotherProcess) {
+  using testing::kPeerDstBlocks;
+  using testing::kPeerSrcBlocks;
+  Peer decode("tcp", "session");
+  std::string target = Unhex(decode.ReadLine());
+  ASSERT_FALSE(target.empty());
+  auto t = MakeUcx("tcp");
+  kv_cache::KvLayout layout = testing::PeerLayout(testing::kPeerSendBlocks);
+  std::vector<uint8_t> pool(layout.TotalBytes());
+  for (size_t i = 0; i < pool.size(); ++i) pool[i] = testing::PeerPattern(i);
+  RegionId src = t->RegisterMemory(pool.data(), pool.size(), MemoryKind::kHost)->id;
+  SystemClock clock;
+  Status sent = InternalError("not done");
+  {
+    KvSender sender(KvSenderConfig{.model_id = "peer-model", .layout = layout}, *t, clock,
+                    [&](RequestId id, std::string m) {
+                      EXPECT_EQ(id, 42u);
+                      decode.Command("msg " + Hex(m));
+                    });
+    SendParams p;
+    p.target = target;
+    p.source_blocks = kPeerSrcBlocks;
+    p.on_done = [&](const Status& s) { sent = s; };
+    ASSERT_TRUE(sender.Open(std::move(p)).ok());
+    for (int layer = 0; layer < layout.num_layers; ++layer) {
+      ASSERT_TRUE(sender.SendLayer(42, layer, LayerSource{src, layout.BlockOffset(layer, 0)}).ok());
+      for (int i = 0; i < 50; ++i) sender.Poll();  // layer-wise: stream while "computing"
+    }
+    auto start = std::chrono::steady_clock::now();
+    while (sender.num_sessions() > 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+      sender.Poll();
+    }
+    ASSERT_EQ(sender.num_sessions(), 0u);
+  }
+  EXPECT_TRUE(sent.ok()) << sent.ToString();
+  EXPECT_EQ(decode.ReadLine(), "done OK");
+  EXPECT_EQ(decode.ReadLine(), "landed ok");
+  ASSERT_TRUE(t->UnregisterMemory(src).ok());
+}
 
 TEST(UcxTwoProcessTest, WritesLandInAnotherProcess) {
   Peer peer("tcp");
