@@ -146,6 +146,15 @@ void Engine::Reserve(EngineRequest request, int64_t lease_ms,
       return;
     }
     StatusOr<scheduler::Reservation> reservation = scheduler_->Reserve(std::move(*params), lease_ms);
+    if (reservation.ok()) {
+      // Promotions/demotions the reservation queued must land before any remote write.
+      Status copied = storage_->ExecuteCopies(reservation->copies);
+      if (!copied.ok()) {
+        scheduler_->Cancel(request.id).IgnoreError();
+        reported_.insert(request.id);
+        reservation = copied;
+      }
+    }
     if (!reservation.ok()) requests_.erase(request.id);
     done(std::move(reservation));
   });
