@@ -1,9 +1,7 @@
+// ConnectionImpl, running half: reads, writes, dispatch, calls, keepalive, close.
 #include "common/net/connection_impl.h"
 
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/write.hpp>
 
 #include "common/base/logging.h"
@@ -16,12 +14,6 @@ constexpr int64_t kFlushBeforeCloseMs = 1000;
 // Payload cap until the Hello exchange is done: Hello and HelloReply are tiny,
 // and an unauthenticated peer must not make us buffer max_frame_bytes.
 constexpr uint32_t kMaxHelloPayloadBytes = 16 * 1024;
-
-bool IsIpLiteral(const std::string& host) {
-  boost::system::error_code ec;
-  asio::ip::make_address(host, ec);
-  return !ec;
-}
 
 }  // namespace
 
@@ -52,138 +44,6 @@ std::string ConnectionImpl::remote_address() const {
 std::string ConnectionImpl::peer_name() const {
   std::lock_guard<std::mutex> lock(info_mu_);
   return peer_name_;
-}
-
-void ConnectionImpl::StartServer() {
-  asio::post(strand_, [self = shared_from_this()] {
-    boost::system::error_code ec;
-    auto endpoint = self->socket().remote_endpoint(ec);
-    {
-      std::lock_guard<std::mutex> lock(self->info_mu_);
-      self->remote_address_ = ec ? "?" : FormatHostPort({endpoint.address().to_string(), endpoint.port()});
-    }
-    self->open_timer_.expires_after(std::chrono::milliseconds(self->options_.rpc.hello_timeout_ms));
-    self->open_timer_.async_wait([self](const boost::system::error_code& ec) {
-      if (!ec && !self->authenticated_) {
-        self->DoClose(DeadlineExceededError("no Hello within hello_timeout_ms"));
-      }
-    });
-    if (!self->tls_) {
-      self->StartRead();
-      return;
-    }
-    self->tls_->async_handshake(asio::ssl::stream_base::server,
-                                [self](const boost::system::error_code& ec) {
-                                  if (ec) {
-                                    self->DoClose(UnavailableError("TLS handshake failed: " + ec.message()));
-                                    return;
-                                  }
-                                  self->StartRead();
-                                });
-  });
-}
-
-void ConnectionImpl::StartClient(const HostPort& peer, int64_t timeout_ms, OpenCallback on_open) {
-  asio::post(strand_, [self = shared_from_this(), peer, timeout_ms, on_open = std::move(on_open)] {
-    self->on_open_ = std::move(on_open);
-    {
-      std::lock_guard<std::mutex> lock(self->info_mu_);
-      self->remote_address_ = FormatHostPort(peer);
-    }
-    self->open_timer_.expires_after(std::chrono::milliseconds(timeout_ms));
-    self->open_timer_.async_wait([self](const boost::system::error_code& ec) {
-      if (!ec && !self->authenticated_) {
-        self->DoClose(DeadlineExceededError("connect to " + self->remote_address() + " timed out"));
-      }
-    });
-    self->resolver_.async_resolve(
-        peer.host, std::to_string(peer.port),
-        [self, peer](const boost::system::error_code& ec, tcp::resolver::results_type results) {
-          if (self->closed_) return;
-          if (ec) {
-            self->DoClose(UnavailableError("resolve " + peer.host + ": " + ec.message()));
-            return;
-          }
-          asio::async_connect(self->socket(), results,
-                              [self, peer](const boost::system::error_code& ec, const tcp::endpoint&) {
-                                if (self->closed_) return;
-                                if (ec) {
-                                  self->DoClose(UnavailableError("connect to " + FormatHostPort(peer) +
-                                                                 ": " + ec.message()));
-                                  return;
-                                }
-                                self->AfterConnect(peer);
-                              });
-        });
-  });
-}
-
-void ConnectionImpl::AfterConnect(const HostPort& peer) {
-  boost::system::error_code ignored;
-  socket().set_option(tcp::no_delay(true), ignored);
-  if (!tls_) {
-    StartRead();
-    SendHello();
-    return;
-  }
-  const std::string& name = options_.rpc.tls.server_name.empty() ? peer.host : options_.rpc.tls.server_name;
-  if (!IsIpLiteral(name)) SSL_set_tlsext_host_name(tls_->native_handle(), name.c_str());
-  tls_->set_verify_callback(asio::ssl::host_name_verification(name));
-  tls_->async_handshake(asio::ssl::stream_base::client,
-                        [self = shared_from_this()](const boost::system::error_code& ec) {
-                          if (self->closed_) return;
-                          if (ec) {
-                            self->DoClose(UnavailableError("TLS handshake failed: " + ec.message()));
-                            return;
-                          }
-                          self->StartRead();
-                          self->SendHello();
-                        });
-}
-
-void ConnectionImpl::SendHello() {
-  proto::Hello hello;
-  hello.set_protocol_version(proto::kProtocolVersion);
-  hello.set_cluster_token(options_.rpc.cluster_token);
-  hello.set_peer_name(options_.rpc.peer_name);
-  uint64_t id = next_correlation_id_++;
-  auto frame = Encode(FrameKind::kRequest, id, hello);
-  if (!frame.ok()) {
-    DoClose(frame.status());
-    return;
-  }
-  PendingCall call;
-  call.on_reply = [self = shared_from_this()](StatusOr<MessagePtr> reply) {
-    if (!reply.ok()) {
-      self->DoClose(reply.status().WithContext("Hello refused"));
-      return;
-    }
-    if (proto::TypeOf(**reply) != proto::MESSAGE_TYPE_HELLO_REPLY) {
-      self->DoClose(UnavailableError("peer answered Hello with " + (*reply)->GetTypeName()));
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(self->info_mu_);
-      self->peer_name_ = static_cast<const proto::HelloReply&>(**reply).peer_name().substr(0, 256);
-    }
-    self->MarkOpen();
-  };
-  pending_.emplace(id, std::move(call));
-  queued_bytes_ += frame->size();
-  PushWrite(std::move(*frame));
-}
-
-void ConnectionImpl::MarkOpen() {
-  authenticated_ = true;
-  decoder_.set_max_payload_bytes(options_.rpc.max_frame_bytes);
-  open_timer_.cancel();
-  ArmKeepalive();
-  if (on_open_) {
-    OpenCallback callback = std::move(on_open_);
-    on_open_ = nullptr;
-    callback(Status::Ok());
-  }
-  if (options_.handlers.on_open) options_.handlers.on_open(shared_from_this());
 }
 
 StatusOr<std::string> ConnectionImpl::Encode(FrameKind kind, uint64_t correlation_id,
@@ -290,47 +150,6 @@ void ConnectionImpl::Dispatch(Frame frame) {
     case FrameKind::kRequest: HandleRequest(frame); return;
     case FrameKind::kOneWay: HandleOneWay(frame); return;
   }
-}
-
-void ConnectionImpl::HandleHello(const Frame& frame) {
-  if (frame.header.kind != FrameKind::kRequest || frame.header.type != proto::MESSAGE_TYPE_HELLO) {
-    Reject(0, PermissionDeniedError("expected Hello first"));
-    return;
-  }
-  auto parsed = proto::ParseMessage(proto::MESSAGE_TYPE_HELLO, frame.payload, options_.rpc.max_frame_bytes);
-  if (!parsed.ok()) {
-    Reject(frame.header.correlation_id, parsed.status());
-    return;
-  }
-  const auto& hello = static_cast<const proto::Hello&>(**parsed);
-  // Check the token before anything else, so a peer without it learns nothing.
-  if (!expected_token_.Matches(hello.cluster_token())) {
-    TANDEM_LOG_WARN("refused control connection from {}: wrong cluster token", remote_address());
-    Reject(frame.header.correlation_id, PermissionDeniedError("cluster token rejected"));
-    return;
-  }
-  if (hello.protocol_version() != proto::kProtocolVersion) {
-    Reject(frame.header.correlation_id,
-           FailedPreconditionError("protocol version " + std::to_string(hello.protocol_version()) +
-                                   " is not supported (want " +
-                                   std::to_string(proto::kProtocolVersion) + ")"));
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(info_mu_);
-    peer_name_ = hello.peer_name().substr(0, 256);
-  }
-  proto::HelloReply reply;
-  reply.set_protocol_version(proto::kProtocolVersion);
-  reply.set_peer_name(options_.rpc.peer_name);
-  auto encoded = Encode(FrameKind::kReply, frame.header.correlation_id, reply);
-  if (!encoded.ok()) {
-    DoClose(encoded.status());
-    return;
-  }
-  queued_bytes_ += encoded->size();
-  PushWrite(std::move(*encoded));
-  MarkOpen();
 }
 
 void ConnectionImpl::HandleReply(const Frame& frame) {

@@ -29,6 +29,13 @@ std::unique_ptr<google::protobuf::Message> NewMessage(MessageType type);
 // is not part of the control protocol.
 MessageType TypeOf(const google::protobuf::Message& message);
 
+// `message` as a T when it is one, else nullptr:
+//   if (const auto* reserve = MessageAs<ReserveRequest>(*message)) { ... }
+template <typename T>
+const T* MessageAs(const google::protobuf::Message& message) {
+  return message.GetDescriptor() == T::descriptor() ? static_cast<const T*>(&message) : nullptr;
+}
+
 // Parses `payload` as the class of `type`. InvalidArgument for an unknown type,
 // a payload larger than max_bytes, or bytes that are not a valid message.
 StatusOr<std::unique_ptr<google::protobuf::Message>> ParseMessage(MessageType type,

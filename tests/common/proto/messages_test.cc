@@ -72,6 +72,12 @@ TEST(MessagesTest, ParseRejectsGarbageOversizeAndUnknownType) {
   EXPECT_FALSE(ParseMessage(MESSAGE_TYPE_UNSPECIFIED, "", 1024).ok());
 }
 
+TEST(MessagesTest, MessageAsChecksTheClass) {
+  auto message = NewMessage(MESSAGE_TYPE_CANCEL);
+  EXPECT_NE(MessageAs<Cancel>(*message), nullptr);
+  EXPECT_EQ(MessageAs<Release>(*message), nullptr);
+}
+
 TEST(MessagesTest, StatusAndErrorInfoConvert) {
   Status status = ResourceExhaustedError("no free blocks");
   ErrorInfo info = ToErrorInfo(status);
