@@ -62,7 +62,8 @@ StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& spec) {
   const auto merges_it = spec.find("merges");
   if (merges_it != spec.end() && !merges_it->is_null()) {
     if (!merges_it->is_array()) return InvalidArgumentError("'merges' must be an array");
-    m.merges_.reserve(merges_it->size());
+    std::vector<std::pair<uint64_t, Merge>> entries;
+    entries.reserve(merges_it->size());
     std::string a, b;
     int rank = 0;
     for (const auto& entry : *merges_it) {
@@ -76,8 +77,9 @@ StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& spec) {
       if (ia == m.vocab_.end() || ib == m.vocab_.end() || im == m.vocab_.end()) {
         return InvalidArgumentError("merge '" + a + " " + b + "' uses a token not in the vocab");
       }
-      m.merges_.emplace(PairKey(ia->second, ib->second), Merge{rank++, im->second});
+      entries.emplace_back(PairKey(ia->second, ib->second), Merge{rank++, im->second});
     }
+    m.merges_.Build(entries);
   }
   const std::string unk = OptionalString(spec, "unk_token");
   if (!unk.empty()) {
@@ -85,6 +87,18 @@ StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& spec) {
     if (it != m.vocab_.end()) m.unk_id_ = it->second;
   }
   m.fuse_unk_ = spec.value("fuse_unk", false) == true;
+  constexpr std::string_view kMeta = "\xE2\x96\x81";
+  m.split_before_metaspace_ = m.vocab_.count(std::string(kMeta)) > 0 &&
+                              m.continuing_subword_prefix_.empty() && m.end_of_word_suffix_.empty();
+  for (const auto& [token, id] : m.vocab_) {
+    if (!m.split_before_metaspace_) break;
+    for (size_t p = token.find(kMeta, 1); p != std::string::npos; p = token.find(kMeta, p + 1)) {
+      if (p < kMeta.size() || token.compare(p - kMeta.size(), kMeta.size(), kMeta) != 0) {
+        m.split_before_metaspace_ = false;
+        break;
+      }
+    }
+  }
   m.byte_fallback_ = spec.contains("byte_fallback") && spec["byte_fallback"].is_boolean() &&
                      spec["byte_fallback"].get<bool>();
   m.ignore_merges_ = spec.contains("ignore_merges") && spec["ignore_merges"].is_boolean() &&
@@ -131,8 +145,89 @@ void BpeModel::InitialSymbols(std::string_view word, std::vector<TokenId>* symbo
   }
 }
 
+namespace {
+constexpr uint64_t kEmptyKey = ~uint64_t{0};
+}  // namespace
+
+uint64_t BpeModel::MergeTable::Mix(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdULL;
+  k ^= k >> 33;
+  return k;
+}
+
+void BpeModel::MergeTable::Build(const std::vector<std::pair<uint64_t, Merge>>& entries) {
+  size_t capacity = 16;
+  while (capacity < entries.size() * 2) capacity <<= 1;
+  keys_.assign(capacity, kEmptyKey);
+  values_.assign(capacity, Merge{0, 0});
+  mask_ = capacity - 1;
+  for (const auto& [key, merge] : entries) {
+    uint64_t slot = Mix(key) & mask_;
+    while (keys_[slot] != kEmptyKey && keys_[slot] != key) slot = (slot + 1) & mask_;
+    if (keys_[slot] == key) continue;  // first (lowest-ranked) occurrence wins
+    keys_[slot] = key;
+    values_[slot] = merge;
+  }
+}
+
+const BpeModel::Merge* BpeModel::MergeTable::Find(uint64_t key) const {
+  if (keys_.empty()) return nullptr;
+  uint64_t slot = Mix(key) & mask_;
+  while (true) {
+    if (keys_[slot] == key) return &values_[slot];
+    if (keys_[slot] == kEmptyKey) return nullptr;
+    slot = (slot + 1) & mask_;
+  }
+}
+
 void BpeModel::EncodeWord(std::string_view word, std::vector<TokenId>* ids) const {
   if (word.empty()) return;
+  if (word.size() <= kMaxCachedWordBytes) {
+    EncodeCached(word, ids);
+    return;
+  }
+  if (!split_before_metaspace_ || ignore_merges_) {
+    EncodeUncached(word, ids);
+    return;
+  }
+  constexpr std::string_view kMeta = "\xE2\x96\x81";
+  size_t start = 0;
+  size_t pos = word.find(kMeta, 1);
+  while (pos != std::string_view::npos) {
+    // Split only where a non-metaspace character precedes the metaspace.
+    if (pos < kMeta.size() || word.substr(pos - kMeta.size(), kMeta.size()) != kMeta) {
+      EncodeWord(word.substr(start, pos - start), ids);
+      start = pos;
+    }
+    pos = word.find(kMeta, pos + kMeta.size());
+  }
+  const std::string_view last = word.substr(start);
+  if (last.size() == word.size()) {
+    EncodeUncached(word, ids);
+  } else {
+    EncodeWord(last, ids);
+  }
+}
+
+void BpeModel::EncodeCached(std::string_view word, std::vector<TokenId>* ids) const {
+  CacheShard& shard = (*cache_)[std::hash<std::string_view>()(word) % kCacheShards];
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    const auto it = shard.words.find(std::string(word));
+    if (it != shard.words.end()) {
+      ids->insert(ids->end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  const size_t begin = ids->size();
+  EncodeUncached(word, ids);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  if (shard.words.size() >= kCacheWordsPerShard) shard.words.clear();
+  shard.words.emplace(std::string(word), std::vector<TokenId>(ids->begin() + begin, ids->end()));
+}
+
+void BpeModel::EncodeUncached(std::string_view word, std::vector<TokenId>* ids) const {
   if (ignore_merges_) {
     const auto it = vocab_.find(std::string(word));
     if (it != vocab_.end()) {
@@ -150,6 +245,25 @@ void BpeModel::EncodeWord(std::string_view word, std::vector<TokenId>* ids) cons
 // list of symbols with a heap of candidate pairs (stale entries are skipped),
 // so long words cost O(n log n).
 void BpeModel::ApplyMerges(std::vector<TokenId>* symbols) const {
+  if (symbols->size() <= 16) {
+    // Short words: a direct scan for the leftmost lowest-ranked pair.
+    std::vector<TokenId>& s = *symbols;
+    while (s.size() > 1) {
+      const Merge* best = nullptr;
+      size_t best_pos = 0;
+      for (size_t i = 0; i + 1 < s.size(); ++i) {
+        const Merge* m = merges_.Find(PairKey(s[i], s[i + 1]));
+        if (m != nullptr && (best == nullptr || m->rank < best->rank)) {
+          best = m;
+          best_pos = i;
+        }
+      }
+      if (best == nullptr) return;
+      s[best_pos] = best->merged_id;
+      s.erase(s.begin() + best_pos + 1);
+    }
+    return;
+  }
   const int n = static_cast<int>(symbols->size());
   std::vector<TokenId>& id = *symbols;
   std::vector<int> prev(n), next(n);
@@ -167,8 +281,7 @@ void BpeModel::ApplyMerges(std::vector<TokenId>* symbols) const {
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
   auto push = [&](int left) {
     if (left < 0 || next[left] < 0) return;
-    const auto it = merges_.find(PairKey(id[left], id[next[left]]));
-    if (it != merges_.end()) heap.push({it->second.rank, left, it->second.merged_id});
+    if (const Merge* m = merges_.Find(PairKey(id[left], id[next[left]]))) heap.push({m->rank, left, m->merged_id});
   };
   for (int i = 0; i + 1 < n; ++i) push(i);
   while (!heap.empty()) {
@@ -176,8 +289,8 @@ void BpeModel::ApplyMerges(std::vector<TokenId>* symbols) const {
     heap.pop();
     if (!alive[top.pos] || next[top.pos] < 0) continue;
     const int right = next[top.pos];
-    const auto it = merges_.find(PairKey(id[top.pos], id[right]));
-    if (it == merges_.end() || it->second.rank != top.rank || it->second.merged_id != top.merged) continue;
+    const Merge* m = merges_.Find(PairKey(id[top.pos], id[right]));
+    if (m == nullptr || m->rank != top.rank || m->merged_id != top.merged) continue;
     id[top.pos] = top.merged;
     alive[right] = false;
     next[top.pos] = next[right];

@@ -1,9 +1,13 @@
 // The BPE `model` of tokenizer.json: vocabulary, ranked merges, unknown-token
 // and byte-fallback handling. Turns one pre-tokenized word into ids.
-// Immutable after FromJson; thread-safe.
+// Immutable after FromJson; thread-safe (the internal word cache is guarded
+// by per-shard mutexes).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <mutex>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +40,28 @@ class BpeModel {
     int rank;
     TokenId merged_id;
   };
+  // Open-addressing table (pair key -> merge): one probe sequence per lookup.
+  class MergeTable {
+   public:
+    void Build(const std::vector<std::pair<uint64_t, Merge>>& entries);
+    const Merge* Find(uint64_t key) const;
+
+   private:
+    static uint64_t Mix(uint64_t k);
+    std::vector<uint64_t> keys_;  // kEmpty marks a free slot
+    std::vector<Merge> values_;
+    uint64_t mask_ = 0;
+  };
+  // Recently encoded words -> ids; a shard is cleared when it fills up.
+  struct CacheShard {
+    std::mutex mu;
+    std::unordered_map<std::string, std::vector<TokenId>> words;
+  };
+  static constexpr size_t kCacheShards = 16;
+  static constexpr size_t kCacheWordsPerShard = 8192;
+  static constexpr size_t kMaxCachedWordBytes = 64;
+  void EncodeUncached(std::string_view word, std::vector<TokenId>* ids) const;
+  void EncodeCached(std::string_view word, std::vector<TokenId>* ids) const;
   static uint64_t PairKey(TokenId a, TokenId b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
@@ -44,11 +70,17 @@ class BpeModel {
 
   std::unordered_map<std::string, TokenId> vocab_;
   std::vector<std::string> id_to_token_;
-  std::unordered_map<uint64_t, Merge> merges_;
+  MergeTable merges_;
+  std::shared_ptr<std::array<CacheShard, kCacheShards>> cache_ =
+      std::make_shared<std::array<CacheShard, kCacheShards>>();
   std::optional<TokenId> unk_id_;
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
+  // True when no vocab token has U+2581 right after another character: then
+  // no merge can span "x|▁", and long SentencePiece words are encoded
+  // piece by piece with identical results.
+  bool split_before_metaspace_ = false;
   std::string continuing_subword_prefix_;
   std::string end_of_word_suffix_;
   TokenId byte_ids_[256];  // <0xXX> ids when byte_fallback_, else -1
