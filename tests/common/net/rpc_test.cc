@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -427,6 +428,32 @@ TEST_F(RpcTest, LargeMessagesFlowAfterHelloAndOversizedOnesCloseTheConnection) {
   ASSERT_TRUE(waiter.WaitFor([&] { return server_close.has_value(); }));
   EXPECT_EQ(server_close->code(), StatusCode::kResourceExhausted) << server_close->ToString();
   EXPECT_EQ(received_tokens, 200000u);
+  StopLoopBeforeLocalsDie();
+}
+
+TEST_F(RpcTest, SendFailsWithResourceExhaustedWhenThePeerStopsReading) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  RpcHandlers handlers;
+  handlers.on_message = [released](const std::shared_ptr<RpcConnection>&, MessagePtr) {
+    released.wait();  // a stuck peer: this connection reads nothing more
+  };
+  StartServer(handlers);
+  RpcClientConfig config = ClientConfig();
+  config.rpc.max_frame_bytes = 1 << 20;
+  config.rpc.max_queued_write_bytes = 2 << 20;
+  auto client = MakeClient(config);
+  auto conn = *client->Connect(server_->address());
+  Status status;
+  int sent = 0;
+  for (; sent < 5000 && status.ok(); ++sent) {
+    proto::Tokens chunk;
+    auto* entry = chunk.add_entries();
+    for (int i = 0; i < 30000; ++i) entry->add_token_ids(i);  // ~90 KB
+    status = conn->Send(chunk);
+  }
+  EXPECT_EQ(status.code(), StatusCode::kResourceExhausted) << "sent " << sent;
+  release.set_value();
   StopLoopBeforeLocalsDie();
 }
 
