@@ -30,7 +30,11 @@ Status GemmBf16(const CublasHandle& handle, const GemmParams& p, cudaStream_t st
   } else {
     return InvalidArgumentError("GemmBf16: y_dtype must be bf16 or f32");
   }
-  TANDEM_RETURN_IF_CUBLAS_ERROR(cublasSetStream(handle.get(), stream));
+  // cublasSetStream resets a workspace set with cublasSetWorkspace (needed for CUDA-graph
+  // capture), so only switch streams when the handle is bound to another one.
+  cudaStream_t bound = nullptr;
+  TANDEM_RETURN_IF_CUBLAS_ERROR(cublasGetStream(handle.get(), &bound));
+  if (bound != stream) TANDEM_RETURN_IF_CUBLAS_ERROR(cublasSetStream(handle.get(), stream));
   // Column-major view: yᵀ[n, m] = w[n, k] · xᵀ[k, m]; row-major w is a column-major
   // [k, n] matrix, so it enters transposed.
   const int m = static_cast<int>(p.n), n = static_cast<int>(p.m), k = static_cast<int>(p.k);

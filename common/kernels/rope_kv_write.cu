@@ -91,6 +91,61 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
   }
 }
 
+// Any even head_dim (the tiny test models use 16): one warp per (token, head), lanes
+// stride over the rotation pairs; the q/k norm reads the head twice. Same math as above.
+__global__ void RopeKvWriteGenericKernel(RopeKvWriteParams p) {
+  const int lane = threadIdx.x & 31;
+  const int t = blockIdx.x;
+  const int hd = p.head_dim, half = hd / 2;
+  const int num_heads = p.num_q_heads + 2 * p.num_kv_heads;
+  const __nv_bfloat16* row = p.qkv + t * p.qkv_stride;
+  const int64_t slot = p.slot_mapping[t];
+  const bool write_cache = slot >= 0 && slot / p.block_size < p.num_cache_blocks;
+  const int64_t block = write_cache ? slot / p.block_size : 0;
+  const int offset = write_cache ? static_cast<int>(slot % p.block_size) : 0;
+  const float pos = static_cast<float>(p.positions[t]);
+  for (int h = threadIdx.x >> 5; h < num_heads; h += blockDim.x >> 5) {
+    const __nv_bfloat16* src = row + h * hd;
+    const bool is_q = h < p.num_q_heads;
+    const bool is_v = h >= p.num_q_heads + p.num_kv_heads;
+    __nv_bfloat16* dst;
+    if (is_q) {
+      dst = p.q_out + (static_cast<int64_t>(t) * p.num_q_heads + h) * hd;
+    } else {
+      if (!write_cache) continue;
+      const int kv = is_v ? 1 : 0;
+      const int kh = h - p.num_q_heads - kv * p.num_kv_heads;
+      dst = p.kv_cache + block * 2 * p.num_kv_heads * p.block_size * hd +
+            ((static_cast<int64_t>(kv) * p.num_kv_heads + kh) * p.block_size + offset) * hd;
+    }
+    if (is_v) {
+      for (int d = lane; d < hd; d += 32) dst[d] = src[d];
+      continue;
+    }
+    const __nv_bfloat16* nw = is_q ? p.q_norm_weight : p.k_norm_weight;
+    float inv_rms = 1.f;
+    if (nw != nullptr) {
+      float ss = 0.f;
+      for (int d = lane; d < hd; d += 32) {
+        const float x = __bfloat162float(src[d]);
+        ss += x * x;
+      }
+      inv_rms = rsqrtf(detail::WarpSum(ss) / hd + p.norm_eps);
+    }
+    for (int j = lane; j < half; j += 32) {
+      float x1 = __bfloat162float(src[j]), x2 = __bfloat162float(src[j + half]);
+      if (nw != nullptr) {
+        x1 = __bfloat162float(__float2bfloat16(x1 * inv_rms * __bfloat162float(nw[j])));
+        x2 = __bfloat162float(__float2bfloat16(x2 * inv_rms * __bfloat162float(nw[j + half])));
+      }
+      float sn, cs;
+      sincosf(pos * InvFreq(p.rope, j, hd), &sn, &cs);
+      dst[j] = __float2bfloat16(x1 * cs - x2 * sn);
+      dst[j + half] = __float2bfloat16(x2 * cs + x1 * sn);
+    }
+  }
+}
+
 }  // namespace
 
 Status LaunchRopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
@@ -117,7 +172,11 @@ Status LaunchRopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
     case 64: RopeKvWriteKernel<64><<<p.num_tokens, threads, 0, stream>>>(p); break;
     case 128: RopeKvWriteKernel<128><<<p.num_tokens, threads, 0, stream>>>(p); break;
     case 256: RopeKvWriteKernel<256><<<p.num_tokens, threads, 0, stream>>>(p); break;
-    default: return InvalidArgumentError("RopeKvWrite: head_dim must be 64, 128 or 256");
+    default:
+      if (p.head_dim <= 0 || p.head_dim % 2 != 0 || p.head_dim > 1024)
+        return InvalidArgumentError("RopeKvWrite: head_dim must be even and <= 1024");
+      RopeKvWriteGenericKernel<<<p.num_tokens, threads, 0, stream>>>(p);
+      return cuda::LastLaunchStatus("RopeKvWriteGenericKernel");
   }
   return cuda::LastLaunchStatus("RopeKvWriteKernel");
 }

@@ -44,7 +44,7 @@ struct RopeKvWriteParams {
   int num_tokens = 0;
   int num_q_heads = 0;
   int num_kv_heads = 0;
-  int head_dim = 0;                     // 64, 128 or 256
+  int head_dim = 0;                     // 64, 128, 256 (fast); any other even value (generic)
   int block_size = 0;                   // tokens per cache block (power of two)
   RopeConfig rope;
 };

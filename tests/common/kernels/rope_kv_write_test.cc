@@ -140,7 +140,10 @@ INSTANTIATE_TEST_SUITE_P(
                       RopeCase{128, 4, 2, 32, RopeScaling::kNone, true},
                       RopeCase{64, 8, 8, 64, RopeScaling::kLinear, false},
                       RopeCase{64, 6, 2, 16, RopeScaling::kLlama3, true},
-                      RopeCase{256, 4, 1, 16, RopeScaling::kNone, false}));
+                      RopeCase{256, 4, 1, 16, RopeScaling::kNone, false},
+                      // Generic kernel (head_dim not 64/128/256), as in the tiny test models.
+                      RopeCase{16, 4, 2, 16, RopeScaling::kLlama3, true},
+                      RopeCase{96, 6, 2, 32, RopeScaling::kNone, false}));
 
 TEST(RopeKvWriteValidationTest, RejectsBadShapes) {
   int x = 0;
@@ -164,9 +167,9 @@ TEST(RopeKvWriteValidationTest, RejectsBadShapes) {
   p.block_size = 12;
   EXPECT_EQ(LaunchRopeKvWrite(p, nullptr).code(), StatusCode::kInvalidArgument);
   p.block_size = 16;
-  p.head_dim = 96;
-  p.qkv_stride = 5 * 96;
-  // head_dim 96 is rejected at dispatch, before any launch.
+  p.head_dim = 95;
+  p.qkv_stride = 5 * 95;
+  // An odd head_dim is rejected at dispatch, before any launch.
   EXPECT_EQ(LaunchRopeKvWrite(p, nullptr).code(), StatusCode::kInvalidArgument);
 }
 

@@ -1,0 +1,123 @@
+// CudaBackend: the runtime op set on one NVIDIA GPU. Weights, activations and
+// the KV cache are bf16 (compute_dtype() == BF16), math is fp32, logits are
+// fp32. Every op is one kernel (common/kernels) or one cuBLAS GEMM, queued on
+// the backend's single stream; nothing allocates device memory after the
+// model's Create (the attention scratch comes from AttentionWorkspaceBytes).
+//
+// Attention picks, per call: the split-KV decode kernel for decode-only
+// batches, the tensor-core prefill kernel for any other batch (head_dim 64 or
+// 128, block size a power of two in [8, 64], GQA group <= 16), and a generic
+// kernel for every other shape (the tiny test models).
+//
+// CUDA graphs (decode steps): between BeginGraphStep() and EndGraphStep() the
+// ops are recorded instead of launched, host->device copies are staged in
+// pinned memory, and the recorded step is keyed by the exact launch
+// parameters (pointers, sizes, scalars; decode attention plans for a context
+// bound rounded up to a power of two). EndGraphStep replays the graph of an
+// equal earlier step, or captures one (kept per key, at most
+// CudaBackendOptions::max_graphs), then launches it. The copies' sources are
+// re-staged each step at the same pinned addresses, so a replay sees this
+// step's metadata. Use it for decode-only batches: their keys repeat for a
+// given batch size and block-table width.
+// Thread rule: engine thread only (one stream, one cuBLAS handle).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/runtime/backend.h"
+
+namespace tandem::runtime {
+
+struct CudaBackendOptions {
+  int device = 0;                        // CUDA device ordinal
+  size_t cublas_workspace_bytes = 32 << 20;  // cuBLAS scratch (fixed, so GEMMs can be captured)
+  size_t staging_bytes = 8 << 20;        // pinned staging for host->device copies in graph steps
+  int max_graphs = 64;                   // captured step graphs kept (oldest dropped first)
+
+  Status Validate() const;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // Selects the device, creates the stream, the cuBLAS handle and the pinned
+  // staging area. FailedPrecondition when there is no GPU.
+  static StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options = {});
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device::kCuda; }
+  DType compute_dtype() const override { return DType::kBF16; }
+
+  StatusOr<Buffer> Allocate(DType dtype, const std::vector<int64_t>& shape) override;
+  Status CopyToDevice(const void* src, size_t num_bytes, Tensor dst) override;
+  Status CopyToHost(Tensor src, void* dst, size_t num_bytes) override;
+  size_t AttentionWorkspaceBytes(const PagedAttentionParams& max_shape) const override;
+
+  Status Embedding(Tensor ids, Tensor table, Tensor out) override;
+  Status RmsNorm(const RmsNormParams& p) override;
+  Status Linear(const LinearParams& p) override;
+  Status RopeKvWrite(const RopeKvWriteParams& p) override;
+  Status PagedAttention(const PagedAttentionParams& p) override;
+  Status SiluAndMul(Tensor gate_up, Tensor out) override;
+  Status GatherRows(Tensor src, Tensor indices, Tensor out) override;
+
+  // Graph steps (see the file comment). Begin waits for the previous graph
+  // launch to finish reading the staging area. Between Begin and End,
+  // CopyToHost and Synchronize are FailedPrecondition. Cancel drops a
+  // recorded step (after an error) without launching anything.
+  Status BeginGraphStep();
+  Status EndGraphStep();
+  void CancelGraphStep();
+  bool in_graph_step() const { return recording_; }
+
+  // Blocks until all queued work is done.
+  Status Synchronize();
+  cudaStream_t stream() const { return stream_; }
+  int num_sms() const { return num_sms_; }
+
+  // Counters for tests and benchmarks.
+  int live_buffers() const { return live_buffers_; }
+  int graphs_captured() const { return graphs_captured_; }
+  int graph_replays() const { return graph_replays_; }
+
+ protected:
+  void Free(void* data) override;
+
+ private:
+  struct Impl;
+  using Launch = std::function<Status(cudaStream_t)>;
+
+  explicit CudaBackend(const CudaBackendOptions& options);
+  Status Init();
+  // Runs `launch` now, or records it with `key` (the bytes of its parameters)
+  // when inside a graph step.
+  Status Enqueue(const char* op, const void* key, size_t key_bytes, Launch launch);
+
+  CudaBackendOptions options_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t graph_done_ = nullptr;
+  std::unique_ptr<Impl> impl_;
+  int num_sms_ = 0;
+  int live_buffers_ = 0;
+
+  // Graph-step state.
+  bool recording_ = false;
+  std::string key_;
+  std::vector<Launch> recorded_;
+  size_t staging_used_ = 0;
+  std::unordered_map<std::string, cudaGraphExec_t> graphs_;
+  std::deque<std::string> graph_order_;
+  int graphs_captured_ = 0;
+  int graph_replays_ = 0;
+};
+
+}  // namespace tandem::runtime
