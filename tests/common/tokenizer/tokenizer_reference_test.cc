@@ -10,6 +10,7 @@
 
 #include "common/tokenizer/incremental_detokenizer.h"
 #include "common/tokenizer/tokenizer.h"
+#include "common/tokenizer/unicode_util.h"
 #include "tests/common/tokenizer/test_data.h"
 
 namespace tandem::tokenizer {
@@ -90,8 +91,14 @@ TEST_P(ReferenceTest, MatchesJavaScriptReference) {
     for (bool skip_special : {false, true}) {
       IncrementalDetokenizer inc(**tok, skip_special);
       std::string streamed;
-      for (TokenId id : *special) streamed += inc.Add(id);
+      bool chunks_valid = true;
+      for (TokenId id : *special) {
+        const std::string chunk = inc.Add(id);
+        chunks_valid = chunks_valid && IsValidUtf8(chunk);
+        streamed += chunk;
+      }
       streamed += inc.Finish();
+      EXPECT_TRUE(chunks_valid) << model << " streamed invalid UTF-8 for " << nlohmann::json(text).dump();
       const std::string& want = skip_special ? *skip : *full;
       if (streamed != want && ++incremental_failures <= 5) {
         ADD_FAILURE() << model << " incremental decode differs for " << nlohmann::json(text).dump()
