@@ -208,13 +208,11 @@ size_t CudaBackend::AttentionWorkspaceBytes(const PagedAttentionParams& m) const
   return most;
 }
 
-Status CudaBackend::Enqueue(const char* op, const void* key, size_t key_bytes, Launch launch) {
-  if (!recording_) return launch(stream_);
+void CudaBackend::Record(const char* op, const void* key, size_t key_bytes, Launch launch) {
   key_.append(op);
   key_.push_back('\0');
   key_.append(static_cast<const char*>(key), key_bytes);
   recorded_.push_back(std::move(launch));
-  return Status::Ok();
 }
 
 Status CudaBackend::Embedding(Tensor ids, Tensor table, Tensor out) {

@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/runtime/backend.h"
@@ -99,8 +100,14 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(const CudaBackendOptions& options);
   Status Init();
   // Runs `launch` now, or records it with `key` (the bytes of its parameters)
-  // when inside a graph step.
-  Status Enqueue(const char* op, const void* key, size_t key_bytes, Launch launch);
+  // when inside a graph step (no std::function, so no host allocation, when eager).
+  template <typename F>
+  Status Enqueue(const char* op, const void* key, size_t key_bytes, F&& launch) {
+    if (!recording_) return launch(stream_);
+    Record(op, key, key_bytes, Launch(std::forward<F>(launch)));
+    return Status::Ok();
+  }
+  void Record(const char* op, const void* key, size_t key_bytes, Launch launch);
 
   CudaBackendOptions options_;
   cudaStream_t stream_ = nullptr;
