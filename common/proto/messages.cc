@@ -24,6 +24,7 @@ const TypeEntry* Entries(size_t* count) {
       {MESSAGE_TYPE_RESERVE_REPLY, &ReserveReply::default_instance(), "RESERVE_REPLY"},
       {MESSAGE_TYPE_PREFILL, &PrefillRequest::default_instance(), "PREFILL"},
       {MESSAGE_TYPE_KV_DONE, &KvDone::default_instance(), "KV_DONE"},
+      {MESSAGE_TYPE_KV_CONTROL, &KvControl::default_instance(), "KV_CONTROL"},
       {MESSAGE_TYPE_TOKENS, &Tokens::default_instance(), "TOKENS"},
       {MESSAGE_TYPE_CANCEL, &Cancel::default_instance(), "CANCEL"},
       {MESSAGE_TYPE_RELEASE, &Release::default_instance(), "RELEASE"},
