@@ -179,6 +179,15 @@ void Decoder::Apply(const Step& step, std::vector<std::string>* tokens) {
   }
 }
 
+bool Decoder::has_byte_fallback() const {
+  for (const Step& step : steps_) {
+    if (step.kind == Kind::kByteFallback) return true;
+  }
+  return false;
+}
+
+bool IsByteFallbackToken(const std::string& token) { return ByteToken(token) >= 0; }
+
 std::string Decoder::Decode(std::vector<std::string> tokens) const {
   for (const Step& step : steps_) Apply(step, &tokens);
   std::string out;

@@ -20,6 +20,9 @@ class Decoder {
   // Applies the chain to `tokens` and concatenates the result. The result is
   // always valid UTF-8 (invalid bytes become U+FFFD).
   std::string Decode(std::vector<std::string> tokens) const;
+  // True when the chain has ByteFallback: a run of <0xXX> tokens decodes as
+  // one unit (all U+FFFD if the run is invalid UTF-8).
+  bool has_byte_fallback() const;
 
  private:
   enum class Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
@@ -33,5 +36,8 @@ class Decoder {
   static void Apply(const Step& step, std::vector<std::string>* tokens);
   std::vector<Step> steps_;
 };
+
+// "<0xAB>"-style byte token.
+bool IsByteFallbackToken(const std::string& token);
 
 }  // namespace tandem::tokenizer

@@ -23,6 +23,9 @@ std::string IncrementalDetokenizer::DecodeRange(size_t begin, size_t end) const 
 
 std::string IncrementalDetokenizer::Add(TokenId id) {
   ids_.push_back(id);
+  // A ByteFallback run decodes as a unit (an invalid byte later turns the
+  // whole run into U+FFFD), so nothing is emitted until the run ends.
+  if (tokenizer_.IsByteFallbackPiece(id)) return std::string();
   const std::string prefix_text = DecodeRange(prefix_offset_, read_offset_);
   const std::string new_text = DecodeRange(prefix_offset_, ids_.size());
   // A trailing U+FFFD may be an incomplete character: wait for more ids.

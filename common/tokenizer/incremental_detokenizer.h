@@ -2,7 +2,8 @@
 // they complete. Emitted text is always valid UTF-8 (a partial multibyte
 // character is held back until it completes), decoder effects such as
 // SentencePiece's leading-space strip are honored by decoding a short window
-// of previous ids, and the concatenation of every Add plus Finish equals
+// of previous ids, a run of byte-fallback tokens is held until it ends (HF
+// decodes the run as one unit), and the concatenation of every Add plus Finish equals
 // Tokenizer::Decode of all ids.
 //
 // Thread rule: one per stream; not thread-safe. The tokenizer must outlive it.

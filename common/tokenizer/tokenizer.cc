@@ -134,6 +134,12 @@ std::optional<std::string> Tokenizer::IdToToken(TokenId id) const {
   return *token;
 }
 
+bool Tokenizer::IsByteFallbackPiece(TokenId id) const {
+  if (!decoder_.has_byte_fallback() || added_.Find(id) != nullptr) return false;
+  const std::string* token = model_.IdToToken(id);
+  return token != nullptr && IsByteFallbackToken(*token);
+}
+
 bool Tokenizer::IsSpecial(TokenId id) const {
   const AddedToken* added = added_.Find(id);
   return added != nullptr && added->special;

@@ -52,6 +52,9 @@ class Tokenizer {
   bool IsSpecial(TokenId id) const;
   // True for ids listed in tokenizer.json's added_tokens (special or not).
   bool IsAdded(TokenId id) const { return added_.Find(id) != nullptr; }
+  // True for <0xXX> byte tokens of a tokenizer whose decoder has ByteFallback:
+  // text ending in such a run may still change, so streams hold it back.
+  bool IsByteFallbackPiece(TokenId id) const;
 
  private:
   Tokenizer() = default;

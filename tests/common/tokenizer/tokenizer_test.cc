@@ -137,9 +137,20 @@ TEST(IncrementalDetokenizerTest, SentencePieceLeadingSpaces) {
   const Ids ids{1, 263, 259, 261, 262};
   EXPECT_EQ(Stream(*t, ids, true), (std::vector<std::string>{"", "ab", " ", "b", " a", ""}));
   EXPECT_EQ(Stream(*t, ids, false), (std::vector<std::string>{"<s>", " ab", " ", "b", " a", ""}));
-  // Byte-fallback pieces of one character are emitted together.
+  // A byte-fallback run is held until it ends (here: at Finish).
   const auto chunks = Stream(*t, Ids{263, 3 + 0xC3, 3 + 0xA9}, true);
-  EXPECT_EQ(chunks, (std::vector<std::string>{"ab", "", "\xC3\xA9", ""}));
+  EXPECT_EQ(chunks, (std::vector<std::string>{"ab", "", "", "\xC3\xA9"}));
+}
+
+TEST(IncrementalDetokenizerTest, ByteRunThatTurnsInvalidMatchesFullDecode) {
+  auto t = Load(test_data::TinySentencePieceJson());
+  // '~' is a valid byte alone, but the run ~ FD ~ 84 A9 is invalid UTF-8, so
+  // the full decode turns all five bytes into U+FFFD.
+  const Ids ids{3 + '~', 3 + 0xFD, 3 + '~', 3 + 0x84, 3 + 0xA9, 260};
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(*t->Decode(ids, false), fffd + fffd + fffd + fffd + fffd + "a");
+  const auto chunks = Stream(*t, ids, false);
+  EXPECT_EQ(chunks, (std::vector<std::string>{"", "", "", "", "", fffd + fffd + fffd + fffd + fffd + "a", ""}));
 }
 
 }  // namespace
