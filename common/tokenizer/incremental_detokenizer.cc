@@ -24,8 +24,17 @@ std::string IncrementalDetokenizer::DecodeRange(size_t begin, size_t end) const 
 std::string IncrementalDetokenizer::Add(TokenId id) {
   ids_.push_back(id);
   // A ByteFallback run decodes as a unit (an invalid byte later turns the
-  // whole run into U+FFFD), so nothing is emitted until the run ends.
-  if (tokenizer_.IsByteFallbackPiece(id)) return std::string();
+  // whole run into U+FFFD), so nothing is emitted until the run ends. Ids
+  // that decode to nothing (unknown ids, skipped special tokens) are dropped
+  // before the decoder and so do not end a run.
+  if (tokenizer_.IsByteFallbackPiece(id)) {
+    in_byte_run_ = true;
+    return std::string();
+  }
+  const bool invisible = !tokenizer_.IdToToken(id).has_value() ||
+                         (skip_special_tokens_ && tokenizer_.IsSpecial(id));
+  if (invisible && in_byte_run_) return std::string();
+  in_byte_run_ = false;
   const std::string prefix_text = DecodeRange(prefix_offset_, read_offset_);
   const std::string new_text = DecodeRange(prefix_offset_, ids_.size());
   // A trailing U+FFFD may be an incomplete character: wait for more ids.

@@ -34,6 +34,7 @@ class IncrementalDetokenizer {
   std::vector<TokenId> ids_;
   size_t prefix_offset_ = 0;  // window start: ids before it are settled
   size_t read_offset_ = 0;    // ids before it have been emitted
+  bool in_byte_run_ = false;  // the last visible id was a byte-fallback piece
 };
 
 }  // namespace tandem::tokenizer
