@@ -124,11 +124,11 @@ const Status& GetStatus(const StatusOr<T>& s) { return s.status(); }
 #define TANDEM_CONCAT_(a, b) TANDEM_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function if `expr` (a Status or StatusOr) is not OK.
+// The Status is copied (cheap) so `expr` may be `Foo().status()` on a temporary.
 #define TANDEM_RETURN_IF_ERROR(expr)                                         \
   do {                                                                       \
-    const auto& _tandem_st = (expr);                                         \
-    if (!::tandem::internal::GetStatus(_tandem_st).ok())                     \
-      return ::tandem::internal::GetStatus(_tandem_st);                      \
+    ::tandem::Status _tandem_st = ::tandem::internal::GetStatus((expr));     \
+    if (!_tandem_st.ok()) return _tandem_st;                                 \
   } while (0)
 
 // `lhs = value of expr`, or return its error. lhs may declare: `auto x`.
