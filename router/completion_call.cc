@@ -123,6 +123,7 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
   base.tenant_id = tenant_;
   const int32_t timeout_ms = context_->config.request_timeout_ms;
   if (timeout_ms > 0) base.deadline_ns = Clock::Real().NowNanos() + MsToNanos(timeout_ms);
+  deadline_ns_ = base.deadline_ns;
   spec_.n = request.n;
   spec_.stop = request.stop;
   return std::nullopt;
@@ -220,9 +221,11 @@ void CompletionCall::StartJob() {
       }
     }
   }
-  if (context_->config.request_timeout_ms > 0) {
+  if (deadline_ns_ > 0) {
+    // The deadline counts from arrival, so time spent queued is part of it.
     std::weak_ptr<CompletionCall> weak = self;
-    deadline_timer_.expires_after(std::chrono::milliseconds(context_->config.request_timeout_ms));
+    const Nanos left_ns = std::max<Nanos>(0, deadline_ns_ - Clock::Real().NowNanos());
+    deadline_timer_.expires_after(std::chrono::nanoseconds(left_ns));
     deadline_timer_.async_wait([weak](const boost::system::error_code& ec) {
       auto call = weak.lock();
       if (ec || !call || call->state_ != State::kRunning) return;

@@ -77,6 +77,7 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   std::shared_ptr<GenerationJob> job_;
   Nanos arrival_ns_ = 0;                // Run() began
   Nanos queued_ns_ = 0;                 // admission was asked
+  Nanos deadline_ns_ = 0;               // Clock::Real() time the request must end by; 0 = none
   bool first_token_seen_ = false;
   std::vector<Nanos> last_batch_ns_;    // per choice: when its previous tokens arrived
   boost::asio::steady_timer queue_timer_;

@@ -201,8 +201,11 @@ void HttpSession::BeginStream() {
   stream_header_->set(http::field::server, "tandem-router");
   stream_header_->set(http::field::content_type, "text/event-stream; charset=utf-8");
   stream_header_->set(http::field::cache_control, "no-cache");
+  // HTTP/1.0 has no chunked encoding: the body then ends when the connection closes.
+  raw_stream_ = version_ < 11;
+  if (raw_stream_) keep_alive_ = false;
   stream_header_->keep_alive(keep_alive_);
-  stream_header_->chunked(true);
+  stream_header_->chunked(!raw_stream_);
   stream_serializer_.emplace(*stream_header_);
   writing_ = true;
   stream_.expires_after(std::chrono::milliseconds(context_->config.write_timeout_ms));
@@ -234,12 +237,20 @@ void HttpSession::FlushStream() {
     in_flight_.swap(pending_);
     pending_.clear();
     writing_ = true;
-    net::async_write(stream_, http::make_chunk(net::buffer(in_flight_)), std::move(done));
+    if (raw_stream_) {
+      net::async_write(stream_, net::buffer(in_flight_), std::move(done));
+    } else {
+      net::async_write(stream_, http::make_chunk(net::buffer(in_flight_)), std::move(done));
+    }
   } else if (stream_end_requested_) {
     stream_end_requested_ = false;
     last_chunk_in_flight_ = true;
     writing_ = true;
-    net::async_write(stream_, http::make_chunk_last(), std::move(done));
+    if (raw_stream_) {
+      net::async_write(stream_, net::buffer(in_flight_.data(), 0), std::move(done));
+    } else {
+      net::async_write(stream_, http::make_chunk_last(), std::move(done));
+    }
   }
 }
 

@@ -82,6 +82,7 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   bool stream_end_requested_ = false;
   bool last_chunk_in_flight_ = false;
   bool close_after_stream_ = false;
+  bool raw_stream_ = false;  // HTTP/1.0 client: no chunk framing, close at the end
 };
 
 }  // namespace tandem::router

@@ -1,11 +1,13 @@
 // router_fake_server: the real HttpServer over FakeBackend + FakeTextCodec, for
 // checking wire compatibility with outside clients (the npm `openai` package,
-// curl). Prints "PORT <n>" and serves until stdin closes.
+// curl, promtool on /metrics). Prints "PORT <n>" and serves until stdin closes.
 //   router_fake_server [--api-key KEY]
 #include <cstdio>
 #include <iostream>
 #include <string>
 
+#include "common/metrics/metrics_registry.h"
+#include "common/metrics/serving_metrics.h"
 #include "router/http_server.h"
 #include "tests/router/fake_backend.h"
 #include "tests/router/fake_text_codec.h"
@@ -22,6 +24,10 @@ int main(int argc, char** argv) {
   deps.backend = &backend;
   deps.codec = &codec;
   deps.model = {"tiny", 64, testing::kFakeVocab, 1700000000};
+  tandem::metrics::MetricsRegistry registry;
+  tandem::metrics::ServingMetrics serving = tandem::metrics::ServingMetrics::Register(registry);
+  deps.metrics = &serving;
+  deps.metrics_text = [&registry] { return registry.RenderText(); };
   HttpServer server(config, deps);
   if (tandem::Status s = server.Start(); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());

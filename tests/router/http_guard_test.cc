@@ -307,6 +307,19 @@ TEST_F(HttpGuardTest, RequestDeadlineEndsStuckRequests) {
   EXPECT_EQ(server_->context().admission.running(), 0);
 }
 
+TEST_F(HttpGuardTest, Http10StreamHasNoChunkFramingAndCloses) {
+  StartServer();
+  const std::string body = json{{"prompt", "x"}, {"stream", true}}.dump();
+  const std::string got = RawExchange(
+      port_, "POST /v1/completions HTTP/1.0\r\nContent-Length: " + std::to_string(body.size()) +
+                 "\r\n\r\n" + body);
+  ASSERT_EQ(got.rfind("HTTP/1.0 200", 0), 0u) << got;
+  EXPECT_EQ(got.find("chunked"), std::string::npos);
+  const std::string payload = got.substr(got.find("\r\n\r\n") + 4);
+  EXPECT_EQ(payload.rfind("data: {", 0), 0u) << payload;
+  EXPECT_EQ(payload.substr(payload.size() - 14), "data: [DONE]\n\n");
+}
+
 TEST_F(HttpGuardTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   StartServer();
   std::string one = "GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n";
