@@ -3,7 +3,8 @@
 //   0: the rest is a tokenizer.json document (must load or fail cleanly);
 //   1/2: the rest is text for the tiny byte-level / SentencePiece tokenizer:
 //        encode must succeed exactly for valid UTF-8, the streamed decode must
-//        equal the full decode, and byte-level decode(encode(s)) must be s;
+//        equal the full decode, and byte-level decode(encode(s)) must be s
+//        (unless s has <mask>, whose lstrip drops the space before it);
 //   3: the rest is a list of 16-bit ids to decode fully and incrementally.
 #include <cstdint>
 #include <cstdlib>
@@ -67,7 +68,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!ids.ok()) return 0;
       for (TokenId id : *ids) Require(id >= 0 && id < t.VocabSize());
       CheckStreaming(t, *ids);
-      if (data[0] % 4 == 1 && data[0] < 128) Require(*t.Decode(*ids, false) == rest);
+      // Lossless except that <mask> (lstrip) absorbs the whitespace before it.
+      if (data[0] % 4 == 1 && data[0] < 128 && rest.find("<mask>") == std::string_view::npos) {
+        Require(*t.Decode(*ids, false) == rest);
+      }
       return 0;
     }
     default: {
