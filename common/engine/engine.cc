@@ -59,7 +59,11 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
   layout.dtype = backend_->compute_dtype();
   TANDEM_ASSIGN_OR_RETURN(runtime::PagedKvCache pool, runtime::PagedKvCache::Create(backend_.get(), layout));
   device_kv_ = std::make_unique<runtime::PagedKvCache>(std::move(pool));
-  storage_ = std::make_unique<BackendKvTierStorage>(backend_.get(), device_kv_.get(), config_.num_host_blocks);
+  TANDEM_ASSIGN_OR_RETURN(storage_, backend_->CreateKvTierStorage(device_kv_->pool(), layout,
+                                                                   config_.num_host_blocks));
+  if (storage_ == nullptr) {
+    storage_ = std::make_unique<BackendKvTierStorage>(backend_.get(), device_kv_.get(), config_.num_host_blocks);
+  }
 
   kv_cache::KvCacheConfig kv;
   kv.block_size = config_.block_size;

@@ -99,7 +99,7 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   const std::vector<TokenId>& eos_token_ids() const { return eos_token_ids_; }
   runtime::PagedKvCache& device_kv() { return *device_kv_; }
-  BackendKvTierStorage& storage() { return *storage_; }
+  kv_cache::KvTierStorage& storage() { return *storage_; }
   runtime::Backend& backend() { return *backend_; }
   int max_model_len() const { return config_.scheduler.max_model_len; }
 
@@ -124,9 +124,10 @@ class Engine {
   std::unique_ptr<runtime::Backend> backend_;
   std::unique_ptr<runtime::LlamaModel> model_;
   std::unique_ptr<runtime::PagedKvCache> device_kv_;
-  std::unique_ptr<BackendKvTierStorage> storage_;
+  std::unique_ptr<kv_cache::KvTierStorage> storage_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   runtime::Sampler sampler_;
+  std::vector<float> logits_;  // host copy of the step's logits (reused)
   std::unordered_map<RequestId, RequestState> requests_;
   // Requests whose end was already emitted (aborted mid-step); their scheduler
   // finish record is swallowed so each request ends exactly once.

@@ -5,6 +5,8 @@ namespace tandem::engine {
 void EngineConfig::Bind(config::ConfigBinder& b) {
   b.Field("model_dir", model_dir, "Hugging Face model directory");
   b.Field("model_name", model_name, "model name served to clients");
+  b.Field("backend", backend, "model runtime backend: cpu | cuda");
+  b.Field("device", device, "CUDA device ordinal");
   b.Field("kv.block_size", block_size, "tokens per KV block (power of two)");
   b.Field("kv.num_device_blocks", num_device_blocks, "device-tier KV blocks (0: from kv.cache_bytes)");
   b.Field("kv.cache_bytes", kv_cache_bytes, "device-tier KV bytes when num_device_blocks is 0");
@@ -22,6 +24,7 @@ void EngineConfig::Bind(config::ConfigBinder& b) {
 
 Status EngineConfig::Validate() const {
   if (model_dir.empty()) return InvalidArgumentError("model_dir is required");
+  if (backend != "cpu" && backend != "cuda") return InvalidArgumentError("backend must be cpu or cuda");
   if (block_size <= 0 || (block_size & (block_size - 1)) != 0) {
     return InvalidArgumentError("kv.block_size must be a power of two");
   }

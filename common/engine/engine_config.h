@@ -16,6 +16,10 @@ namespace tandem::engine {
 struct EngineConfig {
   // Hugging Face model directory (config.json, safetensors, tokenizer files).
   std::string model_dir;
+  // Model runtime backend: "cpu" (fp32 reference) or "cuda" (bf16, needs a CUDA build).
+  std::string backend = "cpu";
+  // CUDA device ordinal for the "cuda" backend.
+  int device = 0;
   // Name clients use for the model; also mixed into block hashes (with the dir's config).
   std::string model_name = "tiny";
   // Tokens per KV block (power of two). 16 is the default everywhere.

@@ -1,4 +1,5 @@
 // Engine::StepOnce: one continuous-batching step on the engine thread.
+#include <algorithm>
 #include <string>
 
 #include "common/base/logging.h"
@@ -39,7 +40,18 @@ Status Engine::RunStep(const scheduler::SchedulerOutput& step, std::vector<Engin
   for (const scheduler::ScheduledSequence& s : step.scheduled) {
     chunks.push_back(runtime::SeqChunk{s.new_tokens, s.start_position, s.block_table, s.needs_logits});
   }
-  TANDEM_ASSIGN_OR_RETURN(std::vector<float> logits, model_->ForwardToHost(chunks, *device_kv_));
+  bool decode_only = std::all_of(step.scheduled.begin(), step.scheduled.end(),
+                                 [](const scheduler::ScheduledSequence& s) { return !s.is_prefill; });
+  TANDEM_RETURN_IF_ERROR(backend_->BeginStep(decode_only));
+  StatusOr<runtime::Tensor> device_logits = model_->Forward(chunks, *device_kv_);
+  if (!device_logits.ok()) {
+    backend_->AbortStep();
+    return device_logits.status();
+  }
+  TANDEM_RETURN_IF_ERROR(backend_->EndStep());
+  logits_.resize(device_logits->NumElements());
+  TANDEM_RETURN_IF_ERROR(backend_->CopyToHost(*device_logits, logits_.data(), device_logits->NumBytes()));
+  const std::vector<float>& logits = logits_;
   if (observer_) observer_(step, *scheduler_);
 
   const int vocab = model_config_.vocab_size;

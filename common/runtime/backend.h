@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "common/base/dtype.h"
 #include "common/base/status.h"
+#include "common/kv_cache/kv_tier_storage.h"
 #include "common/runtime/ops.h"
 #include "common/runtime/tensor.h"
 
@@ -58,6 +60,24 @@ class Backend : public Ops {
   // (its sizes and host scalars at their maximum; pointers ignored). The
   // caller allocates it once (plan/run split, CUDA-graph friendly).
   virtual size_t AttentionWorkspaceBytes(const PagedAttentionParams& max_shape) const { return 0; }
+
+  // Hooks around one step's forward. `decode_only`: every chunk is a single
+  // decode token, so a backend may record the step and replay it as a CUDA
+  // graph. EndStep launches whatever was recorded; AbortStep (after a failed
+  // forward) drops it. Defaults do nothing.
+  virtual Status BeginStep(bool decode_only) { return Status::Ok(); }
+  virtual Status EndStep() { return Status::Ok(); }
+  // Drops a step whose forward failed, launching nothing recorded.
+  virtual void AbortStep() {}
+
+  // KV tier storage for `device_pool` (laid out by `layout`) with
+  // `num_host_blocks` host blocks, when this backend has one better than a
+  // copy through CopyToHost/CopyToDevice (async copies on a GPU); nullptr
+  // when it has none.
+  virtual StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CreateKvTierStorage(
+      Tensor device_pool, const kv_cache::KvLayout& layout, int num_host_blocks) {
+    return std::unique_ptr<kv_cache::KvTierStorage>();
+  }
 
  protected:
   // Releases memory from Allocate. Called by Buffer only.

@@ -1,5 +1,7 @@
 #include "common/runtime/cuda_backend.h"
 
+#include "common/cuda/kv_tier_storage_cuda.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include "common/cuda/cuda_status.h"
 #include "common/cuda/device_buffer.h"
 #include "common/cuda/gemm.h"
+#include "common/cuda/kv_tier_storage_cuda.h"
 #include "common/kernels/decode_attention.h"
 #include "common/kernels/embedding.h"
 #include "common/kernels/misc_ops.h"
@@ -492,6 +495,19 @@ Status CudaBackend::EndGraphStep() {
   TANDEM_RETURN_IF_CUDA_ERROR(cudaGraphLaunch(exec, stream_));
   TANDEM_RETURN_IF_CUDA_ERROR(cudaEventRecord(graph_done_, stream_));
   return Status::Ok();
+}
+
+Status CudaBackend::BeginStep(bool decode_only) {
+  return decode_only ? BeginGraphStep() : Status::Ok();
+}
+
+Status CudaBackend::EndStep() { return recording_ ? EndGraphStep() : Status::Ok(); }
+
+StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CudaBackend::CreateKvTierStorage(
+    Tensor device_pool, const kv_cache::KvLayout& layout, int num_host_blocks) {
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaKvTierStorage> storage,
+                          cuda::CudaKvTierStorage::Create(device_pool.data, layout, num_host_blocks, stream_));
+  return std::unique_ptr<kv_cache::KvTierStorage>(std::move(storage));
 }
 
 }  // namespace tandem::runtime

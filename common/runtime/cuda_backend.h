@@ -80,6 +80,14 @@ class CudaBackend final : public Backend {
   void CancelGraphStep();
   bool in_graph_step() const { return recording_; }
 
+  // Backend step hooks: a decode-only step is a graph step.
+  Status BeginStep(bool decode_only) override;
+  Status EndStep() override;
+  void AbortStep() override { CancelGraphStep(); }
+  // CudaKvTierStorage: pinned host tier, async copies on a copy stream.
+  StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CreateKvTierStorage(
+      Tensor device_pool, const kv_cache::KvLayout& layout, int num_host_blocks) override;
+
   // Blocks until all queued work is done.
   Status Synchronize();
   cudaStream_t stream() const { return stream_; }

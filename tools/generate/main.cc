@@ -1,6 +1,6 @@
 // tandem-generate: single-process generation through the engine (CPU backend).
 // Renders the chat template (with --chat), tokenizes, serves every prompt
-// concurrently through continuous batching, and streams the text of the first
+// concurrently through continuous batching (--backend cpu|cuda), and streams the text of the first
 // prompt as it is generated; the others are printed when they finish.
 //
 //   tandem-generate --model-dir build/models/tiny --prompt "Hello" --prompt "Tell me" --max-tokens 32
@@ -12,7 +12,7 @@
 
 #include "common/base/logging.h"
 #include "common/engine/engine.h"
-#include "common/runtime/cpu_backend.h"
+#include "common/engine/backend_factory.h"
 #include "common/tokenizer/chat_template.h"
 #include "common/tokenizer/incremental_detokenizer.h"
 #include "common/tokenizer/tokenizer.h"
@@ -48,7 +48,8 @@ StatusOr<std::vector<TokenId>> PromptIds(const tokenizer::Tokenizer& tok, const 
 Status Run(engine::EngineConfig config, const Options& o) {
   TANDEM_RETURN_IF_ERROR(InitLogging(o.log_level));
   TANDEM_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::FromFile(config.model_dir + "/tokenizer.json"));
-  TANDEM_ASSIGN_OR_RETURN(auto engine, engine::Engine::Create(config, std::make_unique<runtime::CpuBackend>()));
+  TANDEM_ASSIGN_OR_RETURN(auto backend, engine::MakeBackend(config.backend, config.device));
+  TANDEM_ASSIGN_OR_RETURN(auto engine, engine::Engine::Create(config, std::move(backend)));
   std::map<RequestId, tokenizer::IncrementalDetokenizer> detok;
   std::map<RequestId, std::string> text;
   for (size_t i = 0; i < o.prompts.size(); ++i) {
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
   tandem::Options o;
   tandem::config::ConfigBinder binder;
   config.Bind(binder);
-  CLI::App app("tandem-generate: single-process generation on the CPU backend");
+  CLI::App app("tandem-generate: single-process generation (CPU or CUDA backend)");
   binder.AddFlags(app);
   app.add_option("--prompt", o.prompts, "prompt text (repeat for several concurrent prompts)")->required();
   app.add_flag("--chat", o.chat, "apply the model's chat template to each prompt");
