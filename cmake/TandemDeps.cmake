@@ -13,6 +13,7 @@ endif()
 find_package(yaml-cpp REQUIRED)
 find_package(OpenSSL REQUIRED)
 find_package(GTest REQUIRED)
+find_package(Boost 1.74 REQUIRED)  # headers: Asio, Beast
 
 # The tokenizer needs PCRE2 and utf8proc. Where they are missing (the GPU machine
 # image), the tokenizer and what depends on it (router, tandem-generate) are skipped
