@@ -1,6 +1,9 @@
 // Unit tests of Tokenizer and IncrementalDetokenizer on the hand-made
 // tokenizers of tiny_tokenizers.h (expected ids derived by hand from their
 // vocabularies and merge ranks), plus malformed-input handling.
+#include <atomic>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "common/tokenizer/incremental_detokenizer.h"
@@ -105,6 +108,28 @@ TEST(TokenizerTest, MalformedFilesGiveClearErrors) {
     EXPECT_NE(r.status().message().find(c.needle), std::string::npos) << r.status().message();
   }
   EXPECT_EQ(Tokenizer::FromFile("/nonexistent/tokenizer.json").status().code(), StatusCode::kNotFound);
+}
+
+TEST(TokenizerTest, ConcurrentEncodesAgree) {
+  auto t = Load(test_data::TinyByteLevelJson());
+  std::vector<std::string> texts;
+  for (int i = 0; i < 200; ++i) texts.push_back("the hello " + std::to_string(i * 7919) + " the" + std::string(i % 5, 'l'));
+  std::vector<Ids> want;
+  for (const auto& s : texts) want.push_back(*t->Encode(s, true));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < texts.size(); ++i) {
+          const size_t j = (i * (k + 1) + round) % texts.size();
+          if (*t->Encode(texts[j], true) != want[j]) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 // Streams `ids`, checking every chunk is valid UTF-8; returns the chunks.
