@@ -1,5 +1,5 @@
-// Jinja builtins used by chat templates: filters, tests, methods of str/dict/
-// list values, and the global functions (range, namespace, dict,
+// Jinja builtins used by chat templates: filters, tests, and the global
+// functions (range, namespace, dict,
 // raise_exception, strftime_now). Pure functions over Values; thread-safe.
 #pragma once
 
@@ -25,18 +25,7 @@ StatusOr<Value> ApplyFilter(BuiltinContext& ctx, const std::string& name, const 
 StatusOr<bool> ApplyTest(BuiltinContext& ctx, const std::string& name, const Value& input,
                          CallArgs& args);
 
-// `obj.name` where obj is a str/dict/list: a bound method, or Undefined when
-// there is none (dict keys are looked up by the caller).
-Value GetMethod(const Value& obj, const std::string& name);
-
 // Globals visible to every template.
 ValueDict MakeGlobals();
-
-// Jinja's getattr/getitem semantics: dict key, list/str index (negative ok),
-// else Undefined with a hint for the error message.
-Value GetItem(const Value& obj, const Value& key);
-
-// Python-style str.strip family on code points.
-std::string PyStrip(const std::string& s, const Value* chars, bool left, bool right);
 
 }  // namespace tandem::tokenizer::jinja

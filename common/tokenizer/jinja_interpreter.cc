@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "common/tokenizer/jinja_methods.h"
+
 namespace tandem::tokenizer::jinja {
 namespace {
 
