@@ -1,0 +1,63 @@
+#include "common/node/node_config.h"
+
+namespace tandem::node {
+
+void NodeConfig::Bind(config::ConfigBinder& b) {
+  b.Field("role", role, "node role: prefill | decode");
+  b.Field("listen_address", listen_address, "control-plane listen address host:port (port 0 = any)");
+  b.Field("advertise_address", advertise_address, "control address peers dial (empty: the bound one)");
+  b.Field("router_address", router_address, "router control address host:port");
+  b.Field("cluster_token", cluster_token, "shared cluster secret (>= 16 bytes)");
+  b.Field("node_name", node_name, "node name for logs and the router registry");
+  b.Field("heartbeat_interval_ms", heartbeat_interval_ms, "heartbeat period until the router sets one (ms)");
+  b.Field("reconnect_interval_ms", reconnect_interval_ms, "router reconnect period (ms)");
+  b.Field("http_address", http_address, "HTTP /metrics and /health listener host:port (empty: off)");
+  b.Field("transport", transport, "KV transport: ucx | local");
+  b.Field("ucx_transports", ucx_transports, "UCX transport list (UCX_TLS syntax)");
+  b.Field("transfer_blocks", transfer_blocks, "blocks of the registered landing/staging host arena");
+  b.Field("late_write_grace_ms", late_write_grace_ms, "quarantine of landing blocks after a failed transfer (ms)");
+  b.Field("lease_ms", lease_ms, "default reservation lease (ms)");
+  b.Field("max_pending_jobs", max_pending_jobs, "prefill jobs in flight at most");
+  b.Field("drain_timeout_ms", drain_timeout_ms, "SIGTERM drain deadline (ms)");
+  engine.Bind(b);
+}
+
+Status NodeConfig::Validate() const {
+  if (role != "prefill" && role != "decode") return InvalidArgumentError("role must be prefill or decode");
+  if (listen_address.empty()) return InvalidArgumentError("listen_address is required");
+  if (cluster_token.size() < 16) return InvalidArgumentError("cluster_token must be at least 16 bytes");
+  if (heartbeat_interval_ms < 10 || heartbeat_interval_ms > 60000) {
+    return InvalidArgumentError("heartbeat_interval_ms must be in [10, 60000]");
+  }
+  if (reconnect_interval_ms < 10 || reconnect_interval_ms > 60000) {
+    return InvalidArgumentError("reconnect_interval_ms must be in [10, 60000]");
+  }
+  if (transport != "ucx" && transport != "local") return InvalidArgumentError("transport must be ucx or local");
+  if (transfer_blocks < 1 || transfer_blocks > (1 << 20)) {
+    return InvalidArgumentError("transfer_blocks must be in [1, 1048576]");
+  }
+  if (late_write_grace_ms < 0) return InvalidArgumentError("late_write_grace_ms must be >= 0");
+  if (lease_ms < 1) return InvalidArgumentError("lease_ms must be >= 1");
+  if (max_pending_jobs < 1) return InvalidArgumentError("max_pending_jobs must be >= 1");
+  if (drain_timeout_ms < 0) return InvalidArgumentError("drain_timeout_ms must be >= 0");
+  TANDEM_RETURN_IF_ERROR(engine.Validate());
+  TANDEM_RETURN_IF_ERROR(ServerConfig().Validate());
+  return ClientConfig().Validate();
+}
+
+net::RpcServerConfig NodeConfig::ServerConfig() const {
+  net::RpcServerConfig c;
+  c.listen_address = listen_address;
+  c.rpc.cluster_token = cluster_token;
+  c.rpc.peer_name = node_name;
+  return c;
+}
+
+net::RpcClientConfig NodeConfig::ClientConfig() const {
+  net::RpcClientConfig c;
+  c.rpc.cluster_token = cluster_token;
+  c.rpc.peer_name = node_name;
+  return c;
+}
+
+}  // namespace tandem::node

@@ -1,0 +1,61 @@
+// NodeConfig: what a prefill or decode node process needs besides its engine:
+// where it listens, which router it registers with, how it authenticates, the
+// KV transport, the HTTP admin listener and the drain deadline.
+// Thread rule: plain value type; Bind/Validate at startup.
+#pragma once
+
+#include <string>
+
+#include "common/base/status.h"
+#include "common/config/config_binder.h"
+#include "common/engine/engine_config.h"
+#include "common/net/rpc_config.h"
+
+namespace tandem::node {
+
+struct NodeConfig {
+  // "prefill" or "decode" (each binary sets its own default).
+  std::string role = "decode";
+  // Control-plane listen address ("host:port"); port 0 picks a free port.
+  std::string listen_address = "127.0.0.1:0";
+  // Address the router and peers dial back; empty = the bound listen address.
+  std::string advertise_address;
+  // Router control address ("host:port"). Empty: run without a router (tests).
+  std::string router_address;
+  // Shared cluster secret (>= 16 bytes), the same on router and every node. Never logged.
+  std::string cluster_token;
+  // Name for logs and the router's registry ("decode-0").
+  std::string node_name = "node";
+  // Heartbeat period until the router's RegisterReply says otherwise, ms.
+  int heartbeat_interval_ms = 1000;
+  // Delay between attempts to (re)connect and re-register with the router, ms.
+  int reconnect_interval_ms = 500;
+  // HTTP listener for /metrics, /health/live, /health/ready ("host:port"); empty disables.
+  std::string http_address = "127.0.0.1:0";
+  // KV transport backend: "ucx" (needs a UCX build) or "local" (same process only).
+  std::string transport = "ucx";
+  // UCX transport list (UCX_TLS syntax, e.g. "tcp", "shm", "rc,sm"); empty = UCX's choice.
+  std::string ucx_transports = "tcp";
+  // Host blocks of the registered KV arena: decode's landing buffer / prefill's
+  // staging buffer (KvLayout blocks). Bounds the blocks in flight at once.
+  int transfer_blocks = 256;
+  // Keep landing blocks of a failed transfer out of reuse this long (late one-sided writes), ms.
+  int late_write_grace_ms = 2000;
+  // Default reservation lease when the router asks for 0, ms.
+  int lease_ms = 10000;
+  // Prefill: jobs accepted but not finished, at most; more get ResourceExhausted.
+  int max_pending_jobs = 256;
+  // SIGTERM: exit when in-flight work is done, or after this long, ms.
+  int drain_timeout_ms = 30000;
+  // The model engine.
+  engine::EngineConfig engine;
+
+  void Bind(config::ConfigBinder& b);
+  Status Validate() const;
+
+  // The RPC settings derived from these fields.
+  net::RpcServerConfig ServerConfig() const;
+  net::RpcClientConfig ClientConfig() const;
+};
+
+}  // namespace tandem::node

@@ -1,0 +1,55 @@
+#include "common/node/node_protocol.h"
+
+#include <string>
+
+namespace tandem::node {
+
+StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams& s, int max_tokens) {
+  runtime::SamplingParams p;
+  p.temperature = s.temperature();
+  p.top_k = s.top_k();
+  p.top_p = s.top_p() == 0.0f ? 1.0f : s.top_p();
+  p.min_p = s.min_p();
+  if (s.has_seed()) p.seed = s.seed();
+  p.repetition_penalty = s.repetition_penalty() == 0.0f ? 1.0f : s.repetition_penalty();
+  p.presence_penalty = s.presence_penalty();
+  p.frequency_penalty = s.frequency_penalty();
+  if (s.stop_token_ids_size() > 1024) return InvalidArgumentError("too many stop_token_ids");
+  p.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
+  p.ignore_eos = s.ignore_eos();
+  p.max_tokens = max_tokens > 0 ? max_tokens : s.max_tokens();
+  p.min_tokens = s.min_tokens();
+  TANDEM_RETURN_IF_ERROR(p.Validate());
+  return p;
+}
+
+Status ValidatePrompt(const google::protobuf::RepeatedField<int32_t>& ids, int vocab_size, int max_model_len) {
+  if (ids.empty()) return InvalidArgumentError("empty prompt");
+  if (ids.size() >= max_model_len) {
+    return InvalidArgumentError("prompt of " + std::to_string(ids.size()) + " tokens leaves no room within " +
+                                std::to_string(max_model_len));
+  }
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size) return InvalidArgumentError("token id out of range: " + std::to_string(id));
+  }
+  return Status::Ok();
+}
+
+proto::FinishReason FinishReasonToProto(const std::string& reason) {
+  if (reason == "stop") return proto::FINISH_REASON_STOP;
+  if (reason == "length") return proto::FINISH_REASON_LENGTH;
+  if (reason == "cancelled") return proto::FINISH_REASON_ABORT;
+  return proto::FINISH_REASON_ERROR;
+}
+
+engine::EngineRequest MakeEngineRequest(uint64_t request_id, const google::protobuf::RepeatedField<int32_t>& ids,
+                                        const std::string& tenant_salt, runtime::SamplingParams sampling) {
+  engine::EngineRequest r;
+  r.id = request_id;
+  r.tenant_salt = tenant_salt;
+  r.prompt_tokens.assign(ids.begin(), ids.end());
+  r.sampling = std::move(sampling);
+  return r;
+}
+
+}  // namespace tandem::node

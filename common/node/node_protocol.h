@@ -1,0 +1,32 @@
+// Conversions and checks between the control protocol and the engine that
+// both node roles use: sampling params, prompt validation, finish reasons.
+// Thread rule: free functions; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/base/status.h"
+#include "common/engine/engine.h"
+#include "common/proto/control.pb.h"
+
+namespace tandem::node {
+
+// proto -> runtime SamplingParams. Unset proto3 zeros mean "off" (top_p 0 -> 1,
+// repetition_penalty 0 -> 1). max_tokens > 0 overrides sampling.max_tokens.
+// InvalidArgument when a value is out of range.
+StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams& sampling, int max_tokens);
+
+// A prompt the engine can take: non-empty, ids in [0, vocab_size), room for one
+// output token within max_model_len.
+Status ValidatePrompt(const google::protobuf::RepeatedField<int32_t>& token_ids, int vocab_size,
+                      int max_model_len);
+
+// Engine finish reason ("stop", "length", "cancelled", ...) -> protocol value.
+proto::FinishReason FinishReasonToProto(const std::string& reason);
+
+// The EngineRequest for a protocol request.
+engine::EngineRequest MakeEngineRequest(uint64_t request_id, const google::protobuf::RepeatedField<int32_t>& ids,
+                                        const std::string& tenant_salt, runtime::SamplingParams sampling);
+
+}  // namespace tandem::node

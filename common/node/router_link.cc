@@ -1,0 +1,127 @@
+#include "common/node/router_link.h"
+
+#include <chrono>
+
+#include "common/base/logging.h"
+
+namespace tandem::node {
+
+RouterLink::RouterLink(net::EventLoop& loop, RouterLinkOptions options)
+    : loop_(loop), options_(std::move(options)) {
+  interval_ms_.store(options_.heartbeat_interval_ms);
+}
+
+RouterLink::~RouterLink() { Stop(); }
+
+Status RouterLink::Start() {
+  if (options_.router_address.empty()) return InvalidArgumentError("router_address is empty");
+  guard_->link = this;
+  net::RpcHandlers handlers;
+  handlers.on_request = [guard = guard_](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message,
+                                         net::Responder responder) {
+    std::lock_guard<std::mutex> lock(guard->mu);
+    if (guard->link && guard->link->options_.on_request) {
+      guard->link->options_.on_request(conn, std::move(message), std::move(responder));
+    } else {
+      responder.Fail(UnavailableError("node is stopping"));
+    }
+  };
+  handlers.on_close = [guard = guard_](const std::shared_ptr<net::RpcConnection>& conn, const Status&) {
+    std::lock_guard<std::mutex> lock(guard->mu);
+    if (guard->link) guard->link->OnClosed(conn);
+  };
+  TANDEM_ASSIGN_OR_RETURN(client_, net::RpcClient::Create(loop_, options_.client, std::move(handlers)));
+  thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
+}
+
+void RouterLink::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(guard_->mu);
+    guard_->link = nullptr;
+  }
+  if (client_) client_->CloseAll();
+  registered_.store(false);
+}
+
+Status RouterLink::Send(const google::protobuf::Message& message) {
+  std::shared_ptr<net::RpcConnection> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    conn = conn_;
+  }
+  if (!conn || !registered_.load()) return UnavailableError("not registered with the router");
+  return conn->Send(message);
+}
+
+void RouterLink::OnClosed(const std::shared_ptr<net::RpcConnection>& conn) {
+  bool was_registered = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (conn_ != conn) return;
+    conn_.reset();
+    was_registered = registered_.exchange(false);
+  }
+  cv_.notify_all();
+  if (was_registered) {
+    TANDEM_LOG_WARN("router connection lost; cancelling router requests and reconnecting");
+    if (options_.on_lost) options_.on_lost();
+  }
+}
+
+bool RouterLink::TryRegister() {
+  StatusOr<std::shared_ptr<net::RpcConnection>> conn = client_->Connect(options_.router_address);
+  if (!conn.ok()) return false;
+  proto::RegisterRequest request = options_.make_register ? options_.make_register() : proto::RegisterRequest();
+  StatusOr<proto::RegisterReply> reply = (*conn)->CallAndWaitFor<proto::RegisterReply>(request, 5000);
+  if (!reply.ok()) {
+    TANDEM_LOG_WARN("register with router {}: {}", options_.router_address, reply.status().ToString());
+    (*conn)->Close(UnavailableError("register failed"));
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!(*conn)->is_open()) return false;
+    conn_ = *conn;
+    node_id_.store(reply->node_id());
+    if (reply->heartbeat_interval_ms() > 0) {
+      interval_ms_.store(static_cast<int>(std::min<uint32_t>(reply->heartbeat_interval_ms(), 60000)));
+    }
+    registered_.store(true);
+  }
+  TANDEM_LOG_INFO("registered with router {} as node {}", options_.router_address, reply->node_id());
+  return true;
+}
+
+void RouterLink::Run() {
+  uint64_t sequence = 0;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+    }
+    int wait_ms = options_.reconnect_interval_ms;
+    if (!registered_.load()) {
+      if (TryRegister()) wait_ms = 0;
+    } else {
+      proto::Heartbeat hb;
+      hb.set_node_id(node_id_.load());
+      hb.set_sequence(++sequence);
+      if (options_.load) *hb.mutable_load() = options_.load();
+      hb.set_draining(draining_.load());
+      Send(hb).IgnoreError();
+      wait_ms = interval_ms_.load();
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    // Wake early on stop, or when the connection drops (to reconnect at once after the interval).
+    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stop_; });
+  }
+}
+
+}  // namespace tandem::node

@@ -1,0 +1,89 @@
+// RouterLink: a node's connection to the router. Dials the router, sends
+// RegisterRequest, then a Heartbeat every interval (load from a callback);
+// when the connection is lost it calls on_lost (so the role cancels every
+// router-originated request) and retries connect + register every
+// reconnect_interval_ms. Requests the router sends on this connection go to
+// the role's handler.
+//
+// Thread rule: Start/Stop from the owning thread; Send, registered(),
+// node_id(), SetDraining are thread-safe. Callbacks: make_register and load
+// run on the link's own thread; on_request and on_lost on an I/O thread (must
+// not block). Lifetime: Stop() before the EventLoop and the callbacks' owners die.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/base/status.h"
+#include "common/net/event_loop.h"
+#include "common/net/rpc_client.h"
+#include "common/proto/control.pb.h"
+
+namespace tandem::node {
+
+struct RouterLinkOptions {
+  std::string router_address;        // "host:port"
+  net::RpcClientConfig client;       // token, peer name
+  int heartbeat_interval_ms = 1000;  // until the RegisterReply sets one
+  int reconnect_interval_ms = 500;
+  // Builds the RegisterRequest (called at every (re)registration).
+  std::function<proto::RegisterRequest()> make_register;
+  // The load for a heartbeat.
+  std::function<proto::LoadReport()> load;
+  // A request from the router (Reserve, Prefill, Cancel, Release).
+  std::function<void(const std::shared_ptr<net::RpcConnection>&, net::MessagePtr, net::Responder)> on_request;
+  // The registered connection was lost (not called for failed dials).
+  std::function<void()> on_lost;
+};
+
+class RouterLink {
+ public:
+  RouterLink(net::EventLoop& loop, RouterLinkOptions options);
+  ~RouterLink();  // Stop()
+
+  // Validates the client config and starts the link thread.
+  Status Start();
+  // Stops the thread and closes the connection. Idempotent.
+  void Stop();
+
+  // One-way message to the router (Tokens). Unavailable when not registered.
+  Status Send(const google::protobuf::Message& message);
+  bool registered() const { return registered_.load(); }
+  uint32_t node_id() const { return node_id_.load(); }
+  // Heartbeats carry draining = true from now on.
+  void SetDraining(bool draining) { draining_.store(draining); }
+
+ private:
+  void Run();
+  bool TryRegister();
+  void OnClosed(const std::shared_ptr<net::RpcConnection>& conn);
+
+  // Handlers reach the link through this guard, so a close that the I/O thread
+  // delivers after Stop() finds no link instead of a dead one.
+  struct Guard {
+    std::mutex mu;
+    RouterLink* link = nullptr;  // guarded by mu
+  };
+
+  net::EventLoop& loop_;
+  RouterLinkOptions options_;
+  std::shared_ptr<Guard> guard_ = std::make_shared<Guard>();
+  std::unique_ptr<net::RpcClient> client_;
+  std::atomic<bool> registered_{false};
+  std::atomic<uint32_t> node_id_{0};
+  std::atomic<bool> draining_{false};
+  std::atomic<int> interval_ms_{1000};
+
+  std::mutex mu_;  // guards conn_, stop_
+  std::condition_variable cv_;
+  std::shared_ptr<net::RpcConnection> conn_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tandem::node

@@ -1,0 +1,377 @@
+// In-process disaggregated serving: a test router (RpcServer) drives a real
+// DecodeNode and a real PrefillNode over the control protocol, with the KV
+// handoff over the `local` transport (LocalFabric) and, where built, UCX over
+// tcp. Oracle: a separate single Engine generating the same prompts greedily.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "common/runtime/cpu_backend.h"
+#include "decode_node/decode_node.h"
+#include "kv_transfer/local/local_transport.h"
+#include "prefill_node/prefill_node.h"
+#include "tests/common/engine/engine_test_util.h"
+#include "tests/decode_node/test_router.h"
+#ifdef TANDEM_HAVE_UCX
+#include "kv_transfer/ucx/ucx_transport.h"
+#endif
+
+namespace tandem {
+namespace {
+
+using testing::RequestOutcome;
+using testing::TestRouter;
+
+constexpr int kBlock = 16;
+
+node::NodeConfig BaseConfig(const std::string& router) {
+  node::NodeConfig c;
+  c.router_address = router;
+  c.cluster_token = testing::kTestToken;
+  c.heartbeat_interval_ms = 100;
+  c.reconnect_interval_ms = 100;
+  c.transfer_blocks = 64;
+  c.late_write_grace_ms = 50;
+  c.lease_ms = 5000;
+  c.engine = engine::testing::SmallConfig(engine::testing::GoldenDir("llama"));
+  c.engine.num_device_blocks = 96;
+  return c;
+}
+
+std::vector<TokenId> Prompt(int n, int seed) {
+  std::vector<TokenId> p(n);
+  for (int i = 0; i < n; ++i) p[i] = static_cast<TokenId>(3 + (i * 37 + seed * 11) % 370);
+  return p;
+}
+
+class Cluster {
+ public:
+  explicit Cluster(const std::string& transport) : loop_(2), router_(loop_) {
+    node::NodeConfig dc = BaseConfig(router_.address());
+    dc.node_name = "decode-t";
+    dc.http_address = "127.0.0.1:0";
+    node::NodeConfig pc = BaseConfig(router_.address());
+    pc.node_name = "prefill-t";
+    decode_node::DecodeNodeOptions d;
+    d.config = dc;
+    d.backend = std::make_unique<runtime::CpuBackend>();
+    d.make_transport = Factory(transport);
+    auto decode = decode_node::DecodeNode::Create(std::move(d));
+    TANDEM_CHECK(decode.ok()) << decode.status().ToString();
+    decode_ = std::move(*decode);
+    prefill_node::PrefillNodeOptions p;
+    p.config = pc;
+    p.backend = std::make_unique<runtime::CpuBackend>();
+    p.make_transport = Factory(transport);
+    auto prefill = prefill_node::PrefillNode::Create(std::move(p));
+    TANDEM_CHECK(prefill.ok()) << prefill.status().ToString();
+    prefill_ = std::move(*prefill);
+    TANDEM_CHECK(router_.WaitRegistered(proto::NODE_ROLE_DECODE));
+    TANDEM_CHECK(router_.WaitRegistered(proto::NODE_ROLE_PREFILL));
+  }
+  ~Cluster() {
+    prefill_->Stop();
+    decode_->Stop();
+  }
+
+  std::function<StatusOr<std::unique_ptr<kv_transfer::Transport>>()> Factory(const std::string& transport) {
+    if (transport == "local") {
+      return [this]() -> StatusOr<std::unique_ptr<kv_transfer::Transport>> {
+        return std::unique_ptr<kv_transfer::Transport>(std::make_unique<kv_transfer::LocalTransport>(fabric_));
+      };
+    }
+#ifdef TANDEM_HAVE_UCX
+    return []() -> StatusOr<std::unique_ptr<kv_transfer::Transport>> {
+      TANDEM_ASSIGN_OR_RETURN(auto t, kv_transfer::UcxTransport::Create(kv_transfer::UcxConfig{.transports = "tcp"}));
+      return std::unique_ptr<kv_transfer::Transport>(std::move(t));
+    };
+#else
+    return nullptr;
+#endif
+  }
+
+  proto::ReserveRequest MakeReserve(uint64_t id, const std::vector<TokenId>& prompt, int max_tokens) {
+    proto::ReserveRequest r;
+    r.set_request_id(id);
+    r.set_epoch(1);
+    r.set_prompt_len(static_cast<int>(prompt.size()));
+    r.set_max_tokens(max_tokens);
+    r.mutable_token_ids()->Add(prompt.begin(), prompt.end());
+    r.mutable_sampling()->set_temperature(0);
+    r.mutable_sampling()->set_ignore_eos(true);
+    r.mutable_sampling()->set_max_tokens(max_tokens);
+    r.set_tenant_salt("tenant-a");
+    r.set_lease_ms(5000);
+    return r;
+  }
+
+  proto::PrefillRequest MakePrefill(uint64_t id, const std::vector<TokenId>& prompt, int max_tokens,
+                                    const proto::ReserveReply* reservation) {
+    proto::PrefillRequest p;
+    p.set_request_id(id);
+    p.set_epoch(1);
+    p.mutable_token_ids()->Add(prompt.begin(), prompt.end());
+    p.mutable_sampling()->set_temperature(0);
+    p.mutable_sampling()->set_ignore_eos(true);
+    p.mutable_sampling()->set_max_tokens(max_tokens);
+    p.set_tenant_salt("tenant-a");
+    if (reservation) {
+      *p.mutable_reservation() = *reservation;
+      p.set_decode_address(decode_->address());
+    }
+    return p;
+  }
+
+  // Reserve on decode, Prefill on prefill. Returns the reservation.
+  StatusOr<proto::ReserveReply> Start(uint64_t id, const std::vector<TokenId>& prompt, int max_tokens) {
+    TANDEM_ASSIGN_OR_RETURN(proto::ReserveReply reply,
+                            router_.node(proto::NODE_ROLE_DECODE)
+                                ->CallAndWaitFor<proto::ReserveReply>(MakeReserve(id, prompt, max_tokens), 10000));
+    if (reply.needed_runs_size() == 0) return reply;
+    TANDEM_RETURN_IF_ERROR(router_.node(proto::NODE_ROLE_PREFILL)
+                               ->CallAndWaitFor<proto::Ack>(MakePrefill(id, prompt, max_tokens, &reply), 10000)
+                               .status());
+    return reply;
+  }
+
+  void Cancel(proto::NodeRole role, uint64_t id) {
+    proto::Cancel c;
+    c.set_request_id(id);
+    c.set_epoch(1);
+    c.set_reason("test");
+    auto ack = router_.node(role)->CallAndWaitFor<proto::Ack>(c, 10000);
+    EXPECT_TRUE(ack.ok()) << ack.status().ToString();
+  }
+
+  // Both nodes idle and KV clean (engine counters, transfer state), within timeout.
+  bool WaitKvClean(int timeout_ms = 10000) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (KvClean()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      decode_->engine().Wake();
+      prefill_->engine().Wake();
+    }
+    return KvClean();
+  }
+  bool KvClean() {
+    auto clean = [](const scheduler::SchedulerCounters& c) {
+      return c.num_running == 0 && c.num_waiting == 0 && c.num_swapped == 0 && c.reservations_active == 0 &&
+             c.kv.device.referenced_blocks == 0 && c.kv.host.referenced_blocks == 0;
+    };
+    decode_node::DecodeNodeStats d = decode_->Stats();
+    prefill_node::PrefillNodeStats p = prefill_->Stats();
+    return clean(decode_->engine().Counters()) && clean(prefill_->engine().Counters()) && d.requests == 0 &&
+           d.landing_in_use == 0 && d.sessions == 0 && p.jobs == 0 && p.staging_in_use == 0 && p.sessions == 0;
+  }
+
+  net::EventLoop loop_;
+  TestRouter router_;
+  kv_transfer::LocalFabric fabric_;
+  std::unique_ptr<decode_node::DecodeNode> decode_;
+  std::unique_ptr<prefill_node::PrefillNode> prefill_;
+};
+
+// The single-process oracle.
+std::vector<TokenId> Oracle(const std::vector<TokenId>& prompt, int max_tokens) {
+  auto engine = engine::testing::MakeEngine(BaseConfig("").engine);
+  engine->Submit(engine::testing::Greedy(1, prompt, max_tokens, "tenant-a"));
+  auto results = engine::testing::RunToCompletion(*engine, 1);
+  return results[1].tokens;
+}
+
+class DisaggTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+#ifndef TANDEM_HAVE_UCX
+    if (GetParam() == "ucx") GTEST_SKIP() << "no UCX in this build";
+#endif
+  }
+};
+
+TEST_P(DisaggTest, GreedyOutputEqualsSingleEngineForBlockBoundaryLengths) {
+  Cluster cluster(GetParam());
+  const int kMaxTokens = 6;
+  uint64_t id = 100;
+  for (int len : {1, kBlock - 1, kBlock, kBlock + 1, 5 * kBlock + 3}) {
+    SCOPED_TRACE("prompt length " + std::to_string(len));
+    std::vector<TokenId> prompt = Prompt(len, len);
+    auto reply = cluster.Start(++id, prompt, kMaxTokens);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->prefix_hit_tokens(), 0);
+    RequestOutcome out = cluster.router_.Wait(id);
+    ASSERT_TRUE(out.finished);
+    EXPECT_EQ(out.reason, proto::FINISH_REASON_LENGTH) << out.error.ToString();
+    EXPECT_EQ(out.terminal_entries, 1);
+    EXPECT_EQ(out.tokens.size(), static_cast<size_t>(kMaxTokens));
+    EXPECT_EQ(out.tokens, Oracle(prompt, kMaxTokens));
+  }
+  EXPECT_TRUE(cluster.WaitKvClean());
+}
+
+TEST_P(DisaggTest, PartialPrefixHitOnDecodeTransfersOnlyTheSuffix) {
+  Cluster cluster(GetParam());
+  std::vector<TokenId> first = Prompt(3 * kBlock + 5, 7);
+  ASSERT_TRUE(cluster.Start(1, first, 4).ok());
+  ASSERT_TRUE(cluster.router_.Wait(1).finished);
+  // Same first two blocks, different rest: decode has 2 blocks cached.
+  std::vector<TokenId> second(first.begin(), first.begin() + 2 * kBlock);
+  std::vector<TokenId> tail = Prompt(kBlock + 4, 99);
+  second.insert(second.end(), tail.begin(), tail.end());
+  uint64_t before = cluster.prefill_->Stats().bytes_sent;
+  auto reply = cluster.Start(2, second, 5);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->prefix_hit_tokens(), 2 * kBlock);
+  int needed = 0;
+  for (const auto& run : reply->needed_runs()) needed += run.num_blocks();
+  EXPECT_EQ(needed, 2);  // ceil(52 / 16) = 4 blocks, 2 cached
+  RequestOutcome out = cluster.router_.Wait(2);
+  EXPECT_EQ(out.reason, proto::FINISH_REASON_LENGTH) << out.error.ToString();
+  EXPECT_EQ(out.tokens, Oracle(second, 5));
+  EXPECT_EQ(out.num_cached_tokens, 2 * kBlock);
+  // Independent size: layers x blocks x (2 x kv_heads x block x head_dim x 4 bytes), golden llama.
+  const uint64_t block_layer_bytes = 2ull * 2 * kBlock * 16 * 4;
+  EXPECT_EQ(cluster.prefill_->Stats().bytes_sent - before, 2ull * 2 * block_layer_bytes);
+  EXPECT_TRUE(cluster.WaitKvClean());
+}
+
+TEST_P(DisaggTest, LocalPathOnDecode) {
+  Cluster cluster(GetParam());
+  std::vector<TokenId> prompt = Prompt(2 * kBlock + 1, 3);
+  auto ack = cluster.router_.node(proto::NODE_ROLE_DECODE)
+                 ->CallAndWaitFor<proto::Ack>(cluster.MakePrefill(5, prompt, 7, nullptr), 10000);
+  ASSERT_TRUE(ack.ok()) << ack.status().ToString();
+  RequestOutcome out = cluster.router_.Wait(5);
+  EXPECT_EQ(out.reason, proto::FINISH_REASON_LENGTH);
+  EXPECT_EQ(out.tokens, Oracle(prompt, 7));
+  // Fully cached now: Reserve needs nothing, the router releases it.
+  auto reply = cluster.router_.node(proto::NODE_ROLE_DECODE)
+                   ->CallAndWaitFor<proto::ReserveReply>(cluster.MakeReserve(6, Prompt(2 * kBlock, 3), 3), 10000);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->needed_runs_size(), 0);
+  proto::Release release;
+  release.set_request_id(6);
+  release.set_epoch(1);
+  ASSERT_TRUE(cluster.router_.node(proto::NODE_ROLE_DECODE)->CallAndWaitFor<proto::Ack>(release, 10000).ok());
+  EXPECT_TRUE(cluster.WaitKvClean());
+}
+
+TEST_P(DisaggTest, CancelInEveryPhaseEndsOnceAndLeavesKvClean) {
+  Cluster cluster(GetParam());
+  // Delays after Prefill's Ack: queued (0), prefilling/transferring (short), decoding (after tokens).
+  uint64_t id = 200;
+  for (int delay_ms : {0, 1, 5, 20, -1}) {
+    ++id;
+    SCOPED_TRACE("delay " + std::to_string(delay_ms));
+    std::vector<TokenId> prompt = Prompt(4 * kBlock + 2, static_cast<int>(id));
+    ASSERT_TRUE(cluster.Start(id, prompt, 400).ok());
+    if (delay_ms < 0) {
+      cluster.router_.WaitTokens(id, 3);
+      EXPECT_GE(cluster.router_.Get(id).tokens.size(), 3u);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    }
+    cluster.Cancel(proto::NODE_ROLE_PREFILL, id);
+    cluster.Cancel(proto::NODE_ROLE_DECODE, id);
+    RequestOutcome out = cluster.router_.Wait(id, 10000);
+    ASSERT_TRUE(out.finished);
+    EXPECT_TRUE(out.reason == proto::FINISH_REASON_ABORT || out.reason == proto::FINISH_REASON_ERROR);
+    EXPECT_EQ(out.terminal_entries, 1);
+    EXPECT_TRUE(cluster.WaitKvClean()) << "after cancel with delay " << delay_ms;
+  }
+  // Cancel of an unknown id is acknowledged.
+  cluster.Cancel(proto::NODE_ROLE_DECODE, 999999);
+}
+
+TEST_P(DisaggTest, RouterConnectionDropCancelsEverythingAndNodesReRegister) {
+  Cluster cluster(GetParam());
+  for (uint64_t id = 300; id < 304; ++id) {
+    ASSERT_TRUE(cluster.Start(id, Prompt(3 * kBlock, static_cast<int>(id)), 400).ok());
+  }
+  cluster.router_.WaitTokens(300, 2);
+  auto dropped = std::chrono::steady_clock::now();
+  cluster.router_.DropConnections();
+  EXPECT_TRUE(cluster.WaitKvClean(1000)) << "nodes must cancel router work within 1 s";
+  EXPECT_LE(std::chrono::steady_clock::now() - dropped, std::chrono::milliseconds(1500));
+  EXPECT_TRUE(cluster.router_.WaitRegistered(proto::NODE_ROLE_DECODE, 2));
+  EXPECT_TRUE(cluster.router_.WaitRegistered(proto::NODE_ROLE_PREFILL, 2));
+  // Serving works again after re-registration.
+  std::vector<TokenId> prompt = Prompt(kBlock + 3, 1);
+  ASSERT_TRUE(cluster.Start(310, prompt, 4).ok());
+  EXPECT_EQ(cluster.router_.Wait(310).tokens, Oracle(prompt, 4));
+  EXPECT_TRUE(cluster.WaitKvClean());
+}
+
+TEST_P(DisaggTest, BadControlInputGetsErrorsNotCrashes) {
+  Cluster cluster(GetParam());
+  auto decode = cluster.router_.node(proto::NODE_ROLE_DECODE);
+  auto prefill = cluster.router_.node(proto::NODE_ROLE_PREFILL);
+  proto::ReserveRequest bad = cluster.MakeReserve(400, {1, 2, 3}, 4);
+  bad.set_token_ids(1, 100000);  // out of vocabulary
+  EXPECT_EQ(decode->CallAndWaitFor<proto::ReserveReply>(bad, 5000).status().code(), StatusCode::kInvalidArgument);
+  bad = cluster.MakeReserve(401, {1, 2, 3}, 4);
+  bad.set_prompt_len(7);
+  EXPECT_EQ(decode->CallAndWaitFor<proto::ReserveReply>(bad, 5000).status().code(), StatusCode::kInvalidArgument);
+  bad = cluster.MakeReserve(402, Prompt(600, 1), 4);  // longer than the model
+  EXPECT_EQ(decode->CallAndWaitFor<proto::ReserveReply>(bad, 5000).status().code(), StatusCode::kInvalidArgument);
+  bad = cluster.MakeReserve(403, {}, 4);
+  EXPECT_FALSE(decode->CallAndWaitFor<proto::ReserveReply>(bad, 5000).ok());
+  bad = cluster.MakeReserve(404, {1, 2, 3}, 4);
+  bad.mutable_sampling()->set_temperature(-3);
+  EXPECT_EQ(decode->CallAndWaitFor<proto::ReserveReply>(bad, 5000).status().code(), StatusCode::kInvalidArgument);
+  // Prefill with a reservation that does not cover the prompt, and one without a decode address.
+  proto::ReserveReply fake;
+  fake.add_needed_runs()->set_num_blocks(9);
+  fake.set_transport_descriptor("garbage");
+  proto::PrefillRequest p = cluster.MakePrefill(405, Prompt(20, 1), 4, &fake);
+  EXPECT_EQ(prefill->CallAndWaitFor<proto::Ack>(p, 5000).status().code(), StatusCode::kInvalidArgument);
+  p.clear_decode_address();
+  EXPECT_EQ(prefill->CallAndWaitFor<proto::Ack>(p, 5000).status().code(), StatusCode::kInvalidArgument);
+  // A well-formed job whose target descriptor is garbage fails cleanly (decode has no such request).
+  fake.mutable_needed_runs(0)->set_num_blocks(2);
+  proto::PrefillRequest garbage = cluster.MakePrefill(406, Prompt(20, 1), 4, &fake);
+  EXPECT_TRUE(prefill->CallAndWaitFor<proto::Ack>(garbage, 5000).ok());
+  // Unknown KvDone / wrong epochs are ignored by decode.
+  auto reply = cluster.Start(407, Prompt(20, 2), 3);
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(cluster.router_.Wait(407).reason, proto::FINISH_REASON_LENGTH);
+  // A message of the wrong class as a request.
+  EXPECT_EQ(decode->CallAndWaitFor<proto::Ack>(proto::Heartbeat(), 5000).status().code(),
+            StatusCode::kUnimplemented);
+  EXPECT_TRUE(cluster.WaitKvClean());
+}
+
+TEST_P(DisaggTest, MetricsOverHttpShowKvCleanGauges) {
+  Cluster cluster(GetParam());
+  std::vector<TokenId> prompt = Prompt(2 * kBlock + 3, 5);
+  ASSERT_TRUE(cluster.Start(500, prompt, 3).ok());
+  ASSERT_TRUE(cluster.router_.Wait(500).finished);
+  ASSERT_TRUE(cluster.WaitKvClean());
+  std::string http = cluster.decode_->host().http_address();
+  auto live = testing::HttpGet(http, "/health/live");
+  EXPECT_EQ(live.first, 200);
+  EXPECT_EQ(testing::HttpGet(http, "/health/ready").first, 200);
+  EXPECT_EQ(testing::HttpGet(http, "/nope").first, 404);
+  auto metrics = testing::HttpGet(http, "/metrics");
+  ASSERT_EQ(metrics.first, 200);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_num_requests_running"), 0);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_reservations_active"), 0);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_blocks_referenced{tier=\"gpu\"}"), 0);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_transfer_sessions"), 0);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_transfer_blocks_in_use"), 0);
+  EXPECT_GT(testing::MetricValue(metrics.second, "tandem_kv_transfer_bytes_total{direction=\"received\"}"), 0);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_generation_tokens_total"), 3);
+  cluster.decode_->host().BeginDrain();
+  EXPECT_EQ(testing::HttpGet(http, "/health/ready").first, 503);
+  EXPECT_EQ(testing::HttpGet(http, "/health/live").first, 200);
+  auto refused = cluster.router_.node(proto::NODE_ROLE_DECODE)
+                     ->CallAndWaitFor<proto::ReserveReply>(cluster.MakeReserve(501, prompt, 3), 5000);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, DisaggTest, ::testing::Values("local", "ucx"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace tandem
