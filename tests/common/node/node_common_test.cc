@@ -1,0 +1,213 @@
+// Unit tests of common/node: config (incl. the deploy/ examples), the host
+// block arena, the poll thread, the admin HTTP server and the router link.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/node/admin_http_server.h"
+#include "common/node/host_block_arena.h"
+#include "common/node/node_config.h"
+#include "common/node/node_protocol.h"
+#include "common/node/poll_thread.h"
+#include "common/node/router_link.h"
+#include "tests/decode_node/test_router.h"
+
+namespace tandem::node {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string SourceDir() {
+  const char* root = std::getenv("TANDEM_SOURCE_DIR");
+  return root ? root : ".";
+}
+
+TEST(NodeConfigTest, DeployExamplesParseAndValidate) {
+  for (const char* name : {"decode", "prefill"}) {
+    SCOPED_TRACE(name);
+    NodeConfig config;
+    config::ConfigBinder binder;
+    config.Bind(binder);
+    std::string text = ReadFile(SourceDir() + "/deploy/" + name + ".yaml");
+    ASSERT_FALSE(text.empty());
+    ASSERT_TRUE(binder.ApplyYaml(text, name).ok());
+    EXPECT_EQ(config.role, name);
+    EXPECT_EQ(config.engine.block_size, 16);
+    EXPECT_EQ(config.transport, "ucx");
+    EXPECT_TRUE(config.Validate().ok()) << config.Validate().ToString();
+  }
+}
+
+TEST(NodeConfigTest, RejectsBadValues) {
+  auto valid = [] {
+    NodeConfig c;
+    c.cluster_token = "0123456789abcdef0123";
+    c.engine.model_dir = "/m";
+    return c;
+  };
+  EXPECT_TRUE(valid().Validate().ok());
+  NodeConfig c = valid();
+  c.cluster_token = "short";
+  EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
+  c = valid();
+  c.transport = "carrier-pigeon";
+  EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
+  c = valid();
+  c.role = "router";
+  EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
+  c = valid();
+  c.transfer_blocks = 0;
+  EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
+  c = valid();
+  c.heartbeat_interval_ms = 0;
+  EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
+  config::ConfigBinder binder;
+  c.Bind(binder);
+  EXPECT_EQ(binder.ApplyYaml("no_such_key: 1\n", "t").code(), StatusCode::kInvalidArgument);
+}
+
+TEST(NodeProtocolTest, SamplingDefaultsAndRanges) {
+  proto::SamplingParams s;
+  auto p = SamplingFromProto(s, 7);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->top_p, 1.0f);
+  EXPECT_EQ(p->repetition_penalty, 1.0f);
+  EXPECT_EQ(p->max_tokens, 7);
+  EXPECT_FALSE(p->seed.has_value());
+  s.set_has_seed(true);
+  s.set_seed(42);
+  s.set_max_tokens(3);
+  p = SamplingFromProto(s, 0);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p->seed, 42u);
+  EXPECT_EQ(p->max_tokens, 3);
+  s.set_temperature(-1);
+  EXPECT_FALSE(SamplingFromProto(s, 0).ok());
+  google::protobuf::RepeatedField<int32_t> ids;
+  EXPECT_FALSE(ValidatePrompt(ids, 100, 50).ok());
+  ids.Add(5);
+  EXPECT_TRUE(ValidatePrompt(ids, 100, 50).ok());
+  ids.Add(100);
+  EXPECT_FALSE(ValidatePrompt(ids, 100, 50).ok());
+  ids.Set(1, -1);
+  EXPECT_FALSE(ValidatePrompt(ids, 100, 50).ok());
+  EXPECT_EQ(FinishReasonToProto("stop"), proto::FINISH_REASON_STOP);
+  EXPECT_EQ(FinishReasonToProto("length"), proto::FINISH_REASON_LENGTH);
+  EXPECT_EQ(FinishReasonToProto("cancelled"), proto::FINISH_REASON_ABORT);
+  EXPECT_EQ(FinishReasonToProto("lease_expired"), proto::FINISH_REASON_ERROR);
+}
+
+TEST(HostBlockArenaTest, AllocateFreeAndQuarantine) {
+  kv_cache::KvLayout layout;
+  layout.num_layers = 2;
+  layout.num_kv_heads = 1;
+  layout.head_dim = 4;
+  layout.block_size = 4;
+  layout.num_blocks = 6;
+  layout.dtype = DType::kF32;
+  FakeClock clock;
+  HostBlockArena arena(layout, clock);
+  EXPECT_EQ(arena.size_bytes(), 2u * 6 * 2 * 4 * 4 * 4);
+  EXPECT_EQ(arena.Block(1, 0) - arena.base(), static_cast<ptrdiff_t>(6 * 2 * 4 * 4 * 4));
+  auto a = arena.Allocate(4);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(*a, (std::vector<BlockId>{0, 1, 2, 3}));
+  EXPECT_FALSE(arena.Allocate(3).has_value());
+  EXPECT_EQ(arena.num_in_use(), 4);
+  arena.Quarantine({0, 1}, 100);
+  arena.Free({2, 3});
+  EXPECT_EQ(arena.num_in_use(), 2);
+  EXPECT_EQ(arena.num_quarantined(), 2);
+  EXPECT_FALSE(arena.Allocate(5).has_value());
+  clock.AdvanceMs(100);
+  EXPECT_EQ(arena.num_in_use(), 0);
+  EXPECT_TRUE(arena.Allocate(6).has_value());
+}
+
+TEST(PollThreadTest, RunsPostedWorkInOrderAndPolls) {
+  PollThread thread;
+  std::atomic<int> polls{0};
+  thread.Start([&] { polls++; });
+  std::vector<int> seen;
+  for (int i = 0; i < 50; ++i) thread.Post([&seen, i] { seen.push_back(i); });
+  thread.RunSync([] {});
+  ASSERT_EQ(seen.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(seen[i], i);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_GT(polls.load(), 0);
+  thread.Stop();
+}
+
+TEST(AdminHttpServerTest, ServesGetAndRefusesOthers) {
+  auto server = AdminHttpServer::Start("127.0.0.1:0", [](const std::string& path) {
+    if (path == "/metrics") return HttpReply{200, "text/plain", "x 1\n"};
+    return HttpReply{404, "text/plain", "nf"};
+  });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::string addr = (*server)->address();
+  auto got = testing::HttpGet(addr, "/metrics?x=1");
+  EXPECT_EQ(got.first, 200);
+  EXPECT_EQ(got.second, "x 1\n");
+  EXPECT_EQ(testing::HttpGet(addr, "/other").first, 404);
+  EXPECT_FALSE(AdminHttpServer::Start("nonsense", nullptr).ok());
+  EXPECT_FALSE(AdminHttpServer::Start("not-an-ip:80", nullptr).ok());
+}
+
+TEST(RouterLinkTest, RegistersHeartbeatsAndReRegistersAfterADrop) {
+  net::EventLoop loop(2);
+  testing::TestRouter router(loop);
+  std::atomic<int> lost{0};
+  RouterLinkOptions options;
+  options.router_address = router.address();
+  options.client.rpc.cluster_token = testing::kTestToken;
+  options.reconnect_interval_ms = 50;
+  options.make_register = [] {
+    proto::RegisterRequest r;
+    r.set_role(proto::NODE_ROLE_DECODE);
+    r.set_node_name("link-test");
+    return r;
+  };
+  options.on_lost = [&] { lost++; };
+  RouterLink link(loop, options);
+  EXPECT_EQ(link.Send(proto::Tokens()).code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(link.Start().ok());
+  ASSERT_TRUE(router.WaitRegistered(proto::NODE_ROLE_DECODE, 1));
+  EXPECT_EQ(router.last_register(proto::NODE_ROLE_DECODE).node_name(), "link-test");
+  for (int i = 0; i < 100 && !link.registered(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(link.registered());
+  EXPECT_GT(link.node_id(), 0u);
+  proto::Tokens tokens;
+  tokens.add_entries()->set_request_id(77);
+  tokens.mutable_entries(0)->set_finish_reason(proto::FINISH_REASON_STOP);
+  EXPECT_TRUE(link.Send(tokens).ok());
+  EXPECT_TRUE(router.Wait(77, 5000).finished);
+  router.DropConnections();
+  ASSERT_TRUE(router.WaitRegistered(proto::NODE_ROLE_DECODE, 2));
+  EXPECT_EQ(lost.load(), 1);
+  link.Stop();
+}
+
+TEST(RouterLinkTest, WrongTokenNeverRegisters) {
+  net::EventLoop loop(1);
+  testing::TestRouter router(loop);
+  RouterLinkOptions options;
+  options.router_address = router.address();
+  options.client.rpc.cluster_token = "a-different-token-0123456789";
+  options.reconnect_interval_ms = 20;
+  RouterLink link(loop, options);
+  ASSERT_TRUE(link.Start().ok());
+  EXPECT_FALSE(router.WaitRegistered(proto::NODE_ROLE_UNSPECIFIED, 1, 300));
+  EXPECT_FALSE(link.registered());
+  link.Stop();
+}
+
+}  // namespace
+}  // namespace tandem::node
