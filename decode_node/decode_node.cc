@@ -118,6 +118,17 @@ Status DecodeNode::Init(DecodeNodeOptions options) {
     OnMessage(c, std::move(m));
   };
   hooks.on_router_lost = [this] { OnRouterLost(); };
+  hooks.on_peer_close = [this](const std::shared_ptr<net::RpcConnection>& conn) {
+    // A prefill node went away: its unfinished handoffs fail now instead of at lease expiry.
+    std::vector<std::pair<uint64_t, Epoch>> broken;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, r] : requests_) {
+        if (r.remote && !r.completing && !r.ended && r.peer.lock() == conn) broken.emplace_back(id, r.epoch);
+      }
+    }
+    for (auto [id, epoch] : broken) Fail(id, epoch, UnavailableError("prefill connection closed"));
+  };
   hooks.refresh = [this](node::NodeMetrics& m) { Refresh(m); };
   TANDEM_LOG_INFO("decode node: transport {}", backend_name);
   return host_.Start(config_, engine_.get(), std::move(hooks));

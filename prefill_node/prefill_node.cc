@@ -110,6 +110,14 @@ Status PrefillNode::Init(PrefillNodeOptions options) {
     }
   };
   hooks.refresh = [this](node::NodeMetrics& m) { Refresh(m); };
+  hooks.queued_prefill_tokens = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t tokens = 0;
+    for (const auto& [id, job] : jobs_) {
+      if (!job.staged && !job.ended) tokens += job.prompt_len;
+    }
+    return tokens;
+  };
   TANDEM_RETURN_IF_ERROR(host_.Start(config_, engine_.get(), std::move(hooks)));
 
   net::RpcHandlers peer_handlers;

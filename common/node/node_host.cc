@@ -21,6 +21,9 @@ Status NodeHost::Start(const NodeConfig& config, engine::Engine* engine, RoleHoo
   handlers.on_message = [this](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m) {
     if (hooks_.on_message) hooks_.on_message(conn, std::move(m));
   };
+  handlers.on_close = [this](const std::shared_ptr<net::RpcConnection>& conn, const Status&) {
+    if (hooks_.on_peer_close) hooks_.on_peer_close(conn);
+  };
   TANDEM_ASSIGN_OR_RETURN(server_, net::RpcServer::Start(*loop_, config_.ServerConfig(), std::move(handlers)));
   address_ = config_.advertise_address.empty() ? server_->address() : config_.advertise_address;
   if (!config_.http_address.empty()) {
@@ -95,6 +98,7 @@ proto::LoadReport NodeHost::Load() const {
   load.set_num_running(static_cast<int32_t>(c.num_running));
   load.set_num_waiting(static_cast<int32_t>(c.num_waiting + c.num_swapped));
   load.set_num_reservations(static_cast<int32_t>(c.reservations_active));
+  if (hooks_.queued_prefill_tokens) load.set_queued_prefill_tokens(hooks_.queued_prefill_tokens());
   proto::TierUsage* gpu = load.add_tiers();
   gpu->set_tier(proto::KV_TIER_GPU);
   gpu->set_free_blocks(c.kv.device.free_blocks + c.kv.device.cached_blocks);

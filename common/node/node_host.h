@@ -36,6 +36,10 @@ struct RoleHooks {
   std::function<void(const std::shared_ptr<net::RpcConnection>&, net::MessagePtr, net::Responder)> on_request;
   // A one-way message on an accepted connection (KvControl, KvDone from peers).
   std::function<void(const std::shared_ptr<net::RpcConnection>&, net::MessagePtr)> on_message;
+  // An accepted connection (a peer node) closed.
+  std::function<void(const std::shared_ptr<net::RpcConnection>&)> on_peer_close;
+  // Prompt tokens accepted but not yet computed (heartbeat load); optional.
+  std::function<int64_t()> queued_prefill_tokens;
   // The router connection was lost: cancel every router-originated request.
   std::function<void()> on_router_lost;
   // Refreshes role gauges before /metrics renders.

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <thread>
 
@@ -182,6 +183,22 @@ TEST(NodeProcessTest, DisaggregatedOverUcxThenPrefillKilledThenDecodeDrains) {
   EXPECT_TRUE(WaitMetricZero(decode_http, kKvClean, 5000));
   EXPECT_TRUE(WaitMetricZero(prefill_http, kKvClean, 5000));
   EXPECT_GT(Metric(prefill_http, "tandem_kv_transfer_bytes_total{direction=\"sent\"}"), 0);
+  EXPECT_GT(Metric(decode_http, "tandem_kv_transfer_bytes_total{direction=\"received\"}"), 0);
+  if (access("/usr/bin/promtool", X_OK) == 0) {
+    for (const std::string& http : {decode_http, prefill_http}) {
+      auto metrics = testing::HttpGet(http, "/metrics");
+      ASSERT_EQ(metrics.first, 200);
+      std::string path = ::testing::TempDir() + "/node_metrics.txt";
+      std::ofstream(path) << metrics.second;
+      std::string cmd = "/usr/bin/promtool check metrics < " + path + " 2>&1";
+      FILE* pipe = popen(cmd.c_str(), "r");
+      ASSERT_NE(pipe, nullptr);
+      std::string output;
+      char buf[512];
+      while (fgets(buf, sizeof(buf), pipe)) output += buf;
+      EXPECT_EQ(pclose(pipe), 0) << "promtool on " << http << ":\n" << output;
+    }
+  }
 
   // 2. kill -9 the prefill right after it accepted the job: decode frees the
   //    reservation within the lease and reports a terminal error.
