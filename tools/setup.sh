@@ -30,6 +30,8 @@ if ((${#missing[@]})); then
 fi
 
 BUILD_DIR=${TANDEM_BUILD_DIR:-build}
+# ccache keys on paths relative to the checkout, so clones in other folders share the cache.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 # nvcc is often installed outside PATH.
