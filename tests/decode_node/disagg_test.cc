@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "common/runtime/cpu_backend.h"
 #include "decode_node/decode_node.h"
+#include "kv_transfer/fault/fault_transport.h"
 #include "kv_transfer/local/local_transport.h"
 #include "prefill_node/prefill_node.h"
 #include "tests/common/engine/engine_test_util.h"
@@ -47,7 +49,8 @@ std::vector<TokenId> Prompt(int n, int seed) {
 
 class Cluster {
  public:
-  explicit Cluster(const std::string& transport) : loop_(2), router_(loop_) {
+  explicit Cluster(const std::string& transport, std::optional<kv_transfer::FaultConfig> prefill_fault = std::nullopt)
+      : loop_(2), router_(loop_) {
     node::NodeConfig dc = BaseConfig(router_.address());
     dc.node_name = "decode-t";
     dc.http_address = "127.0.0.1:0";
@@ -64,6 +67,14 @@ class Cluster {
     p.config = pc;
     p.backend = std::make_unique<runtime::CpuBackend>();
     p.make_transport = Factory(transport);
+    if (prefill_fault) {
+      p.make_transport = [inner = p.make_transport,
+                          fault = *prefill_fault]() -> StatusOr<std::unique_ptr<kv_transfer::Transport>> {
+        TANDEM_ASSIGN_OR_RETURN(auto t, inner());
+        return std::unique_ptr<kv_transfer::Transport>(
+            std::make_unique<kv_transfer::FaultTransport>(std::move(t), fault, Clock::Real()));
+      };
+    }
     auto prefill = prefill_node::PrefillNode::Create(std::move(p));
     TANDEM_CHECK(prefill.ok()) << prefill.status().ToString();
     prefill_ = std::move(*prefill);
@@ -368,6 +379,53 @@ TEST_P(DisaggTest, MetricsOverHttpShowKvCleanGauges) {
   auto refused = cluster.router_.node(proto::NODE_ROLE_DECODE)
                      ->CallAndWaitFor<proto::ReserveReply>(cluster.MakeReserve(501, prompt, 3), 5000);
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+}
+
+TEST(DisaggFaultTest, CancelWhileTransferringEndsOnceAndLeavesKvClean) {
+  kv_transfer::FaultConfig fault;
+  fault.delay_ms = 400;  // every layer batch is held: the session stays open for a while
+  Cluster cluster("local", fault);
+  ASSERT_TRUE(cluster.Start(600, Prompt(3 * kBlock + 1, 6), 50).ok());
+  bool transferring = false;
+  for (int i = 0; i < 500 && !transferring; ++i) {
+    transferring = cluster.prefill_->Stats().sessions > 0 && cluster.decode_->Stats().sessions > 0;
+    if (!transferring) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(transferring);
+  EXPECT_GT(cluster.decode_->engine().Counters().reservations_active, 0);
+  cluster.Cancel(proto::NODE_ROLE_DECODE, 600);
+  cluster.Cancel(proto::NODE_ROLE_PREFILL, 600);
+  RequestOutcome out = cluster.router_.Wait(600, 5000);
+  ASSERT_TRUE(out.finished);
+  EXPECT_TRUE(out.reason == proto::FINISH_REASON_ABORT || out.reason == proto::FINISH_REASON_ERROR);
+  EXPECT_EQ(out.terminal_entries, 1);
+  EXPECT_TRUE(out.tokens.empty());
+  EXPECT_TRUE(cluster.WaitKvClean());
+}
+
+TEST(DisaggFaultTest, TransferFailuresFailOnlyTheAffectedRequests) {
+  kv_transfer::FaultConfig fault;
+  fault.fail_every_nth = 3;  // 2 layers = 2 batches per request: requests 2, 3 (batch 6), 5 ... fail
+  Cluster cluster("local", fault);
+  int failed = 0, ok = 0;
+  for (uint64_t id = 700; id < 706; ++id) {
+    std::vector<TokenId> prompt = Prompt(kBlock + 2, static_cast<int>(id));
+    ASSERT_TRUE(cluster.Start(id, prompt, 3).ok());
+    RequestOutcome out = cluster.router_.Wait(id, 10000);
+    ASSERT_TRUE(out.finished);
+    EXPECT_EQ(out.terminal_entries, 1);
+    if (out.reason == proto::FINISH_REASON_ERROR) {
+      ++failed;
+      EXPECT_FALSE(out.error.ok());
+    } else {
+      ++ok;
+      EXPECT_EQ(out.reason, proto::FINISH_REASON_LENGTH);
+      EXPECT_EQ(out.tokens, Oracle(prompt, 3));
+    }
+  }
+  EXPECT_EQ(failed, 4);  // batches 3, 6, 9, 12 belong to requests 2, 3, 5, 6
+  EXPECT_EQ(ok, 2);
+  EXPECT_TRUE(cluster.WaitKvClean());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, DisaggTest, ::testing::Values("local", "ucx"),
