@@ -285,7 +285,13 @@ void DecodeNode::OnReserved(uint64_t id, Epoch epoch, uint32_t lease_ms,
     StatusOr<std::string> target = receiver_->Open(std::move(params));
     sessions_.store(static_cast<int64_t>(receiver_->num_sessions()));
     if (!target.ok()) {
-      Fail(id, epoch, target.status());
+      // The Error reply is the outcome: no Tokens entry for a reservation never granted.
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = requests_.find(id);
+      if (it != requests_.end() && !it->second.ended) {
+        it->second.ended = true;
+        AbandonLocked(id, it->second, target.status());
+      }
       return responder.Fail(target.status());
     }
     AppendRuns(landing, &reply);

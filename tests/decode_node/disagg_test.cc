@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -217,6 +218,24 @@ TEST_P(DisaggTest, GreedyOutputEqualsSingleEngineForBlockBoundaryLengths) {
     EXPECT_EQ(out.terminal_entries, 1);
     EXPECT_EQ(out.tokens.size(), static_cast<size_t>(kMaxTokens));
     EXPECT_EQ(out.tokens, Oracle(prompt, kMaxTokens));
+  }
+  EXPECT_TRUE(cluster.WaitKvClean());
+}
+
+TEST_P(DisaggTest, ConcurrentRequestsAllMatchTheSingleEngine) {
+  Cluster cluster(GetParam());
+  const int kMaxTokens = 5;
+  std::map<uint64_t, std::vector<TokenId>> prompts;
+  for (uint64_t id = 800; id < 810; ++id) {
+    prompts[id] = Prompt(1 + static_cast<int>(id % 7) * 9, static_cast<int>(id));
+    auto reply = cluster.Start(id, prompts[id], kMaxTokens);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  }
+  for (auto& [id, prompt] : prompts) {
+    RequestOutcome out = cluster.router_.Wait(id);
+    EXPECT_EQ(out.reason, proto::FINISH_REASON_LENGTH) << out.error.ToString();
+    EXPECT_EQ(out.terminal_entries, 1);
+    EXPECT_EQ(out.tokens, Oracle(prompt, kMaxTokens)) << "request " << id;
   }
   EXPECT_TRUE(cluster.WaitKvClean());
 }
