@@ -318,6 +318,7 @@ void DecodeNode::HandleLocalPrefill(const proto::PrefillRequest& prefill, net::R
     std::lock_guard<std::mutex> lock(mu_);
     if (requests_.count(id)) return responder.Fail(AlreadyExistsError("request " + std::to_string(id) + " exists"));
     requests_[id].epoch = prefill.epoch();
+    requests_[id].decode_started_at = Clock::Real().NowNanos();
   }
   engine_->Submit(node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), std::move(*sampling)));
   proto::Ack ack;
@@ -451,6 +452,8 @@ void DecodeNode::Upload(uint64_t id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     bytes_landed_ += static_cast<uint64_t>(bytes);
+    auto it = requests_.find(id);
+    if (it != requests_.end()) it->second.decode_started_at = Clock::Real().NowNanos();
   }
   engine_->CompleteReservation(id, first);
 }
@@ -493,6 +496,10 @@ void DecodeNode::OnOutputs(std::vector<engine::EngineOutput>&& outputs) {
           *entry->mutable_error() = proto::ToErrorInfo(status);
         }
         entry->set_num_cached_tokens(out.num_cached_tokens);
+        if (r.decode_started_at > 0 && reason != proto::FINISH_REASON_ERROR) {
+          m.serving.request_decode_time->Get().Observe(
+              static_cast<double>(Clock::Real().NowNanos() - r.decode_started_at) * 1e-9);
+        }
         m.serving.prompt_tokens->Get().Increment(out.num_prompt_tokens);
         m.serving.prefix_cache_queries->Get().Increment(out.num_prompt_tokens);
         m.serving.prefix_cache_hits->Get().Increment(out.num_cached_tokens);

@@ -76,6 +76,7 @@ class DecodeNode {
     std::vector<BlockId> landing;        // landing blocks, same order
     std::weak_ptr<net::RpcConnection> peer;  // prefill connection (KvControl out)
     Nanos reserved_at = 0;
+    Nanos decode_started_at = 0;         // joined the running batch (remote) or admitted (local)
   };
 
   DecodeNode() = default;

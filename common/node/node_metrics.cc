@@ -22,6 +22,13 @@ void NodeMetrics::Update(const scheduler::SchedulerCounters& c, int64_t transfer
   serving.kv_cache_usage->WithLabels({"host"}).Set(usage(c.kv.host));
   serving.kv_reservations_active->Get().Set(static_cast<double>(c.reservations_active));
   serving.kv_staging_buffers_in_use->Get().Set(static_cast<double>(transfer_blocks_held));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (c.preemptions > last_preemptions_) {
+      serving.num_preemptions->Get().Increment(static_cast<double>(c.preemptions - last_preemptions_));
+      last_preemptions_ = c.preemptions;
+    }
+  }
   transfer_sessions->Set(static_cast<double>(transfer_sessions_open));
   transfer_blocks_in_use->Set(static_cast<double>(transfer_blocks_held));
 }

@@ -9,6 +9,7 @@
 // Thread rule: thread-safe (metrics are atomics).
 #pragma once
 
+#include <mutex>
 #include <string>
 
 #include "common/metrics/metrics_registry.h"
@@ -33,6 +34,10 @@ struct NodeMetrics {
   void Update(const scheduler::SchedulerCounters& counters, int64_t transfer_sessions_open,
               int64_t transfer_blocks_held);
   std::string Render() const { return registry.RenderText(); }
+
+ private:
+  std::mutex mu_;               // guards last_preemptions_
+  int64_t last_preemptions_ = 0;  // engine counter value already exported
 };
 
 }  // namespace tandem::node

@@ -392,6 +392,9 @@ TEST_P(DisaggTest, MetricsOverHttpShowKvCleanGauges) {
   EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_transfer_blocks_in_use"), 0);
   EXPECT_GT(testing::MetricValue(metrics.second, "tandem_kv_transfer_bytes_total{direction=\"received\"}"), 0);
   EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_generation_tokens_total"), 3);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_request_decode_time_seconds_count"), 1);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_transfer_seconds_count"), 1);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_node_ready"), 1);
   cluster.decode_->host().BeginDrain();
   EXPECT_EQ(testing::HttpGet(http, "/health/ready").first, 503);
   EXPECT_EQ(testing::HttpGet(http, "/health/live").first, 200);
