@@ -1,0 +1,125 @@
+// ClusterBackend: the InferenceBackend that serves requests with the node
+// cluster (docs/protocol.md). It runs the control RpcServer nodes register
+// with (NodeRegistry), places requests (placement.h) and drives each one:
+//   disaggregated: Reserve on decode -> Prefill on a prefill node -> Tokens
+//                  from decode;
+//   local path:    PrefillRequest with an empty reservation to decode (short
+//                  prompts, colocated mode, no prefill node, prefill refused or
+//                  failed before the first token, whole prompt cached).
+// Fallback to the local path releases the reservation and re-sends with
+// epoch + 1 (a decode still holding the old epoch answers AlreadyExists; the
+// router retries every 20 ms for up to 2 s).
+// A dead decode node ends its requests with Unavailable at once (they are not
+// re-dispatched); a dead prefill node sends its not-yet-started requests down
+// the local path. Cancel() tells decode (and prefill while prefilling) and ends
+// the request with Cancelled at once. Every request ends with exactly one
+// on_finish / on_error.
+//
+// Thread rule: thread-safe. Submit/Cancel from any thread; callbacks run on
+// control I/O threads or the backend's timer thread, one at a time per request.
+// Lifetime: Stop() (or destroy) before the EventLoop; Stop ends every request
+// still in flight with Unavailable.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/base/clock.h"
+#include "common/metrics/metrics_registry.h"
+#include "common/net/event_loop.h"
+#include "common/net/rpc_server.h"
+#include "router/cluster/cluster_config.h"
+#include "router/cluster/node_registry.h"
+#include "router/inference_backend.h"
+
+namespace tandem::router::cluster {
+
+class ClusterBackend final : public InferenceBackend {
+ public:
+  // Validates config, resolves the token, listens on config.control_address
+  // and starts the timer thread. `metrics` (optional, not owned) gets the
+  // tandem_router_nodes gauge. Errors: InvalidArgument, Unavailable (bind).
+  static StatusOr<std::unique_ptr<ClusterBackend>> Start(net::EventLoop& loop, const ClusterConfig& config,
+                                                         metrics::MetricsRegistry* metrics = nullptr,
+                                                         const Clock& clock = Clock::Real());
+  ~ClusterBackend() override;
+  ClusterBackend(const ClusterBackend&) = delete;
+  ClusterBackend& operator=(const ClusterBackend&) = delete;
+
+  void Submit(GenerateRequest request, StreamCallbacks callbacks) override;
+  void Cancel(RequestId request_id) override;
+
+  // Stops the control server and the timer thread; ends in-flight requests
+  // with Unavailable. Idempotent.
+  void Stop();
+
+  // "host:port" the control server listens on (the real port for port 0).
+  std::string control_address() const;
+  // Readiness: at least one live, non-draining decode node.
+  bool Ready() const { return registry_.HasDecodeNode(); }
+  const NodeRegistry& registry() const { return registry_; }
+  size_t num_inflight() const;
+
+  struct Inflight;
+
+ private:
+  ClusterBackend(net::EventLoop& loop, const ClusterConfig& config, metrics::MetricsRegistry* metrics,
+                 const Clock& clock);
+
+  // Control-plane handlers (I/O threads).
+  void OnNodeRequest(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message,
+                     net::Responder responder);
+  void OnNodeMessage(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message);
+  void OnTokens(const net::RpcConnection* conn, const proto::Tokens& tokens);
+  void OnNodeDead(uint32_t node_id);
+
+  // Request steps; each checks that the request is still current for `epoch`.
+  void Dispatch(const std::shared_ptr<Inflight>& r);
+  void SendReserve(const std::shared_ptr<Inflight>& r);
+  void OnReserved(const std::shared_ptr<Inflight>& r, Epoch epoch, StatusOr<net::MessagePtr> reply);
+  void SendPrefill(const std::shared_ptr<Inflight>& r, Epoch epoch);
+  void SendLocal(const std::shared_ptr<Inflight>& r, Epoch epoch);
+  // Releases the current epoch on decode and goes down the local path with epoch + 1.
+  void ReleaseThenLocal(const std::shared_ptr<Inflight>& r, Epoch epoch);
+  // Cancel at the nodes, then end the request with `status`.
+  void CancelWith(RequestId request_id, const Status& status);
+  void SendToNode(uint32_t node_id, const google::protobuf::Message& message);
+
+  // Delivery: exactly one End per request; tokens only before it.
+  void DeliverTokens(const std::shared_ptr<Inflight>& r, Epoch epoch, std::vector<TokenId> tokens);
+  void End(const std::shared_ptr<Inflight>& r, const std::function<void(const StreamCallbacks&)>& finish);
+  void EndWithError(const std::shared_ptr<Inflight>& r, const Status& status);
+  bool IsCurrent(const std::shared_ptr<Inflight>& r, Epoch epoch) const;
+
+  void RunTimer();
+  void RunAfter(int64_t delay_ms, std::function<void()> task);
+
+  net::EventLoop& loop_;
+  const ClusterConfig config_;
+  const Clock& clock_;
+  NodeRegistry registry_;
+  metrics::Family<metrics::Gauge>* nodes_gauge_ = nullptr;
+  std::unique_ptr<net::RpcServer> server_;
+
+  mutable std::mutex mu_;
+  std::map<RequestId, std::shared_ptr<Inflight>> requests_;  // guarded by mu_
+
+  std::mutex timer_mu_;
+  std::condition_variable timer_cv_;
+  std::multimap<Nanos, std::function<void()>> timers_;  // guarded by timer_mu_
+  bool stopping_ = false;                                // guarded by timer_mu_
+  std::thread timer_thread_;
+  std::atomic<bool> stopped_{false};
+};
+
+// Router -> protocol sampling params (max_tokens, ignore_eos, stop ids included).
+proto::SamplingParams ToProtoSampling(const GenerateRequest& request);
+
+}  // namespace tandem::router::cluster

@@ -1,0 +1,130 @@
+#include "router/cluster/node_registry.h"
+
+#include "common/base/logging.h"
+
+namespace tandem::router::cluster {
+
+NodeRegistry::NodeRegistry(const Clock& clock, int32_t heartbeat_interval_ms, int32_t dead_after_missed)
+    : clock_(clock), heartbeat_interval_ms_(heartbeat_interval_ms), dead_after_missed_(dead_after_missed) {}
+
+StatusOr<proto::RegisterReply> NodeRegistry::Register(const std::shared_ptr<net::RpcConnection>& conn,
+                                                      const proto::RegisterRequest& request) {
+  const proto::NodeRole role = request.role();
+  if (!ServesDecode(role) && !ServesPrefill(role)) return InvalidArgumentError("register: unknown node role");
+  if (request.address().empty() || request.address().size() > 256 ||
+      request.address().find(':') == std::string::npos) {
+    return InvalidArgumentError("register: address must be host:port");
+  }
+  if (request.node_name().size() > 256) return InvalidArgumentError("register: node_name too long");
+  if (request.capacity().num_gpu_blocks() < 0) return InvalidArgumentError("register: negative capacity");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto old = by_conn_.find(conn.get());
+  if (old != by_conn_.end()) nodes_.erase(old->second);
+  const uint32_t id = next_node_id_++;
+  Node& node = nodes_[id];
+  node.handle = {id, role, request.address(), request.node_name(), conn};
+  node.view.node_id = id;
+  node.view.role = role;
+  node.view.free_gpu_blocks = request.capacity().num_gpu_blocks();
+  node.last_seen_ns = clock_.NowNanos();
+  by_conn_[conn.get()] = id;
+  proto::RegisterReply reply;
+  reply.set_node_id(id);
+  reply.set_heartbeat_interval_ms(static_cast<uint32_t>(heartbeat_interval_ms_));
+  return reply;
+}
+
+void NodeRegistry::OnHeartbeat(const net::RpcConnection* conn, const proto::Heartbeat& heartbeat) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto id = by_conn_.find(conn);
+  if (id == by_conn_.end()) return;
+  auto it = nodes_.find(id->second);
+  if (it == nodes_.end()) return;
+  if (heartbeat.node_id() != 0 && heartbeat.node_id() != id->second) return;
+  Node& node = it->second;
+  node.last_seen_ns = clock_.NowNanos();
+  node.last_sequence = heartbeat.sequence();
+  node.view.draining = heartbeat.draining();
+  const proto::LoadReport& load = heartbeat.load();
+  node.view.num_running = std::max(load.num_running(), 0);
+  node.view.num_waiting = std::max(load.num_waiting(), 0);
+  node.view.queued_prefill_tokens = std::max<int64_t>(load.queued_prefill_tokens(), 0);
+  for (const proto::TierUsage& tier : load.tiers()) {
+    if (tier.tier() == proto::KV_TIER_GPU) node.view.free_gpu_blocks = std::max<int64_t>(tier.free_blocks(), 0);
+  }
+}
+
+std::optional<uint32_t> NodeRegistry::OnConnectionClosed(const net::RpcConnection* conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto id = by_conn_.find(conn);
+  if (id == by_conn_.end()) return std::nullopt;
+  const uint32_t node_id = id->second;
+  by_conn_.erase(id);
+  nodes_.erase(node_id);
+  return node_id;
+}
+
+std::vector<NodeHandle> NodeRegistry::SweepExpired() {
+  std::vector<NodeHandle> dead;
+  const Nanos now = clock_.NowNanos();
+  const Nanos limit = Nanos{heartbeat_interval_ms_} * dead_after_missed_ * 1'000'000;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (now - it->second.last_seen_ns > limit) {
+      dead.push_back(it->second.handle);
+      by_conn_.erase(it->second.handle.conn.get());
+      it = nodes_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return dead;
+}
+
+std::vector<NodeView> NodeRegistry::Views() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<NodeView> views;
+  views.reserve(nodes_.size());
+  for (const auto& [id, node] : nodes_) views.push_back(node.view);
+  return views;
+}
+
+std::optional<NodeHandle> NodeRegistry::Get(uint32_t node_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second.handle;
+}
+
+uint32_t NodeRegistry::NodeIdOf(const net::RpcConnection* conn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_conn_.find(conn);
+  return it == by_conn_.end() ? 0 : it->second;
+}
+
+void NodeRegistry::AddInflight(uint32_t node_id, int32_t requests, int64_t prefill_tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  it->second.view.router_inflight = std::max(it->second.view.router_inflight + requests, 0);
+  it->second.view.router_prefill_tokens = std::max<int64_t>(it->second.view.router_prefill_tokens + prefill_tokens, 0);
+}
+
+bool NodeRegistry::HasDecodeNode() const { return Counts().decode > 0; }
+
+NodeCounts NodeRegistry::Counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  NodeCounts counts;
+  for (const auto& [id, node] : nodes_) {
+    if (node.view.draining) {
+      counts.draining++;
+    } else if (ServesDecode(node.view.role)) {
+      counts.decode++;
+    } else if (ServesPrefill(node.view.role)) {
+      counts.prefill++;
+    }
+  }
+  return counts;
+}
+
+}  // namespace tandem::router::cluster

@@ -1,0 +1,86 @@
+// NodeRegistry: the nodes registered with this router, their last reported
+// load, and their liveness. A node is dead when its connection closes or when
+// no heartbeat arrived for dead_after_missed heartbeat intervals; a dead node
+// is removed (it gets no new work) and reported once to the caller, who fails
+// or moves its requests. A node that comes back re-registers under a new id.
+// Thread rule: thread-safe (one mutex); never calls out while holding it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/base/clock.h"
+#include "common/base/status.h"
+#include "common/net/rpc_connection.h"
+#include "common/proto/control.pb.h"
+#include "router/cluster/placement.h"
+
+namespace tandem::router::cluster {
+
+// What the dispatcher needs to talk to a node.
+struct NodeHandle {
+  uint32_t node_id = 0;
+  proto::NodeRole role = proto::NODE_ROLE_UNSPECIFIED;
+  std::string address;  // the node's control address (peers dial it)
+  std::string name;
+  std::shared_ptr<net::RpcConnection> conn;
+};
+
+struct NodeCounts {
+  int32_t decode = 0;   // live, not draining, serving decode
+  int32_t prefill = 0;  // live, not draining, prefill
+  int32_t draining = 0;
+};
+
+class NodeRegistry {
+ public:
+  NodeRegistry(const Clock& clock, int32_t heartbeat_interval_ms, int32_t dead_after_missed);
+
+  // Validates and records a node registered on `conn`; a second Register on the
+  // same connection replaces the first entry under a new id.
+  StatusOr<proto::RegisterReply> Register(const std::shared_ptr<net::RpcConnection>& conn,
+                                          const proto::RegisterRequest& request);
+  // Updates load/draining of the node registered on `conn`; unknown connections
+  // and heartbeats naming another node id are ignored.
+  void OnHeartbeat(const net::RpcConnection* conn, const proto::Heartbeat& heartbeat);
+  // The node on `conn` (if any) is dead now; returns its id.
+  std::optional<uint32_t> OnConnectionClosed(const net::RpcConnection* conn);
+  // Nodes whose heartbeats stopped: removed and returned (their connections
+  // are returned too, so the caller can close them outside any lock).
+  std::vector<NodeHandle> SweepExpired();
+
+  // Placement inputs for every live node.
+  std::vector<NodeView> Views() const;
+  std::optional<NodeHandle> Get(uint32_t node_id) const;
+  // The node id registered on `conn`, 0 when none.
+  uint32_t NodeIdOf(const net::RpcConnection* conn) const;
+  // Router-side in-flight accounting (placement uses it between heartbeats).
+  void AddInflight(uint32_t node_id, int32_t requests, int64_t prefill_tokens);
+
+  bool HasDecodeNode() const;
+  NodeCounts Counts() const;
+  int32_t heartbeat_interval_ms() const { return heartbeat_interval_ms_; }
+
+ private:
+  struct Node {
+    NodeHandle handle;
+    NodeView view;
+    Nanos last_seen_ns = 0;
+    uint64_t last_sequence = 0;
+  };
+
+  const Clock& clock_;
+  const int32_t heartbeat_interval_ms_;
+  const int32_t dead_after_missed_;
+  mutable std::mutex mu_;
+  uint32_t next_node_id_ = 1;                              // guarded by mu_
+  std::map<uint32_t, Node> nodes_;                          // guarded by mu_
+  std::map<const net::RpcConnection*, uint32_t> by_conn_;   // guarded by mu_
+};
+
+}  // namespace tandem::router::cluster

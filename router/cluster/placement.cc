@@ -1,0 +1,43 @@
+#include "router/cluster/placement.h"
+
+#include <algorithm>
+
+namespace tandem::router::cluster {
+
+bool ServesDecode(proto::NodeRole role) {
+  return role == proto::NODE_ROLE_DECODE || role == proto::NODE_ROLE_COLOCATED;
+}
+
+bool ServesPrefill(proto::NodeRole role) { return role == proto::NODE_ROLE_PREFILL; }
+
+std::optional<uint32_t> PickDecode(const std::vector<NodeView>& nodes) {
+  std::optional<uint32_t> best;
+  double best_score = 0;
+  for (const NodeView& n : nodes) {
+    if (!n.alive || n.draining || !ServesDecode(n.role)) continue;
+    const int64_t load = std::max<int64_t>(int64_t{n.num_running} + n.num_waiting, n.router_inflight);
+    const double score = static_cast<double>(std::max<int64_t>(n.free_gpu_blocks, 0)) /
+                         static_cast<double>(1 + load);
+    if (!best || score > best_score || (score == best_score && n.node_id < *best)) {
+      best = n.node_id;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+std::optional<uint32_t> PickPrefill(const std::vector<NodeView>& nodes) {
+  std::optional<uint32_t> best;
+  int64_t best_queued = 0;
+  for (const NodeView& n : nodes) {
+    if (!n.alive || n.draining || !ServesPrefill(n.role)) continue;
+    const int64_t queued = std::max(n.queued_prefill_tokens, n.router_prefill_tokens);
+    if (!best || queued < best_queued || (queued == best_queued && n.node_id < *best)) {
+      best = n.node_id;
+      best_queued = queued;
+    }
+  }
+  return best;
+}
+
+}  // namespace tandem::router::cluster

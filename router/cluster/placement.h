@@ -1,0 +1,45 @@
+// Placement: which node gets a request. Pure functions over snapshots of the
+// registry, so they are unit-tested without sockets.
+//   decode:  most free GPU blocks per unit of load (running + waiting, or the
+//            router's own count of requests on the node when that is higher,
+//            since heartbeats lag); ties -> lower node id.
+//   prefill: fewest queued prompt tokens (reported, or the router's own
+//            in-flight count when higher); ties -> lower node id.
+// Both skip dead and draining nodes and nodes of other roles.
+// Thread rule: free functions over values; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/proto/control.pb.h"
+
+namespace tandem::router::cluster {
+
+// What placement knows about one node.
+struct NodeView {
+  uint32_t node_id = 0;
+  proto::NodeRole role = proto::NODE_ROLE_UNSPECIFIED;
+  bool alive = true;
+  bool draining = false;
+  int64_t free_gpu_blocks = 0;         // from the last heartbeat (capacity before one)
+  int32_t num_running = 0;             // from the last heartbeat
+  int32_t num_waiting = 0;             // from the last heartbeat
+  int64_t queued_prefill_tokens = 0;   // from the last heartbeat
+  int32_t router_inflight = 0;         // requests the router has on it now
+  int64_t router_prefill_tokens = 0;   // prompt tokens the router has queued on it now
+};
+
+// True for roles that serve decode (DECODE, COLOCATED).
+bool ServesDecode(proto::NodeRole role);
+// True for roles that take PrefillRequests with a reservation (PREFILL).
+bool ServesPrefill(proto::NodeRole role);
+
+// The decode node for the next request; nullopt when none is usable.
+std::optional<uint32_t> PickDecode(const std::vector<NodeView>& nodes);
+// The prefill node for a prompt; nullopt when none is usable.
+std::optional<uint32_t> PickPrefill(const std::vector<NodeView>& nodes);
+
+}  // namespace tandem::router::cluster

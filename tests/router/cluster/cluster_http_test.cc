@@ -1,0 +1,324 @@
+// ClusterBackend end to end through the real HTTP server: fake nodes register
+// on the control port and answer Reserve/Prefill with scripted Tokens.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "common/metrics/metrics_registry.h"
+#include "common/metrics/serving_metrics.h"
+#include "router/cluster/cluster_backend.h"
+#include "router/http_server.h"
+#include "tests/router/cluster/fake_node.h"
+#include "tests/router/fake_text_codec.h"
+#include "tests/router/test_http_client.h"
+
+namespace tandem::router::cluster {
+namespace {
+
+using nlohmann::json;
+using router::testing::HttpResult;
+using router::testing::kBos;
+using router::testing::kEos;
+using router::testing::kFakeVocab;
+using router::testing::kWordBase;
+using testing::FakeNode;
+using testing::NodeScript;
+
+constexpr TokenId kHello = kWordBase;      // "Hello"
+constexpr TokenId kWorld = kWordBase + 1;  // " world"
+// sha256("tandem-tenant:default"): the tenant of an open (keyless) router.
+constexpr char kDefaultSalt[] = "42b770fc9a0bb0fce0dc774e999a3336dab4123b3111442207a924513a157820";
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+class ClusterHttpTest : public ::testing::Test {
+ protected:
+  void Start(ClusterConfig config = {}) {
+    config.control_address = "127.0.0.1:0";
+    config.cluster_token = testing::kToken;
+    config.heartbeat_interval_ms = 100;
+    auto backend = ClusterBackend::Start(loop_, config, &registry_);
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    backend_ = std::move(*backend);
+    RouterConfig rc;
+    rc.listen_port = 0;
+    RouterDeps deps;
+    deps.backend = backend_.get();
+    deps.codec = &codec_;
+    deps.model = {"tiny", 64, kFakeVocab, 1700000000};
+    deps.is_ready = [this] { return backend_->Ready(); };
+    deps.metrics_text = [this] { return registry_.RenderText(); };
+    deps.metrics = &serving_;
+    server_ = std::make_unique<HttpServer>(rc, std::move(deps));
+    ASSERT_TRUE(server_->Start().ok());
+    port_ = server_->port();
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    if (backend_) backend_->Stop();
+    nodes_.clear();
+    server_.reset();
+    backend_.reset();
+  }
+  FakeNode& AddNode(proto::NodeRole role, const std::string& name, int64_t free_blocks = 100) {
+    nodes_.push_back(std::make_unique<FakeNode>(loop_, backend_->control_address(), role, name, free_blocks));
+    return *nodes_.back();
+  }
+  // A prefill node that "transfers" to `decode` and lets it stream.
+  FakeNode& AddPrefill(FakeNode& decode, const std::string& name = "p0") {
+    FakeNode& p = AddNode(proto::NODE_ROLE_PREFILL, name);
+    p.on_prefill = [&decode](const proto::PrefillRequest& req) { decode.StartStream(req.request_id(), req.epoch()); };
+    return p;
+  }
+
+  net::EventLoop loop_{2};
+  metrics::MetricsRegistry registry_;
+  metrics::ServingMetrics serving_ = metrics::ServingMetrics::Register(registry_);
+  router::testing::FakeTextCodec codec_;
+  std::unique_ptr<ClusterBackend> backend_;
+  std::unique_ptr<HttpServer> server_;
+  std::vector<std::unique_ptr<FakeNode>> nodes_;
+  uint16_t port_ = 0;
+};
+
+TEST_F(ClusterHttpTest, NotReadyWithoutDecodeNode) {
+  Start();
+  EXPECT_EQ(router::testing::Send(port_, "GET", "/health/ready", "").status, 503);
+  EXPECT_EQ(router::testing::Post(port_, "/v1/completions", {{"prompt", "hi"}}).status, 503);
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  (void)d;
+  EXPECT_EQ(router::testing::Send(port_, "GET", "/health/ready", "").status, 200);
+}
+
+TEST_F(ClusterHttpTest, DisaggregatedNonStreamingUsageExact) {
+  Start();
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  FakeNode& p = AddPrefill(d);
+  d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, /*cached=*/2});
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hi"}, {"seed", 7}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json body = r.Json();
+  EXPECT_EQ(body["choices"][0]["text"], "Hello world");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 3);  // BOS 'h' 'i'
+  EXPECT_EQ(body["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+  // Reserve on decode carried the prompt, the tenant salt and epoch 1.
+  ASSERT_EQ(d.reserves().size(), 1u);
+  const proto::ReserveRequest reserve = d.reserves()[0];
+  EXPECT_EQ(reserve.epoch(), 1u);
+  EXPECT_EQ(reserve.prompt_len(), 3);
+  EXPECT_EQ(std::vector<int32_t>(reserve.token_ids().begin(), reserve.token_ids().end()),
+            (std::vector<int32_t>{kBos, 'h', 'i'}));
+  EXPECT_EQ(reserve.tenant_salt(), kDefaultSalt);
+  EXPECT_EQ(reserve.max_tokens(), 16);
+  EXPECT_TRUE(reserve.sampling().has_seed());
+  EXPECT_EQ(reserve.sampling().seed(), 7u);
+  // Prefill got the reservation and decode's address; decode got no local prefill.
+  ASSERT_EQ(p.prefills().size(), 1u);
+  const proto::PrefillRequest prefill = p.prefills()[0];
+  EXPECT_EQ(prefill.reservation().needed_runs_size(), 1);
+  EXPECT_EQ(prefill.reservation().transport_descriptor(), "fake-target");
+  EXPECT_EQ(prefill.decode_address(), d.address());
+  EXPECT_EQ(prefill.tenant_salt(), kDefaultSalt);
+  EXPECT_TRUE(d.prefills().empty());
+  EXPECT_EQ(backend_->num_inflight(), 0u);
+}
+
+TEST_F(ClusterHttpTest, StreamingChatWithUsage) {
+  Start();
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  AddPrefill(d);
+  d.SetScript({{kHello, kWorld, '!', kWorld}, proto::FINISH_REASON_LENGTH, /*cached=*/16});
+  HttpResult r = router::testing::Post(
+      port_, "/v1/chat/completions",
+      {{"messages", json::array({{{"role", "user"}, {"content", "hey"}}})},
+       {"max_tokens", 4}, {"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string text;
+  json usage;
+  std::string finish;
+  for (const std::string& e : router::testing::SseEvents(r.body)) {
+    if (e == "[DONE]") continue;
+    json chunk = json::parse(e);
+    ASSERT_FALSE(chunk.contains("error")) << e;
+    if (!chunk["usage"].is_null()) usage = chunk["usage"];
+    for (const auto& c : chunk["choices"]) {
+      if (c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
+      if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+    }
+  }
+  EXPECT_EQ(text, "Hello world! world");
+  EXPECT_EQ(finish, "length");
+  const std::string rendered = "<|user|>hey\n<|assistant|>";
+  EXPECT_EQ(usage["prompt_tokens"], static_cast<int>(rendered.size()));
+  EXPECT_EQ(usage["completion_tokens"], 4);
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 16);
+}
+
+TEST_F(ClusterHttpTest, ShortPromptsAndColocatedModeUseTheLocalPath) {
+  ClusterConfig config;
+  config.local_prefill_max_tokens = 3;
+  Start(config);
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  FakeNode& p = AddPrefill(d);
+  d.SetScript({{kHello, kEos}});
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hi"}});  // 3 tokens
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], "Hello");
+  EXPECT_TRUE(d.reserves().empty());
+  ASSERT_EQ(d.prefills().size(), 1u);
+  EXPECT_FALSE(d.prefills()[0].has_reservation());
+  EXPECT_EQ(d.prefills()[0].epoch(), 1u);
+  EXPECT_EQ(d.prefills()[0].tenant_salt(), kDefaultSalt);
+  EXPECT_TRUE(p.prefills().empty());
+  // A longer prompt goes through the prefill node.
+  r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(d.reserves().size(), 1u);
+  EXPECT_EQ(p.prefills().size(), 1u);
+}
+
+TEST_F(ClusterHttpTest, ColocatedModeNeverReserves) {
+  ClusterConfig config;
+  config.mode = ServingMode::kColocated;
+  Start(config);
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  FakeNode& p = AddPrefill(d);
+  d.SetScript({{kHello, kEos}});
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "a long enough prompt"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(d.reserves().empty());
+  EXPECT_EQ(d.prefills().size(), 1u);
+  EXPECT_TRUE(p.prefills().empty());
+}
+
+TEST_F(ClusterHttpTest, FallsBackToLocalPathWhenPrefillRefuses) {
+  Start();
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  FakeNode& p = AddPrefill(d);
+  p.SetRefusePrefill(true);
+  d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0});
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], "Hello world");
+  EXPECT_EQ(p.prefills().size(), 1u);
+  // The reservation (epoch 1) was released, and the local prefill ran as epoch 2.
+  ASSERT_EQ(d.releases().size(), 1u);
+  EXPECT_EQ(d.releases()[0].epoch(), 1u);
+  ASSERT_GE(d.prefills().size(), 1u);
+  EXPECT_EQ(d.prefills().back().epoch(), 2u);
+  EXPECT_FALSE(d.prefills().back().has_reservation());
+}
+
+TEST_F(ClusterHttpTest, WholePromptCachedReleasesAndGoesLocal) {
+  Start();
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  FakeNode& p = AddPrefill(d);
+  d.SetReserveNeedsNothing(true);
+  d.SetScript({{kHello, kEos}, proto::FINISH_REASON_STOP, 5});
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["usage"]["prompt_tokens_details"]["cached_tokens"], 5);
+  EXPECT_TRUE(p.prefills().empty());
+  EXPECT_EQ(d.releases().size(), 1u);
+  EXPECT_EQ(d.prefills().back().epoch(), 2u);
+}
+
+TEST_F(ClusterHttpTest, DecodeDeathMidStreamEndsWithErrorAndStopsRouting) {
+  Start();
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  AddPrefill(d);
+  d.SetScript({{kHello, kWorld, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/2});
+  HttpResult result;
+  std::thread client([&] {
+    result = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}, {"stream", true}});
+  });
+  ASSERT_TRUE(d.WaitFor([&] { return !d.prefills().empty() || !d.reserves().empty(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // two tokens streamed
+  const auto killed = std::chrono::steady_clock::now();
+  d.Kill();
+  client.join();
+  EXPECT_LT(Seconds(killed), 5.0);
+  ASSERT_EQ(result.status, 200);
+  const std::vector<std::string> events = router::testing::SseEvents(result.body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  json last = json::parse(events[events.size() - 2]);
+  ASSERT_TRUE(last.contains("error")) << result.body;
+  std::string text;
+  for (size_t i = 0; i + 2 < events.size(); ++i) text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, "Hello world");  // the two tokens streamed before the death
+  // Not routed to any more: the router is not ready and answers 503.
+  EXPECT_EQ(router::testing::Send(port_, "GET", "/health/ready", "").status, 503);
+  EXPECT_EQ(backend_->num_inflight(), 0u);
+}
+
+TEST_F(ClusterHttpTest, SilentDecodeIsDeadWithin3IntervalsAndFailsItsRequests) {
+  Start();
+  FakeNode& quiet = AddNode(proto::NODE_ROLE_DECODE, "d-quiet", /*free_blocks=*/1000);
+  FakeNode& other = AddNode(proto::NODE_ROLE_DECODE, "d-other", /*free_blocks=*/10);
+  quiet.SetLoad(0, 0, 1000, 0);
+  other.SetLoad(0, 0, 10, 0);
+  quiet.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/1});
+  other.SetScript({{kWorld, kEos}});
+  HttpResult stuck;
+  std::thread client([&] {
+    stuck = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"stream", true}});
+  });
+  ASSERT_TRUE(quiet.WaitFor([&] { return !quiet.prefills().empty(); }));  // no prefill node: local path
+  const auto silent = std::chrono::steady_clock::now();
+  quiet.StopHeartbeats();
+  client.join();
+  const double took = Seconds(silent);
+  EXPECT_LT(took, 3.0);                        // 3 intervals of 100 ms + sweep
+  EXPECT_GE(took, 0.2);                        // not before 2 intervals
+  EXPECT_NE(stuck.body.find("\"error\""), std::string::npos) << stuck.body;
+  // New work goes to the other node.
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], " world");
+  EXPECT_EQ(quiet.prefills().size(), 1u);
+  EXPECT_EQ(other.prefills().size(), 1u);
+}
+
+TEST_F(ClusterHttpTest, ClientDisconnectCancelReachesTheNodes) {
+  Start();
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  AddPrefill(d);
+  d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/1});
+  {
+    boost::asio::io_context ioc;
+    auto socket = router::testing::Connect(ioc, port_);
+    const std::string body = json{{"prompt", "hello"}, {"stream", true}, {"max_tokens", 50}}.dump();
+    const std::string raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body;
+    boost::asio::write(socket, boost::asio::buffer(raw));
+    char buf[256];
+    socket.read_some(boost::asio::buffer(buf));  // the stream began
+  }
+  ASSERT_TRUE(d.WaitFor([&] { return !d.cancels().empty(); }, 3000));
+  EXPECT_EQ(d.cancels()[0].request_id(), d.reserves()[0].request_id());
+  EXPECT_EQ(d.cancels()[0].epoch(), 1u);
+  ASSERT_TRUE(d.WaitFor([&] { return backend_->num_inflight() == 0; }, 3000));
+}
+
+TEST_F(ClusterHttpTest, MetricsShowNodeCounts) {
+  Start();
+  AddNode(proto::NODE_ROLE_DECODE, "d0");
+  AddNode(proto::NODE_ROLE_DECODE, "d1");
+  AddNode(proto::NODE_ROLE_PREFILL, "p0");
+  ASSERT_TRUE(nodes_[0]->WaitFor([&] {
+    return registry_.RenderText().find("tandem_router_nodes{role=\"decode\"} 2") != std::string::npos;
+  }));
+  HttpResult r = router::testing::Send(port_, "GET", "/metrics", "");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("tandem_router_nodes{role=\"prefill\"} 1"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("tandem_time_to_first_token_seconds"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::router::cluster

@@ -1,0 +1,213 @@
+// Unit tests of the router's cluster parts without the HTTP server: placement
+// (pure), the registry's liveness rules on a fake clock, config parsing, and
+// the tenant salt against precomputed SHA-256 values.
+#include <gtest/gtest.h>
+
+#include "common/net/event_loop.h"
+#include "router/cluster/cluster_backend.h"
+#include "router/cluster/cluster_config.h"
+#include "router/cluster/node_registry.h"
+#include "router/cluster/placement.h"
+#include "router/cluster/tenant_salt.h"
+#include "tests/router/cluster/fake_node.h"
+
+namespace tandem::router::cluster {
+namespace {
+
+NodeView Decode(uint32_t id, int64_t free_blocks, int running, int waiting) {
+  NodeView v;
+  v.node_id = id;
+  v.role = proto::NODE_ROLE_DECODE;
+  v.free_gpu_blocks = free_blocks;
+  v.num_running = running;
+  v.num_waiting = waiting;
+  return v;
+}
+
+NodeView Prefill(uint32_t id, int64_t queued) {
+  NodeView v;
+  v.node_id = id;
+  v.role = proto::NODE_ROLE_PREFILL;
+  v.queued_prefill_tokens = queued;
+  return v;
+}
+
+TEST(PlacementTest, DecodeByFreeBlocksAndLoad) {
+  // Equal load: more free blocks wins.
+  EXPECT_EQ(PickDecode({Decode(1, 10, 0, 0), Decode(2, 50, 0, 0)}), 2u);
+  // Equal blocks: less load wins (running + waiting both count).
+  EXPECT_EQ(PickDecode({Decode(1, 50, 1, 3), Decode(2, 50, 2, 0)}), 2u);
+  // 100 free / (1 + 4) = 20 beats 30 / (1 + 0) = 30? No: 30 > 20, so node 2.
+  EXPECT_EQ(PickDecode({Decode(1, 100, 4, 0), Decode(2, 30, 0, 0)}), 2u);
+  EXPECT_EQ(PickDecode({Decode(1, 100, 1, 0), Decode(2, 30, 0, 0)}), 1u);  // 50 > 30
+  // Router-side in-flight count counts when heartbeats lag behind.
+  NodeView busy = Decode(1, 50, 0, 0);
+  busy.router_inflight = 5;
+  EXPECT_EQ(PickDecode({busy, Decode(2, 20, 0, 0)}), 2u);  // 50/6 < 20
+  // Ties go to the lower id.
+  EXPECT_EQ(PickDecode({Decode(7, 10, 0, 0), Decode(3, 10, 0, 0)}), 3u);
+}
+
+TEST(PlacementTest, SkipsDrainingDeadAndWrongRoles) {
+  NodeView draining = Decode(1, 1000, 0, 0);
+  draining.draining = true;
+  NodeView dead = Decode(2, 1000, 0, 0);
+  dead.alive = false;
+  EXPECT_EQ(PickDecode({draining, dead, Decode(3, 1, 9, 9), Prefill(4, 0)}), 3u);
+  EXPECT_FALSE(PickDecode({draining, dead, Prefill(4, 0)}).has_value());
+  NodeView colocated = Decode(5, 1, 0, 0);
+  colocated.role = proto::NODE_ROLE_COLOCATED;
+  EXPECT_EQ(PickDecode({colocated}), 5u);
+  EXPECT_FALSE(PickPrefill({colocated, Decode(1, 5, 0, 0)}).has_value());
+}
+
+TEST(PlacementTest, PrefillByQueuedTokens) {
+  EXPECT_EQ(PickPrefill({Prefill(1, 500), Prefill(2, 100), Prefill(3, 300)}), 2u);
+  NodeView p2 = Prefill(2, 100);
+  p2.router_prefill_tokens = 1000;  // the router just queued a long prompt there
+  EXPECT_EQ(PickPrefill({Prefill(1, 500), p2}), 1u);
+  NodeView draining = Prefill(3, 0);
+  draining.draining = true;
+  EXPECT_EQ(PickPrefill({Prefill(1, 500), draining}), 1u);
+  EXPECT_EQ(PickPrefill({Prefill(4, 5), Prefill(2, 5)}), 2u);
+}
+
+TEST(TenantSaltTest, MatchesSha256Oracle) {
+  // Values from: python3 -c "import hashlib; print(hashlib.sha256(b'tandem-tenant:default').hexdigest())"
+  EXPECT_EQ(TenantSalt("default"), "42b770fc9a0bb0fce0dc774e999a3336dab4123b3111442207a924513a157820");
+  EXPECT_EQ(TenantSalt("acme"), "f5ed51e69493d20eeff01ab41ceea52f03e485e9f7d014f309cadc49c2606317");
+  EXPECT_EQ(TenantSalt(""), "0a43fd35390ff5f03378b67cbe39e268419cfc6698dfd9caaa015136e6f24f59");  // anonymous
+}
+
+TEST(ClusterConfigTest, ParsesAndValidates) {
+  YAML::Node node = YAML::Load(
+      "control_address: 127.0.0.1:7100\ncluster_token: abcdefghijklmnopqrstu\nmode: colocated\n"
+      "local_prefill_max_tokens: 64\nheartbeat_interval_ms: 200\n");
+  StatusOr<ClusterConfig> config = ParseClusterConfig(node);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->control_address, "127.0.0.1:7100");
+  EXPECT_EQ(config->mode, ServingMode::kColocated);
+  EXPECT_EQ(config->local_prefill_max_tokens, 64);
+  EXPECT_EQ(config->heartbeat_interval_ms, 200);
+  EXPECT_TRUE(config->Validate().ok());
+
+  EXPECT_FALSE(ParseClusterConfig(YAML::Load("mode: sideways\n")).ok());
+  EXPECT_FALSE(ParseClusterConfig(YAML::Load("control_adress: x:1\n")).ok());  // typo = error
+  EXPECT_FALSE(ParseClusterConfig(YAML::Load("heartbeat_interval_ms: [1]\n")).ok());
+  ClusterConfig c;
+  EXPECT_FALSE(c.Validate().ok());  // no token
+  c.cluster_token = "short";
+  EXPECT_FALSE(c.Validate().ok());
+  c.cluster_token = "0123456789abcdef";
+  EXPECT_TRUE(c.Validate().ok());
+  c.local_prefill_max_tokens = -1;
+  EXPECT_FALSE(c.Validate().ok());
+}
+
+// The registry over real connections (registration needs one), on a fake clock.
+class RegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterConfig config;
+    config.control_address = "127.0.0.1:0";
+    config.cluster_token = testing::kToken;
+    config.heartbeat_interval_ms = 100;
+    auto backend = ClusterBackend::Start(loop_, config);
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    backend_ = std::move(*backend);
+  }
+  void TearDown() override { backend_->Stop(); }
+  net::EventLoop loop_{1};
+  std::unique_ptr<ClusterBackend> backend_;
+};
+
+TEST_F(RegistryTest, HeartbeatTimeoutOnFakeClock) {
+  FakeClock clock;
+  NodeRegistry registry(clock, 100, 3);
+  // Registration needs some RpcConnection; any authenticated one will do.
+  net::RpcClientConfig client_config;
+  client_config.rpc.cluster_token = testing::kToken;
+  auto client = net::RpcClient::Create(loop_, client_config, {});
+  ASSERT_TRUE(client.ok());
+  auto conn = (*client)->Connect(backend_->control_address());
+  ASSERT_TRUE(conn.ok());
+  proto::RegisterRequest reg;
+  reg.set_role(proto::NODE_ROLE_DECODE);
+  reg.set_address("127.0.0.1:9");
+  reg.mutable_capacity()->set_num_gpu_blocks(40);
+  auto reply = registry.Register(*conn, reg);
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->heartbeat_interval_ms(), 100u);
+  EXPECT_TRUE(registry.HasDecodeNode());
+  ASSERT_EQ(registry.Views().size(), 1u);
+  EXPECT_EQ(registry.Views()[0].free_gpu_blocks, 40);  // capacity until the first heartbeat
+
+  clock.Advance(250'000'000);  // 2.5 intervals: alive
+  EXPECT_TRUE(registry.SweepExpired().empty());
+  proto::Heartbeat hb;
+  hb.set_node_id(reply->node_id());
+  hb.mutable_load()->set_num_running(3);
+  proto::TierUsage* gpu = hb.mutable_load()->add_tiers();
+  gpu->set_tier(proto::KV_TIER_GPU);
+  gpu->set_free_blocks(7);
+  registry.OnHeartbeat(conn->get(), hb);
+  EXPECT_EQ(registry.Views()[0].free_gpu_blocks, 7);
+  EXPECT_EQ(registry.Views()[0].num_running, 3);
+  clock.Advance(290'000'000);  // 2.9 intervals since the heartbeat: alive
+  EXPECT_TRUE(registry.SweepExpired().empty());
+  clock.Advance(20'000'000);  // 3.1 intervals: dead
+  std::vector<NodeHandle> dead = registry.SweepExpired();
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].node_id, reply->node_id());
+  EXPECT_FALSE(registry.HasDecodeNode());
+  EXPECT_TRUE(registry.Views().empty());
+  // A heartbeat after death does not resurrect it.
+  registry.OnHeartbeat(conn->get(), hb);
+  EXPECT_FALSE(registry.HasDecodeNode());
+}
+
+TEST_F(RegistryTest, DrainingAndClosedNodes) {
+  FakeClock clock;
+  NodeRegistry registry(clock, 100, 3);
+  net::RpcClientConfig client_config;
+  client_config.rpc.cluster_token = testing::kToken;
+  auto client = net::RpcClient::Create(loop_, client_config, {});
+  ASSERT_TRUE(client.ok());
+  auto conn = (*client)->Connect(backend_->control_address());
+  ASSERT_TRUE(conn.ok());
+  proto::RegisterRequest reg;
+  reg.set_role(proto::NODE_ROLE_PREFILL);
+  reg.set_address("127.0.0.1:9");
+  ASSERT_TRUE(registry.Register(*conn, reg).ok());
+  EXPECT_EQ(registry.Counts().prefill, 1);
+  EXPECT_FALSE(registry.HasDecodeNode());
+  proto::Heartbeat hb;
+  hb.set_draining(true);
+  registry.OnHeartbeat(conn->get(), hb);
+  EXPECT_EQ(registry.Counts().prefill, 0);
+  EXPECT_EQ(registry.Counts().draining, 1);
+  EXPECT_FALSE(PickPrefill(registry.Views()).has_value());
+  EXPECT_TRUE(registry.OnConnectionClosed(conn->get()).has_value());
+  EXPECT_FALSE(registry.OnConnectionClosed(conn->get()).has_value());
+  EXPECT_TRUE(registry.Views().empty());
+  // Bad registrations are refused.
+  reg.set_role(proto::NODE_ROLE_UNSPECIFIED);
+  EXPECT_FALSE(registry.Register(*conn, reg).ok());
+  reg.set_role(proto::NODE_ROLE_DECODE);
+  reg.set_address("");
+  EXPECT_FALSE(registry.Register(*conn, reg).ok());
+}
+
+TEST_F(RegistryTest, WrongTokenCannotRegister) {
+  net::RpcClientConfig client_config;
+  client_config.rpc.cluster_token = "a-different-token-0123456789";
+  client_config.connect_timeout_ms = 2000;
+  auto client = net::RpcClient::Create(loop_, client_config, {});
+  ASSERT_TRUE(client.ok());
+  auto conn = (*client)->Connect(backend_->control_address());
+  EXPECT_FALSE(conn.ok());
+  EXPECT_FALSE(backend_->Ready());
+}
+
+}  // namespace
+}  // namespace tandem::router::cluster

@@ -1,0 +1,304 @@
+// FakeNode: a scripted node for router cluster tests. It dials the router's
+// control address, registers (role, address, capacity), heartbeats on its own
+// thread, records every request the router sends, and streams scripted Tokens:
+//   decode:  Reserve -> ReserveReply (needed runs, or none = whole prompt
+//            cached); PrefillRequest without reservation (local path) -> Ack
+//            and stream; StartStream() (called when a fake prefill "finished")
+//            streams for a remote prefill; Cancel/Release -> Ack (+ ABORT entry).
+//   prefill: PrefillRequest -> Ack (or refusal), then on_prefill.
+// Kill() closes the connection (a crash as the router sees it);
+// StopHeartbeats() keeps it open but silent.
+// Thread rule: thread-safe; handlers on I/O threads, streams on own threads.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/net/event_loop.h"
+#include "common/net/rpc_client.h"
+#include "common/proto/messages.h"
+
+namespace tandem::router::cluster::testing {
+
+inline constexpr char kToken[] = "router-cluster-test-token-0123456789";
+
+struct NodeScript {
+  std::vector<TokenId> tokens;          // emitted one per step
+  proto::FinishReason finish = proto::FINISH_REASON_STOP;
+  int32_t cached_tokens = 0;            // on the finishing entry
+  int hold_after = -1;                  // stop emitting after this many tokens (>= 0)
+  int step_ms = 5;
+};
+
+class FakeNode {
+ public:
+  FakeNode(net::EventLoop& loop, const std::string& router_address, proto::NodeRole role, std::string name,
+           int64_t free_blocks = 100)
+      : role_(role), name_(std::move(name)) {
+    net::RpcClientConfig config;
+    config.rpc.cluster_token = kToken;
+    config.rpc.peer_name = name_;
+    net::RpcHandlers handlers;
+    handlers.on_request = [this](const std::shared_ptr<net::RpcConnection>&, net::MessagePtr m, net::Responder r) {
+      OnRequest(std::move(m), std::move(r));
+    };
+    auto client = net::RpcClient::Create(loop, config, handlers);
+    TANDEM_CHECK(client.ok()) << client.status().ToString();
+    client_ = std::move(*client);
+    auto conn = client_->Connect(router_address);
+    TANDEM_CHECK(conn.ok()) << conn.status().ToString();
+    conn_ = *conn;
+    proto::RegisterRequest reg;
+    reg.set_role(role);
+    reg.set_address("127.0.0.1:" + std::to_string(40000 + (std::hash<std::string>()(name_) % 1000)));
+    reg.set_node_name(name_);
+    reg.set_model_id("tiny");
+    reg.mutable_capacity()->set_num_gpu_blocks(free_blocks);
+    reg.set_kv_transport("local");
+    auto reply = conn_->CallAndWaitFor<proto::RegisterReply>(reg, 3000);
+    TANDEM_CHECK(reply.ok()) << reply.status().ToString();
+    node_id_ = reply->node_id();
+    interval_ms_ = static_cast<int>(reply->heartbeat_interval_ms());
+    address_ = reg.address();
+    free_blocks_ = free_blocks;
+    heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  }
+
+  ~FakeNode() {
+    Kill();
+    std::vector<std::thread> streams;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      streams.swap(streams_);
+    }
+    for (auto& t : streams) t.join();
+  }
+
+  // ---- behaviour ----
+  void SetScript(NodeScript script) {
+    std::lock_guard<std::mutex> lock(mu_);
+    script_ = std::move(script);
+  }
+  void SetReserveNeedsNothing(bool v) { reserve_needs_nothing_ = v; }
+  void SetRefusePrefill(bool v) { refuse_prefill_ = v; }
+  void SetLoad(int running, int waiting, int64_t free_blocks, int64_t queued_prefill_tokens) {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = running;
+    waiting_ = waiting;
+    free_blocks_ = free_blocks;
+    queued_prefill_ = queued_prefill_tokens;
+  }
+  void SetDraining(bool v) { draining_ = v; }
+  // Called (prefill role) after the Ack of a PrefillRequest with a reservation.
+  std::function<void(const proto::PrefillRequest&)> on_prefill;
+
+  // Streams the script for (id, epoch), as decode does after a KV handoff.
+  void StartStream(uint64_t id, uint32_t epoch) {
+    std::lock_guard<std::mutex> lock(mu_);
+    NodeScript script = script_;
+    streams_.emplace_back([this, id, epoch, script] { Stream(id, epoch, script); });
+  }
+
+  void Kill() {
+    stop_heartbeats_ = true;
+    stopping_ = true;
+    if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+    if (conn_) conn_->Close(UnavailableError("fake node killed"));
+  }
+  void StopHeartbeats() { stop_heartbeats_ = true; }
+
+  // ---- observations ----
+  std::vector<proto::ReserveRequest> reserves() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reserves_;
+  }
+  std::vector<proto::PrefillRequest> prefills() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return prefills_;
+  }
+  std::vector<proto::Cancel> cancels() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cancels_;
+  }
+  std::vector<proto::Release> releases() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return releases_;
+  }
+  bool WaitFor(const std::function<bool()>& done, int timeout_ms = 5000) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < end) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  }
+  uint32_t node_id() const { return node_id_; }
+  const std::string& address() const { return address_; }
+  int heartbeat_interval_ms() const { return interval_ms_; }
+
+ private:
+  void OnRequest(net::MessagePtr m, net::Responder r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const auto* reserve = proto::MessageAs<proto::ReserveRequest>(*m)) {
+      reserves_.push_back(*reserve);
+      proto::ReserveReply reply;
+      reply.set_request_id(reserve->request_id());
+      reply.set_epoch(reserve->epoch());
+      reply.set_decode_node_id(node_id_);
+      reply.set_transport_descriptor("fake-target");
+      if (!reserve_needs_nothing_) {
+        proto::BlockRun* run = reply.add_needed_runs();
+        run->set_first_block(3);
+        run->set_num_blocks(1);
+      }
+      active_[reserve->request_id()] = reserve->epoch();
+      return r.Reply(reply);
+    }
+    if (const auto* prefill = proto::MessageAs<proto::PrefillRequest>(*m)) {
+      prefills_.push_back(*prefill);
+      if (role_ == proto::NODE_ROLE_PREFILL) {
+        if (refuse_prefill_) return r.Fail(ResourceExhaustedError("prefill queue full"));
+        proto::Ack ack;
+        ack.set_request_id(prefill->request_id());
+        r.Reply(ack);
+        if (on_prefill) {
+          proto::PrefillRequest copy = *prefill;
+          streams_.emplace_back([this, copy] { on_prefill(copy); });
+        }
+        return;
+      }
+      auto it = active_.find(prefill->request_id());
+      if (it != active_.end()) return r.Fail(AlreadyExistsError("request exists"));
+      active_[prefill->request_id()] = prefill->epoch();
+      proto::Ack ack;
+      ack.set_request_id(prefill->request_id());
+      r.Reply(ack);
+      NodeScript script = script_;
+      const uint64_t id = prefill->request_id();
+      const uint32_t epoch = prefill->epoch();
+      streams_.emplace_back([this, id, epoch, script] { Stream(id, epoch, script); });
+      return;
+    }
+    if (const auto* cancel = proto::MessageAs<proto::Cancel>(*m)) {
+      cancels_.push_back(*cancel);
+      EndLocked(cancel->request_id(), cancel->epoch());
+    } else if (const auto* release = proto::MessageAs<proto::Release>(*m)) {
+      releases_.push_back(*release);
+      EndLocked(release->request_id(), release->epoch());
+    }
+    proto::Ack ack;
+    r.Reply(ack);
+  }
+
+  // Cancel/Release: the request goes away (after one "engine step") with an ABORT entry.
+  void EndLocked(uint64_t id, uint32_t epoch) {
+    auto it = active_.find(id);
+    if (it == active_.end() || it->second != epoch) return;
+    cancelled_[id] = epoch;
+    streams_.emplace_back([this, id, epoch] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto a = active_.find(id);
+        if (a != active_.end() && a->second == epoch) active_.erase(a);
+      }
+      proto::Tokens tokens;
+      tokens.set_node_id(node_id_);
+      proto::TokenEntry* e = tokens.add_entries();
+      e->set_request_id(id);
+      e->set_epoch(epoch);
+      e->set_finish_reason(proto::FINISH_REASON_ABORT);
+      (void)conn_->Send(tokens);
+    });
+  }
+
+  void Stream(uint64_t id, uint32_t epoch, NodeScript script) {
+    for (size_t i = 0; i < script.tokens.size(); ++i) {
+      if (script.hold_after >= 0 && static_cast<int>(i) >= script.hold_after) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(script.step_ms));
+      if (stopping_) return;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto c = cancelled_.find(id);
+        if (c != cancelled_.end() && c->second == epoch) return;
+      }
+      proto::Tokens tokens;
+      tokens.set_node_id(node_id_);
+      tokens.set_step(++step_);
+      proto::TokenEntry* e = tokens.add_entries();
+      e->set_request_id(id);
+      e->set_epoch(epoch);
+      e->add_token_ids(script.tokens[i]);
+      if (i + 1 == script.tokens.size()) {
+        e->set_finish_reason(script.finish);
+        e->set_num_cached_tokens(script.cached_tokens);
+        std::lock_guard<std::mutex> lock(mu_);
+        active_.erase(id);
+      }
+      (void)conn_->Send(tokens);
+    }
+  }
+
+  void HeartbeatLoop() {
+    uint64_t seq = 0;
+    while (!stopping_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms_));
+      if (stop_heartbeats_ || stopping_) continue;
+      proto::Heartbeat hb;
+      hb.set_node_id(node_id_);
+      hb.set_sequence(++seq);
+      hb.set_draining(draining_);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        hb.mutable_load()->set_num_running(running_);
+        hb.mutable_load()->set_num_waiting(waiting_);
+        hb.mutable_load()->set_queued_prefill_tokens(queued_prefill_);
+        proto::TierUsage* gpu = hb.mutable_load()->add_tiers();
+        gpu->set_tier(proto::KV_TIER_GPU);
+        gpu->set_free_blocks(free_blocks_);
+        gpu->set_total_blocks(1000);
+      }
+      (void)conn_->Send(hb);
+    }
+  }
+
+  const proto::NodeRole role_;
+  const std::string name_;
+  std::unique_ptr<net::RpcClient> client_;
+  std::shared_ptr<net::RpcConnection> conn_;
+  uint32_t node_id_ = 0;
+  int interval_ms_ = 500;
+  std::string address_;
+  std::atomic<bool> stop_heartbeats_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> reserve_needs_nothing_{false};
+  std::atomic<bool> refuse_prefill_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> step_{0};
+  std::thread heartbeat_thread_;
+
+  std::mutex mu_;
+  NodeScript script_;                       // guarded by mu_
+  int running_ = 0, waiting_ = 0;           // guarded by mu_
+  int64_t free_blocks_ = 100;               // guarded by mu_
+  int64_t queued_prefill_ = 0;              // guarded by mu_
+  std::map<uint64_t, uint32_t> active_;     // id -> epoch, guarded by mu_
+  std::map<uint64_t, uint32_t> cancelled_;  // guarded by mu_
+  std::vector<proto::ReserveRequest> reserves_;
+  std::vector<proto::PrefillRequest> prefills_;
+  std::vector<proto::Cancel> cancels_;
+  std::vector<proto::Release> releases_;
+  std::vector<std::thread> streams_;        // guarded by mu_
+};
+
+}  // namespace tandem::router::cluster::testing
