@@ -90,6 +90,7 @@ StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Start(net::EventLoop& 
     }
   };
   TANDEM_ASSIGN_OR_RETURN(backend->server_, net::RpcServer::Start(loop, std::move(server_config), handlers));
+  backend->UpdateNodeGauge();
   backend->timer_thread_ = std::thread([self] { self->RunTimer(); });
   TANDEM_LOG_INFO("router control plane on {} ({} mode, local_prefill_max_tokens {})",
                   backend->server_->address(), ServingModeName(config.mode), config.local_prefill_max_tokens);
@@ -134,6 +135,7 @@ void ClusterBackend::OnNodeRequest(const std::shared_ptr<net::RpcConnection>& co
     }
     TANDEM_LOG_INFO("node {} registered: role {} name '{}' address {}", reply->node_id(),
                     proto::NodeRole_Name(reg->role()), reg->node_name(), reg->address());
+    UpdateNodeGauge();
     return responder.Reply(*reply);
   }
   responder.Fail(UnimplementedError("the router does not serve " + message->GetTypeName()));
@@ -209,6 +211,7 @@ void ClusterBackend::OnTokens(const net::RpcConnection* conn, const proto::Token
 }
 
 void ClusterBackend::OnNodeDead(uint32_t node_id) {
+  UpdateNodeGauge();
   std::vector<std::shared_ptr<Inflight>> failed, moved;
   std::vector<Epoch> moved_epochs;
   {
@@ -485,6 +488,14 @@ void ClusterBackend::EndWithError(const std::shared_ptr<Inflight>& r, const Stat
 
 // ---- timer thread ----
 
+void ClusterBackend::UpdateNodeGauge() {
+  if (!nodes_gauge_) return;
+  NodeCounts counts = registry_.Counts();
+  nodes_gauge_->WithLabels({"decode"}).Set(counts.decode);
+  nodes_gauge_->WithLabels({"prefill"}).Set(counts.prefill);
+  nodes_gauge_->WithLabels({"draining"}).Set(counts.draining);
+}
+
 void ClusterBackend::RunAfter(int64_t delay_ms, std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(timer_mu_);
@@ -523,12 +534,7 @@ void ClusterBackend::RunTimer() {
       }
     }
     for (RequestId id : expired) CancelWith(id, DeadlineExceededError("request deadline passed"));
-    if (nodes_gauge_) {
-      NodeCounts counts = registry_.Counts();
-      nodes_gauge_->WithLabels({"decode"}).Set(counts.decode);
-      nodes_gauge_->WithLabels({"prefill"}).Set(counts.prefill);
-      nodes_gauge_->WithLabels({"draining"}).Set(counts.draining);
-    }
+    UpdateNodeGauge();
     lock.lock();
   }
 }

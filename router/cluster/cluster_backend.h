@@ -99,6 +99,8 @@ class ClusterBackend final : public InferenceBackend {
   bool IsCurrent(const std::shared_ptr<Inflight>& r, Epoch epoch) const;
 
   void RunTimer();
+  // tandem_router_nodes{role} from the registry (registration, death, every tick).
+  void UpdateNodeGauge();
   void RunAfter(int64_t delay_ms, std::function<void()> task);
 
   net::EventLoop& loop_;

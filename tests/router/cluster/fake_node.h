@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/base/ids.h"
 #include "common/net/event_loop.h"
 #include "common/net/rpc_client.h"
 #include "common/proto/messages.h"
