@@ -1,5 +1,7 @@
 #include "router/cluster/cluster_backend.h"
 
+#include <algorithm>
+
 #include "common/base/logging.h"
 #include "common/proto/messages.h"
 #include "router/cluster/placement.h"
@@ -12,6 +14,7 @@ namespace {
 constexpr int64_t kLocalRetryMs = 20;
 constexpr int kMaxLocalRetries = 100;  // 2 s of AlreadyExists before giving up
 constexpr int64_t kTimerTickMs = 20;
+constexpr int kMaxRedispatches = 2;
 
 }  // namespace
 
@@ -29,6 +32,8 @@ struct ClusterBackend::Inflight {
   int64_t prefill_tokens = 0;      // accounted on prefill_node
   bool fell_back = false;          // the local path was taken after a prefill failure
   int local_retries = 0;
+  int redispatches = 0;            // moves to another decode node after a death
+  std::vector<TokenId> generated;  // tokens delivered so far (for re-dispatch)
   bool ended = false;
   // Serializes callbacks of this request (recursive: a callback may Cancel).
   std::recursive_mutex cb_mu;
@@ -193,7 +198,10 @@ void ClusterBackend::OnTokens(const net::RpcConnection* conn, const proto::Token
         GenerateResult result;
         result.finish_reason =
             entry.finish_reason() == proto::FINISH_REASON_STOP ? FinishReason::kStop : FinishReason::kLength;
-        result.num_cached_prompt_tokens = std::max(entry.num_cached_tokens(), 0);
+        // After a re-dispatch the node's prompt includes generated tokens: count
+        // only the client's prompt as cached.
+        result.num_cached_prompt_tokens = std::clamp(entry.num_cached_tokens(), 0,
+                                                     static_cast<int32_t>(r->request.prompt_token_ids.size()));
         End(r, [result](const StreamCallbacks& cb) { cb.on_finish(result); });
         break;
       }
@@ -230,10 +238,45 @@ void ClusterBackend::OnNodeDead(uint32_t node_id) {
       }
     }
   }
-  for (auto& r : failed) {
-    EndWithError(r, UnavailableError("decode node " + std::to_string(node_id) + " died"));
-  }
+  for (auto& r : failed) Redispatch(r, node_id);
   for (size_t i = 0; i < moved.size(); ++i) ReleaseThenLocal(moved[i], moved_epochs[i]);
+}
+
+// F1 (RELIABILITY.md): a request whose decode node died continues on another
+// decode node (local path, prompt + tokens so far, epoch + 1), at most
+// kMaxRedispatches times; otherwise it ends with Unavailable.
+void ClusterBackend::Redispatch(const std::shared_ptr<Inflight>& r, uint32_t dead_node) {
+  const Status dead = UnavailableError("decode node " + std::to_string(dead_node) + " died");
+  std::optional<uint32_t> decode = PickDecode(registry_.Views());
+  Epoch next = 0;
+  bool length_reached = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r->ended || r->decode_node != dead_node) return;
+    if (decode && r->redispatches < kMaxRedispatches) {
+      length_reached = static_cast<int32_t>(r->generated.size()) >= r->request.max_tokens;
+      if (!length_reached) {
+        r->redispatches++;
+        r->decode_node = *decode;
+        r->prefill_node = 0;
+        r->prefill_tokens = 0;
+        r->fell_back = true;
+        r->phase = Phase::kLocal;
+        r->local_retries = 0;
+        next = ++r->epoch;
+      }
+    }
+  }
+  if (length_reached) {
+    GenerateResult result;
+    result.finish_reason = FinishReason::kLength;
+    return End(r, [result](const StreamCallbacks& cb) { cb.on_finish(result); });
+  }
+  if (next == 0) return EndWithError(r, dead);
+  TANDEM_LOG_WARN("request {}: {}; continuing on decode node {} (epoch {})", r->request.request_id,
+                  dead.message(), *decode, next);
+  registry_.AddInflight(*decode, 1, 0);
+  SendLocal(r, next);
 }
 
 // ---- request steps ----
@@ -393,18 +436,23 @@ void ClusterBackend::ReleaseThenLocal(const std::shared_ptr<Inflight>& r, Epoch 
 
 void ClusterBackend::SendLocal(const std::shared_ptr<Inflight>& r, Epoch epoch) {
   uint32_t decode;
+  std::vector<TokenId> generated;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (r->ended || r->epoch != epoch) return;
     decode = r->decode_node;
+    generated = r->generated;
   }
   std::optional<NodeHandle> node = registry_.Get(decode);
   if (!node) return EndWithError(r, UnavailableError("decode node went away"));
   proto::PrefillRequest request;
   request.set_request_id(r->request.request_id);
   request.set_epoch(epoch);
+  // After a re-dispatch the tokens generated so far are part of the prompt.
   for (TokenId t : r->request.prompt_token_ids) request.add_token_ids(t);
+  for (TokenId t : generated) request.add_token_ids(t);
   *request.mutable_sampling() = ToProtoSampling(r->request);
+  request.mutable_sampling()->set_max_tokens(r->request.max_tokens - static_cast<int32_t>(generated.size()));
   request.set_tenant_salt(r->salt);
   node->conn->Call(request, config_.node_call_timeout_ms, [this, r, epoch](StatusOr<net::MessagePtr> ack) {
     if (ack.ok() || !IsCurrent(r, epoch)) return;
@@ -458,6 +506,7 @@ void ClusterBackend::DeliverTokens(const std::shared_ptr<Inflight>& r, Epoch epo
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (r->ended || r->epoch != epoch) return;
+    r->generated.insert(r->generated.end(), tokens.begin(), tokens.end());
   }
   if (r->callbacks.on_tokens) r->callbacks.on_tokens(std::move(tokens));
 }

@@ -9,9 +9,10 @@
 // Fallback to the local path releases the reservation and re-sends with
 // epoch + 1 (a decode still holding the old epoch answers AlreadyExists; the
 // router retries every 20 ms for up to 2 s).
-// A dead decode node ends its requests with Unavailable at once (they are not
-// re-dispatched); a dead prefill node sends its not-yet-started requests down
-// the local path. Cancel() tells decode (and prefill while prefilling) and ends
+// A dead decode node's requests continue on another decode node (prompt +
+// tokens so far as the new prompt, epoch + 1, local path; at most twice), or
+// end with Unavailable when there is none; a dead prefill node sends its
+// not-yet-started requests down the local path. Cancel() tells decode (and prefill while prefilling) and ends
 // the request with Cancelled at once. Every request ends with exactly one
 // on_finish / on_error.
 //
@@ -79,6 +80,7 @@ class ClusterBackend final : public InferenceBackend {
   void OnNodeMessage(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message);
   void OnTokens(const net::RpcConnection* conn, const proto::Tokens& tokens);
   void OnNodeDead(uint32_t node_id);
+  void Redispatch(const std::shared_ptr<Inflight>& r, uint32_t dead_node);
 
   // Request steps; each checks that the request is still current for `epoch`.
   void Dispatch(const std::shared_ptr<Inflight>& r);

@@ -257,32 +257,72 @@ TEST_F(ClusterHttpTest, DecodeDeathMidStreamEndsWithErrorAndStopsRouting) {
   EXPECT_EQ(backend_->num_inflight(), 0u);
 }
 
-TEST_F(ClusterHttpTest, SilentDecodeIsDeadWithin3IntervalsAndFailsItsRequests) {
+TEST_F(ClusterHttpTest, SilentDecodeIsDeadWithin3IntervalsAndItsRequestMovesOn) {
   Start();
   FakeNode& quiet = AddNode(proto::NODE_ROLE_DECODE, "d-quiet", /*free_blocks=*/1000);
   FakeNode& other = AddNode(proto::NODE_ROLE_DECODE, "d-other", /*free_blocks=*/10);
   quiet.SetLoad(0, 0, 1000, 0);
   other.SetLoad(0, 0, 10, 0);
   quiet.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/1});
-  other.SetScript({{kWorld, kEos}});
-  HttpResult stuck;
+  other.SetScript({{kWorld, kEos}, proto::FINISH_REASON_STOP, /*cached=*/2});
+  HttpResult moved;
   std::thread client([&] {
-    stuck = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"stream", true}});
+    moved = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"stream", true}});
   });
   ASSERT_TRUE(quiet.WaitFor([&] { return !quiet.prefills().empty(); }));  // no prefill node: local path
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));            // "Hello" streamed
   const auto silent = std::chrono::steady_clock::now();
   quiet.StopHeartbeats();
-  client.join();
+  ASSERT_TRUE(other.WaitFor([&] { return !other.prefills().empty(); }, 5000));
   const double took = Seconds(silent);
-  EXPECT_LT(took, 3.0);                        // 3 intervals of 100 ms + sweep
-  EXPECT_GE(took, 0.2);                        // not before 2 intervals
-  EXPECT_NE(stuck.body.find("\"error\""), std::string::npos) << stuck.body;
-  // New work goes to the other node.
+  EXPECT_LT(took, 3.0);  // 3 intervals of 100 ms + sweep
+  EXPECT_GE(took, 0.2);  // not before 2 intervals
+  client.join();
+  // The request continued on the other node: prompt + the token so far, epoch 2.
+  std::string text;
+  for (const std::string& e : router::testing::SseEvents(moved.body)) {
+    if (e == "[DONE]") continue;
+    json chunk = json::parse(e);
+    ASSERT_FALSE(chunk.contains("error")) << moved.body;
+    text += chunk["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, "Hello world");
+  const proto::PrefillRequest continued = other.prefills()[0];
+  EXPECT_EQ(continued.epoch(), 2u);
+  EXPECT_EQ(std::vector<int32_t>(continued.token_ids().begin(), continued.token_ids().end()),
+            (std::vector<int32_t>{kBos, 'x', kHello}));
+  EXPECT_EQ(continued.sampling().max_tokens(), 15);  // 16 - 1 already generated
+  // New work goes to the other node only.
   HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.Json()["choices"][0]["text"], " world");
   EXPECT_EQ(quiet.prefills().size(), 1u);
-  EXPECT_EQ(other.prefills().size(), 1u);
+  EXPECT_EQ(other.prefills().size(), 2u);
+}
+
+TEST_F(ClusterHttpTest, KilledDecodeRequestContinuesElsewhereWithExactUsage) {
+  Start();
+  FakeNode& doomed = AddNode(proto::NODE_ROLE_DECODE, "d-doomed", /*free_blocks=*/1000);
+  FakeNode& other = AddNode(proto::NODE_ROLE_DECODE, "d-other", /*free_blocks=*/10);
+  doomed.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/2});
+  other.SetScript({{'!', kEos}, proto::FINISH_REASON_STOP, /*cached=*/5});  // prompt+generated cached
+  HttpResult result;
+  std::thread client([&] {
+    result = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}});
+  });
+  ASSERT_TRUE(doomed.WaitFor([&] { return !doomed.prefills().empty(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // two tokens streamed
+  doomed.Kill();
+  client.join();
+  ASSERT_EQ(result.status, 200) << result.body;
+  json body = result.Json();
+  EXPECT_EQ(body["choices"][0]["text"], "Hello world!");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 2);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 4);
+  // Cached tokens never exceed the client's prompt.
+  EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+  ASSERT_EQ(other.prefills().size(), 1u);
+  EXPECT_EQ(other.prefills()[0].sampling().max_tokens(), 8);
 }
 
 TEST_F(ClusterHttpTest, ClientDisconnectCancelReachesTheNodes) {
