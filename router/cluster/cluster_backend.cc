@@ -253,7 +253,7 @@ void ClusterBackend::Redispatch(const std::shared_ptr<Inflight>& r, uint32_t dea
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (r->ended || r->decode_node != dead_node) return;
-    if (decode && r->redispatches < kMaxRedispatches) {
+    if (decode && r->redispatches < kMaxRedispatches && !stopped_.load()) {
       length_reached = static_cast<int32_t>(r->generated.size()) >= r->request.max_tokens;
       if (!length_reached) {
         r->redispatches++;
@@ -360,10 +360,15 @@ void ClusterBackend::OnReserved(const std::shared_ptr<Inflight>& r, Epoch epoch,
   if (!IsCurrent(r, epoch)) {
     // Abandoned meanwhile (cancel, node death): free whatever was reserved.
     if (reply.ok()) {
+      uint32_t decode;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        decode = r->decode_node;
+      }
       proto::Release release;
       release.set_request_id(r->request.request_id);
       release.set_epoch(epoch);
-      SendToNode(r->decode_node, release);
+      SendToNode(decode, release);
     }
     return;
   }
@@ -377,7 +382,12 @@ void ClusterBackend::OnReserved(const std::shared_ptr<Inflight>& r, Epoch epoch,
   std::optional<uint32_t> prefill = PickPrefill(registry_.Views());
   if (!prefill) return ReleaseThenLocal(r, epoch);
   std::optional<NodeHandle> prefill_node = registry_.Get(*prefill);
-  std::optional<NodeHandle> decode_node = registry_.Get(r->decode_node);
+  uint32_t decode_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    decode_id = r->decode_node;
+  }
+  std::optional<NodeHandle> decode_node = registry_.Get(decode_id);
   if (!prefill_node || !decode_node) return ReleaseThenLocal(r, epoch);
   const int64_t tokens = static_cast<int64_t>(r->request.prompt_token_ids.size());
   {
