@@ -14,14 +14,16 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-struct AdminHttpServer::Impl : std::enable_shared_from_this<AdminHttpServer::Impl> {
+// Handlers hold a plain Impl*: the I/O thread is joined before Impl dies, and
+// ~io_context then destroys any handler still pending (no shared_ptr cycle).
+struct AdminHttpServer::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   Handler handler;
   std::string host;
 
   void Accept() {
-    acceptor.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+    acceptor.async_accept([self = this](beast::error_code ec, tcp::socket socket) {
       if (ec) return;  // closed
       std::make_shared<Session>(self, std::move(socket))->Read();
       self->Accept();
@@ -29,8 +31,8 @@ struct AdminHttpServer::Impl : std::enable_shared_from_this<AdminHttpServer::Imp
   }
 
   struct Session : std::enable_shared_from_this<Session> {
-    Session(std::shared_ptr<Impl> impl, tcp::socket socket) : impl(std::move(impl)), stream(std::move(socket)) {}
-    std::shared_ptr<Impl> impl;
+    Session(Impl* impl, tcp::socket socket) : impl(impl), stream(std::move(socket)) {}
+    Impl* impl;
     beast::tcp_stream stream;
     beast::flat_buffer buffer;
     http::request_parser<http::empty_body> parser;
@@ -103,7 +105,7 @@ StatusOr<std::unique_ptr<AdminHttpServer>> AdminHttpServer::Start(const std::str
   server->port_ = impl->acceptor.local_endpoint().port();
   impl->Accept();
   server->impl_ = impl;
-  server->thread_ = std::thread([impl] {
+  server->thread_ = std::thread([impl = impl.get()] {
     try {
       impl->io.run();
     } catch (const std::exception& e) {
@@ -117,7 +119,7 @@ AdminHttpServer::~AdminHttpServer() { Stop(); }
 
 void AdminHttpServer::Stop() {
   if (!impl_) return;
-  asio::post(impl_->io, [impl = impl_] {
+  asio::post(impl_->io, [impl = impl_.get()] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
     impl->io.stop();
