@@ -215,7 +215,9 @@ void DecodeNode::HandleReserve(const proto::ReserveRequest& reserve, net::Respon
   const Epoch epoch = reserve.epoch();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (requests_.count(id)) return responder.Fail(AlreadyExistsError("request " + std::to_string(id) + " exists"));
+    if (SupersedeLocked(id, epoch, [this, reserve, responder] { HandleReserve(reserve, responder); }, responder)) {
+      return;
+    }
     Request& r = requests_[id];
     r.epoch = epoch;
     r.remote = true;
@@ -234,10 +236,16 @@ void DecodeNode::OnReserved(uint64_t id, Epoch epoch, uint32_t lease_ms,
   // Engine thread.
   node::NodeMetrics& m = host_.metrics();
   if (!reservation.ok()) {
+    std::vector<std::function<void()>> then;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      requests_.erase(id);  // the engine forgot it: no finish output follows
+      auto it = requests_.find(id);
+      if (it != requests_.end()) {
+        then.swap(it->second.then);
+        requests_.erase(it);  // the engine forgot it: no finish output follows
+      }
     }
+    for (auto& fn : then) fn();
     m.serving.kv_reservations->WithLabels({"refused"}).Increment();
     return responder.Fail(reservation.status());
   }
@@ -316,7 +324,10 @@ void DecodeNode::HandleLocalPrefill(const proto::PrefillRequest& prefill, net::R
   const uint64_t id = prefill.request_id();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (requests_.count(id)) return responder.Fail(AlreadyExistsError("request " + std::to_string(id) + " exists"));
+    if (SupersedeLocked(id, prefill.epoch(), [this, prefill, responder] { HandleLocalPrefill(prefill, responder); },
+                        responder)) {
+      return;
+    }
     requests_[id].epoch = prefill.epoch();
     requests_[id].decode_started_at = Clock::Real().NowNanos();
   }
@@ -461,6 +472,7 @@ void DecodeNode::Upload(uint64_t id) {
 void DecodeNode::OnOutputs(std::vector<engine::EngineOutput>&& outputs) {
   proto::Tokens tokens;
   node::NodeMetrics& m = host_.metrics();
+  std::vector<std::function<void()>> then;
   {
     std::lock_guard<std::mutex> lock(mu_);
     tokens.set_step(++step_);
@@ -476,7 +488,10 @@ void DecodeNode::OnOutputs(std::vector<engine::EngineOutput>&& outputs) {
         if (r.remote) poll_.Post([this, id] { receiver_->Cancel(id, DeadlineExceededError("reservation ended")); });
       }
       if (r.ended) {
-        if (out.finished) requests_.erase(it);
+        if (out.finished) {
+          for (auto& fn : r.then) then.push_back(std::move(fn));
+          requests_.erase(it);
+        }
         continue;
       }
       m.serving.generation_tokens->Get().Increment(static_cast<double>(out.tokens.size()));
@@ -503,12 +518,36 @@ void DecodeNode::OnOutputs(std::vector<engine::EngineOutput>&& outputs) {
         m.serving.prompt_tokens->Get().Increment(out.num_prompt_tokens);
         m.serving.prefix_cache_queries->Get().Increment(out.num_prompt_tokens);
         m.serving.prefix_cache_hits->Get().Increment(out.num_cached_tokens);
+        for (auto& fn : r.then) then.push_back(std::move(fn));
         requests_.erase(it);
       }
     }
     tokens.set_node_id(host_.node_id());
   }
   if (tokens.entries_size() > 0) host_.SendToRouter(tokens).IgnoreError();
+  for (auto& fn : then) fn();  // newer epochs of ended requests
+}
+
+bool DecodeNode::SupersedeLocked(uint64_t id, Epoch epoch, std::function<void()> retry,
+                                 const net::Responder& responder) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  Request& old = it->second;
+  if (epoch <= old.epoch) {
+    responder.Fail(AlreadyExistsError("request " + std::to_string(id) + " epoch " + std::to_string(epoch) +
+                                      " is not newer than " + std::to_string(old.epoch)));
+    return true;
+  }
+  if (old.then.size() >= 4) {
+    responder.Fail(ResourceExhaustedError("too many superseding requests for " + std::to_string(id)));
+    return true;
+  }
+  if (!old.ended) {
+    old.ended = true;  // the newer epoch replaces it: no entry for the old one
+    if (!old.cancelled) AbandonLocked(id, old, CancelledError("superseded by epoch " + std::to_string(epoch)));
+  }
+  old.then.push_back(std::move(retry));
+  return true;
 }
 
 void DecodeNode::SendEntry(const proto::TokenEntry& entry) {

@@ -77,6 +77,9 @@ class DecodeNode {
     std::weak_ptr<net::RpcConnection> peer;  // prefill connection (KvControl out)
     Nanos reserved_at = 0;
     Nanos decode_started_at = 0;         // joined the running batch (remote) or admitted (local)
+    // Requests for the same id with a newer epoch (the router's Release + local
+    // prefill, re-dispatch) wait until the engine has ended this one: run after erase.
+    std::vector<std::function<void()>> then;
   };
 
   DecodeNode() = default;
@@ -100,6 +103,10 @@ class DecodeNode {
   // REQUIRES: mu_ held. Cancels the engine side and releases the transfer side.
   void AbandonLocked(uint64_t id, Request& r, const Status& reason);
   void OnRouterLost();
+  // REQUIRES: mu_ held. When `id` is known: supersedes it if `epoch` is newer (queues
+  // `retry` until the engine ended it) and returns true; or fails `responder`
+  // (AlreadyExists) and returns true. False when the id is free.
+  bool SupersedeLocked(uint64_t id, Epoch epoch, std::function<void()> retry, const net::Responder& responder);
   void OnOutputs(std::vector<engine::EngineOutput>&& outputs);
   void SendEntry(const proto::TokenEntry& entry);
   void Refresh(node::NodeMetrics& metrics);

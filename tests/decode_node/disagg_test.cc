@@ -280,10 +280,31 @@ TEST_P(DisaggTest, LocalPathOnDecode) {
                    ->CallAndWaitFor<proto::ReserveReply>(cluster.MakeReserve(6, Prompt(2 * kBlock, 3), 3), 10000);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(reply->needed_runs_size(), 0);
+  // The router's fully-cached path: Release (epoch 1), then at once a local prefill of the
+  // same id with epoch 2; it must wait for the old reservation to end, not be refused.
+  cluster.router_.ExpectEpoch(6, 2);
   proto::Release release;
   release.set_request_id(6);
   release.set_epoch(1);
   ASSERT_TRUE(cluster.router_.node(proto::NODE_ROLE_DECODE)->CallAndWaitFor<proto::Ack>(release, 10000).ok());
+  proto::PrefillRequest local = cluster.MakePrefill(6, Prompt(2 * kBlock, 3), 3, nullptr);
+  local.set_epoch(2);
+  auto local_ack = cluster.router_.node(proto::NODE_ROLE_DECODE)->CallAndWaitFor<proto::Ack>(local, 10000);
+  ASSERT_TRUE(local_ack.ok()) << local_ack.status().ToString();
+  RequestOutcome again = cluster.router_.Wait(6);
+  EXPECT_EQ(again.reason, proto::FINISH_REASON_LENGTH);
+  EXPECT_EQ(again.terminal_entries, 1);
+  EXPECT_EQ(again.num_cached_tokens, 2 * kBlock - kBlock);  // the last full block is recomputed for logits
+  EXPECT_EQ(again.tokens, Oracle(Prompt(2 * kBlock, 3), 3));
+  // An older or equal epoch of a known id is refused.
+  // (A reservation nobody fills stays until its lease: a stable known id.)
+  proto::ReserveRequest stale = cluster.MakeReserve(7, Prompt(3 * kBlock, 77), 5);
+  ASSERT_TRUE(cluster.router_.node(proto::NODE_ROLE_DECODE)->CallAndWaitFor<proto::ReserveReply>(stale, 10000).ok());
+  EXPECT_EQ(
+      cluster.router_.node(proto::NODE_ROLE_DECODE)->CallAndWaitFor<proto::ReserveReply>(stale, 10000).status().code(),
+      StatusCode::kAlreadyExists);
+  cluster.Cancel(proto::NODE_ROLE_DECODE, 7);
+  EXPECT_TRUE(cluster.router_.Wait(7).finished);
   EXPECT_TRUE(cluster.WaitKvClean());
 }
 

@@ -59,6 +59,8 @@ class TestRouter {
       if (const auto* tokens = proto::MessageAs<proto::Tokens>(*m)) {
         std::lock_guard<std::mutex> lock(mu_);
         for (const proto::TokenEntry& e : tokens->entries()) {
+          auto fenced = epochs_.find(e.request_id());
+          if (fenced != epochs_.end() && fenced->second != e.epoch()) continue;  // another epoch: ignored
           RequestOutcome& o = outcomes_[e.request_id()];
           o.tokens.insert(o.tokens.end(), e.token_ids().begin(), e.token_ids().end());
           if (e.finish_reason() != proto::FINISH_REASON_NONE) {
@@ -113,6 +115,11 @@ class TestRouter {
     std::lock_guard<std::mutex> lock(mu_);
     return outcomes_[id];
   }
+  // From now on only entries of this epoch count for the request (as the router does).
+  void ExpectEpoch(uint64_t id, uint32_t epoch) {
+    std::lock_guard<std::mutex> lock(mu_);
+    epochs_[id] = epoch;
+  }
   // Closes every node connection (a router crash as the nodes see it).
   void DropConnections() {
     std::map<proto::NodeRole, std::shared_ptr<net::RpcConnection>> nodes;
@@ -133,6 +140,7 @@ class TestRouter {
   std::map<proto::NodeRole, int> registrations_;
   std::map<proto::NodeRole, proto::RegisterRequest> last_register_;
   std::map<uint64_t, RequestOutcome> outcomes_;
+  std::map<uint64_t, uint32_t> epochs_;
   int heartbeats_ = 0;
   std::unique_ptr<net::RpcServer> server_;
 };
