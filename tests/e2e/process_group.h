@@ -1,0 +1,124 @@
+// Test helpers for multi-process e2e tests: start real binaries with their
+// output in log files, send signals, stop them all at the end, pick free ports.
+// Thread rule: one test thread.
+#pragma once
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/base/check.h"
+
+namespace tandem::e2e {
+
+// A port that was free a moment ago (bind to 0, read, close).
+inline int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  TANDEM_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+class ProcessGroup {
+ public:
+  struct Proc {
+    std::string name;
+    pid_t pid = -1;
+    std::string log_path;
+  };
+
+  explicit ProcessGroup(std::string log_dir) : log_dir_(std::move(log_dir)) {}
+  ~ProcessGroup() { StopAll(); }
+
+  // Starts `argv` (argv[0] is the binary path) with stdout+stderr to <log_dir>/<name>.log.
+  pid_t Start(const std::string& name, const std::vector<std::string>& argv) {
+    std::string log = log_dir_ + "/" + name + ".log";
+    pid_t pid = fork();
+    TANDEM_CHECK(pid >= 0) << "fork failed";
+    if (pid == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      std::perror("execv");
+      _exit(127);
+    }
+    procs_.push_back({name, pid, log});
+    return pid;
+  }
+
+  void Signal(const std::string& name, int sig) {
+    for (auto& p : procs_) {
+      if (p.name == name && p.pid > 0) kill(p.pid, sig);
+    }
+  }
+
+  // Waits up to timeout for `name` to exit; returns its exit status or -1.
+  int Wait(const std::string& name, std::chrono::milliseconds timeout) {
+    for (auto& p : procs_) {
+      if (p.name != name || p.pid <= 0) continue;
+      auto end = std::chrono::steady_clock::now() + timeout;
+      while (std::chrono::steady_clock::now() < end) {
+        int status = 0;
+        if (waitpid(p.pid, &status, WNOHANG) == p.pid) {
+          p.pid = -1;
+          return status;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    return -1;
+  }
+
+  void StopAll() {
+    for (auto& p : procs_) {
+      if (p.pid > 0) kill(p.pid, SIGTERM);
+    }
+    for (auto& p : procs_) {
+      if (p.pid <= 0) continue;
+      if (Wait(p.name, std::chrono::milliseconds(3000)) == -1 && p.pid > 0) {
+        kill(p.pid, SIGKILL);
+        waitpid(p.pid, nullptr, 0);
+        p.pid = -1;
+      }
+    }
+  }
+
+  // The log of `name`, for failure messages.
+  std::string Log(const std::string& name) const {
+    for (const auto& p : procs_) {
+      if (p.name != name) continue;
+      std::ifstream in(p.log_path);
+      std::stringstream s;
+      s << in.rdbuf();
+      std::string text = s.str();
+      return text.size() > 4000 ? text.substr(text.size() - 4000) : text;
+    }
+    return "";
+  }
+
+ private:
+  std::string log_dir_;
+  std::vector<Proc> procs_;
+};
+
+}  // namespace tandem::e2e
