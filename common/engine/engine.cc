@@ -80,6 +80,10 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
 }
 
 StatusOr<scheduler::SequenceParams> Engine::Admit(const EngineRequest& request) {
+  // An id stays taken until its finish record has been emitted.
+  if (requests_.count(request.id) > 0 || reported_.count(request.id) > 0) {
+    return AlreadyExistsError("request " + std::to_string(request.id) + " is still active");
+  }
   TANDEM_RETURN_IF_ERROR(request.sampling.Validate());
   for (TokenId t : request.prompt_tokens) {
     if (t < 0 || t >= model_config_.vocab_size) {
@@ -123,7 +127,11 @@ void Engine::Submit(EngineRequest request) {
   std::lock_guard<std::mutex> lock(mu_);
   events_.push_back([this, request = std::move(request)](std::vector<EngineOutput>* outputs) mutable {
     StatusOr<scheduler::SequenceParams> params = Admit(request);
-    Status status = params.ok() ? scheduler_->AddRequest(std::move(*params)) : params.status();
+    if (!params.ok()) {
+      outputs->push_back(Rejected(request.id, params.status()));
+      return;
+    }
+    Status status = scheduler_->AddRequest(std::move(*params));
     if (!status.ok()) {
       requests_.erase(request.id);
       outputs->push_back(Rejected(request.id, status));
@@ -145,7 +153,6 @@ void Engine::Reserve(EngineRequest request, int64_t lease_ms,
                      done = std::move(done)](std::vector<EngineOutput>*) mutable {
     StatusOr<scheduler::SequenceParams> params = Admit(request);
     if (!params.ok()) {
-      requests_.erase(request.id);
       done(params.status());
       return;
     }

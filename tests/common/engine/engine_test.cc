@@ -142,6 +142,18 @@ TEST(EngineTest, CancelAndBadRequestsEndCleanly) {
   EXPECT_EQ(c.num_running + c.num_waiting, 0);
 }
 
+TEST(EngineTest, ReusedIdOfALiveRequestIsRejectedWithoutHarm) {
+  auto engine = MakeEngine(SmallConfig(testing::GoldenDir("llama")));
+  engine->Submit(Greedy(7, Prompt(20, 1), 6));
+  std::vector<EngineOutput> outputs;
+  engine->StepOnce(&outputs);
+  engine->Submit(Greedy(7, Prompt(5, 2), 6));  // same id while the first is running
+  auto results = RunToCompletion(*engine, 2);   // one rejection + the original's end
+  for (auto& o : outputs) results[o.id].tokens.insert(results[o.id].tokens.begin(), o.tokens.begin(), o.tokens.end());
+  EXPECT_EQ(results[7].final.finish_reason, "length");
+  EXPECT_EQ(results[7].tokens.size(), 6u);
+}
+
 TEST(EngineTest, SeededSamplingIsReproducibleAcrossBatches) {
   std::string dir = testing::GoldenDir("qwen2");
   auto sampled = [&](bool crowded) {
