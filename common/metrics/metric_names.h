@@ -29,6 +29,10 @@
 // | tandem_num_preemptions_total           | counter   |                 | decode   | vllm:num_preemptions_total         |
 // | tandem_kv_reservations_total           | counter   | outcome         | decode   | (none)                             |
 // | tandem_requests_rejected_total         | counter   | reason          | router   | (none) 429/503 backpressure        |
+// | tandem_router_nodes                    | gauge     | role            | router   | (none) live decode/prefill/draining|
+// | tandem_kv_transfer_sessions            | gauge     |                 | nodes    | (none) KV-clean check: 0 when idle |
+// | tandem_kv_transfer_blocks_in_use       | gauge     |                 | nodes    | (none) landing/staging blocks held |
+// | tandem_node_ready                      | gauge     |                 | nodes    | (none) 1 when registered, not draining |
 //
 // (*) decode too, when it prefills locally. Units: seconds and bytes; ratios in
 // 0..1; token counts are counts of tokens (prefix cache queries/hits count
