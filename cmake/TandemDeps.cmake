@@ -29,6 +29,6 @@ endif()
 # Folders (relative to the source root) skipped in this configuration.
 set(TANDEM_SKIPPED_DIRS "")
 if(NOT TANDEM_HAVE_TOKENIZER)
-  list(APPEND TANDEM_SKIPPED_DIRS common/tokenizer router tools/generate tests/common/tokenizer tests/router
+  list(APPEND TANDEM_SKIPPED_DIRS common/tokenizer router tools/generate tests/common/tokenizer tests/router tests/e2e
        bench/tokenizer)
 endif()
