@@ -45,13 +45,19 @@ TEST(EngineCudaTest, GreedyMatchesCpuWithGraphsAndPreemption) {
   for (auto& [id, r] : expected) equal += got[id].tokens == r.tokens;
   EXPECT_GE(equal, 3) << "bf16 may split from fp32 on a near-tie, but not on most prompts";
 
-  // Few device blocks: swaps through the pinned host tier; output must equal the unpreempted GPU run.
+  // Few device blocks: 40 tokens each outgrow 6 blocks, so running sequences are swapped
+  // through the pinned host tier; output must equal a roomy GPU run.
   EngineConfig tight = config;
-  tight.num_device_blocks = 5;  // the four sequences need 8 blocks at their longest
+  tight.num_device_blocks = 6;
+  auto roomy = MakeCudaEngine(config);
   auto squeezed = MakeCudaEngine(tight);
-  for (size_t i = 0; i < prompts.size(); ++i) squeezed->Submit(testing::Greedy(i + 1, prompts[i], 6));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    roomy->Submit(testing::Greedy(i + 1, prompts[i], 40));
+    squeezed->Submit(testing::Greedy(i + 1, prompts[i], 40));
+  }
+  auto unpreempted = testing::RunToCompletion(*roomy, prompts.size());
   auto after = testing::RunToCompletion(*squeezed, prompts.size());
-  for (auto& [id, r] : got) EXPECT_EQ(after[id].tokens, r.tokens) << "request " << id;
+  for (auto& [id, r] : unpreempted) EXPECT_EQ(after[id].tokens, r.tokens) << "request " << id;
   EXPECT_GT(squeezed->Counters().preemptions, 0);
   EXPECT_EQ(squeezed->Counters().kv.device.referenced_blocks, 0);
 }
