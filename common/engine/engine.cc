@@ -80,8 +80,8 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
 }
 
 StatusOr<scheduler::SequenceParams> Engine::Admit(const EngineRequest& request) {
-  // An id stays taken until its finish record has been emitted.
-  if (requests_.count(request.id) > 0 || reported_.count(request.id) > 0) {
+  // An id stays taken until its end has been emitted.
+  if (requests_.count(request.id) > 0) {
     return AlreadyExistsError("request " + std::to_string(request.id) + " is still active");
   }
   TANDEM_RETURN_IF_ERROR(request.sampling.Validate());
@@ -142,7 +142,19 @@ void Engine::Submit(EngineRequest request) {
 
 void Engine::Cancel(RequestId id) {
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back([this, id](std::vector<EngineOutput>*) { scheduler_->Cancel(id).IgnoreError(); });
+  events_.push_back([this, id](std::vector<EngineOutput>* outputs) {
+    if (!scheduler_->Cancel(id).ok()) return;  // unknown or already ended
+    // Report the end now, so the id can be reused at once (the router's Release-then-local path);
+    // the scheduler's own record of it is swallowed at the next step.
+    reported_.insert(id);
+    requests_.erase(id);
+    EngineOutput out;
+    out.id = id;
+    out.finished = true;
+    out.finish_reason = "cancelled";
+    out.status = CancelledError("cancelled");
+    outputs->push_back(std::move(out));
+  });
   cv_.notify_one();
 }
 
