@@ -81,6 +81,11 @@ class Cluster {
     prefill_ = std::move(*prefill);
     TANDEM_CHECK(router_.WaitRegistered(proto::NODE_ROLE_DECODE));
     TANDEM_CHECK(router_.WaitRegistered(proto::NODE_ROLE_PREFILL));
+    // The router saw Register; the nodes send Tokens only once they have the RegisterReply.
+    for (int i = 0; i < 1000 && !(decode_->host().registered() && prefill_->host().registered()); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    TANDEM_CHECK(decode_->host().registered() && prefill_->host().registered());
   }
   ~Cluster() {
     prefill_->Stop();
