@@ -82,13 +82,23 @@ StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Start(net::EventLoop& 
   server_config.listen_address = config.control_address;
   server_config.rpc.cluster_token = std::move(token);
   server_config.rpc.peer_name = "router";
+  backend->guard_->self = self;
   net::RpcHandlers handlers;
-  handlers.on_request = [self](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m,
-                               net::Responder r) { self->OnNodeRequest(conn, std::move(m), std::move(r)); };
-  handlers.on_message = [self](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m) {
-    self->OnNodeMessage(conn, std::move(m));
+  handlers.on_request = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn,
+                                                  net::MessagePtr m, net::Responder r) {
+    std::lock_guard<std::recursive_mutex> lock(guard->mu);
+    if (guard->self) guard->self->OnNodeRequest(conn, std::move(m), std::move(r));
   };
-  handlers.on_close = [self](const std::shared_ptr<net::RpcConnection>& conn, const Status& reason) {
+  handlers.on_message = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn,
+                                                  net::MessagePtr m) {
+    std::lock_guard<std::recursive_mutex> lock(guard->mu);
+    if (guard->self) guard->self->OnNodeMessage(conn, std::move(m));
+  };
+  handlers.on_close = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn,
+                                                const Status& reason) {
+    std::lock_guard<std::recursive_mutex> lock(guard->mu);
+    ClusterBackend* self = guard->self;
+    if (self == nullptr) return;
     if (std::optional<uint32_t> id = self->registry_.OnConnectionClosed(conn.get())) {
       TANDEM_LOG_WARN("node {} disconnected ({}): dead", *id, reason.ToString());
       self->OnNodeDead(*id);
@@ -106,6 +116,10 @@ ClusterBackend::~ClusterBackend() { Stop(); }
 
 void ClusterBackend::Stop() {
   if (stopped_.exchange(true)) return;
+  {
+    std::lock_guard<std::recursive_mutex> lock(guard_->mu);  // waits for a running handler
+    guard_->self = nullptr;
+  }
   {
     std::lock_guard<std::mutex> lock(timer_mu_);
     stopping_ = true;

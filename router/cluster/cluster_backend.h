@@ -110,6 +110,13 @@ class ClusterBackend final : public InferenceBackend {
   const Clock& clock_;
   NodeRegistry registry_;
   metrics::Family<metrics::Gauge>* nodes_gauge_ = nullptr;
+  // Control-plane callbacks can run after the server stopped (closes complete on I/O
+  // threads): they go through this guard, which Stop() clears first.
+  struct HandlerGuard {
+    std::recursive_mutex mu;
+    ClusterBackend* self = nullptr;
+  };
+  std::shared_ptr<HandlerGuard> guard_ = std::make_shared<HandlerGuard>();
   std::unique_ptr<net::RpcServer> server_;
 
   mutable std::mutex mu_;
