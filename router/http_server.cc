@@ -14,7 +14,7 @@ using tcp = boost::asio::ip::tcp;
 
 HttpServer::HttpServer(RouterConfig config, RouterDeps deps)
     : context_(std::make_unique<RouterContext>(std::move(config), std::move(deps))),
-      acceptor_(io_context_) {}
+      acceptor_(net::make_strand(io_context_)) {}  // a strand: accept handlers and Stop's close never race
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -75,7 +75,7 @@ void HttpServer::DoAccept() {
 void HttpServer::Stop() {
   if (!started_) return;
   started_ = false;
-  net::post(io_context_, [this] {
+  net::post(acceptor_.get_executor(), [this] {
     boost::system::error_code ec;
     acceptor_.close(ec);
   });
