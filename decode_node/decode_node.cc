@@ -6,9 +6,7 @@
 #include "common/engine/backend_factory.h"
 #include "common/node/node_protocol.h"
 #include "common/proto/messages.h"
-#ifdef TANDEM_HAVE_UCX
-#include "kv_transfer/ucx/ucx_transport.h"
-#endif
+#include "kv_transfer/transport_factory.h"
 
 namespace tandem::decode_node {
 
@@ -33,22 +31,6 @@ void AppendRuns(const std::vector<BlockId>& ids, proto::ReserveReply* reply) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<kv_transfer::Transport>> MakeConfiguredTransport(const node::NodeConfig& config) {
-  if (config.transport == "ucx") {
-#ifdef TANDEM_HAVE_UCX
-    kv_transfer::UcxConfig ucx;
-    ucx.transports = config.ucx_transports;
-    // UCX 1.13's shared-memory transports cannot detect peer failure.
-    ucx.peer_error_handling = config.ucx_transports.find("shm") == std::string::npos &&
-                              config.ucx_transports.find("sm") == std::string::npos;
-    TANDEM_ASSIGN_OR_RETURN(auto t, kv_transfer::UcxTransport::Create(ucx));
-    return std::unique_ptr<kv_transfer::Transport>(std::move(t));
-#else
-    return UnimplementedError("this build has no UCX transport");
-#endif
-  }
-  return InvalidArgumentError("transport '" + config.transport + "' needs an in-process fabric (tests only)");
-}
 
 StatusOr<std::unique_ptr<DecodeNode>> DecodeNode::Create(DecodeNodeOptions options) {
   std::unique_ptr<DecodeNode> node(new DecodeNode());
@@ -72,7 +54,7 @@ Status DecodeNode::Init(DecodeNodeOptions options) {
   landing_ = std::make_unique<node::HostBlockArena>(layout);
 
   TANDEM_ASSIGN_OR_RETURN(transport_, options.make_transport ? options.make_transport()
-                                                              : MakeConfiguredTransport(config_));
+                                                              : kv_transfer::MakeTransport(config_.transport, config_.ucx_transports));
   kv_transfer::KvReceiverConfig rc;
   rc.model_id = config_.engine.model_name;
   rc.layout = layout;

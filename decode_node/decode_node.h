@@ -128,7 +128,4 @@ class DecodeNode {
   uint64_t bytes_landed_ = 0;
 };
 
-// The transport named by config ("ucx" when built with UCX; "local" needs a fabric: tests only).
-StatusOr<std::unique_ptr<kv_transfer::Transport>> MakeConfiguredTransport(const node::NodeConfig& config);
-
 }  // namespace tandem::decode_node

@@ -4,31 +4,9 @@
 #include "common/engine/backend_factory.h"
 #include "common/node/node_protocol.h"
 #include "common/proto/messages.h"
-#ifdef TANDEM_HAVE_UCX
-#include "kv_transfer/ucx/ucx_transport.h"
-#endif
+#include "kv_transfer/transport_factory.h"
 
 namespace tandem::prefill_node {
-
-namespace {
-
-StatusOr<std::unique_ptr<kv_transfer::Transport>> MakeConfiguredTransport(const node::NodeConfig& config) {
-  if (config.transport == "ucx") {
-#ifdef TANDEM_HAVE_UCX
-    kv_transfer::UcxConfig ucx;
-    ucx.transports = config.ucx_transports;
-    ucx.peer_error_handling = config.ucx_transports.find("shm") == std::string::npos &&
-                              config.ucx_transports.find("sm") == std::string::npos;
-    TANDEM_ASSIGN_OR_RETURN(auto t, kv_transfer::UcxTransport::Create(ucx));
-    return std::unique_ptr<kv_transfer::Transport>(std::move(t));
-#else
-    return UnimplementedError("this build has no UCX transport");
-#endif
-  }
-  return InvalidArgumentError("transport '" + config.transport + "' needs an in-process fabric (tests only)");
-}
-
-}  // namespace
 
 StatusOr<std::unique_ptr<PrefillNode>> PrefillNode::Create(PrefillNodeOptions options) {
   std::unique_ptr<PrefillNode> node(new PrefillNode());
@@ -52,7 +30,7 @@ Status PrefillNode::Init(PrefillNodeOptions options) {
   staging_ = std::make_unique<node::HostBlockArena>(layout);
 
   TANDEM_ASSIGN_OR_RETURN(transport_, options.make_transport ? options.make_transport()
-                                                              : MakeConfiguredTransport(config_));
+                                                              : kv_transfer::MakeTransport(config_.transport, config_.ucx_transports));
   TANDEM_ASSIGN_OR_RETURN(kv_transfer::RegisteredRegion region,
                           transport_->RegisterMemory(staging_->base(), staging_->size_bytes(),
                                                      kv_transfer::MemoryKind::kHost));
