@@ -157,6 +157,10 @@ bool BlockPool::SetHash(BlockId block, const BlockHash& hash) {
   return true;
 }
 
+void BlockPool::AppendHashes(std::vector<BlockHash>* out) const {
+  for (const auto& [hash, block] : by_hash_) out->push_back(hash);
+}
+
 void BlockPool::LruPushBack(BlockId block) {
   const BlockId sentinel = num_blocks();
   BlockId last = lru_prev_[sentinel];

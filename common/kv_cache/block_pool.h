@@ -58,6 +58,8 @@ class BlockPool {
   int RefCount(BlockId block) const { return refcount_[Index(block)]; }
   bool IsFree(BlockId block) const;
   bool HasHash(BlockId block) const { return has_hash_[Index(block)] != 0; }
+  // Appends the hash of every hashed block (referenced or cached), in no order.
+  void AppendHashes(std::vector<BlockHash>* out) const;
 
   // Full consistency scan, O(num_blocks): states, counts, LRU, hash index.
   Status CheckConsistency() const;

@@ -80,6 +80,7 @@ bool KvCacheManager::AllocateDevice(int n, BlockId hint, std::vector<BlockId>* o
     auto evicted = device_.EvictLru();
     TANDEM_CHECK(evicted.has_value()) << "device available count out of sync";
     Demote(evicted->first, evicted->second);
+    if (!host_.Lookup(evicted->second)) NoteRemoved(evicted->second);
   }
   TANDEM_CHECK(device_.AllocateFree(n, hint, out));
   return true;
@@ -102,8 +103,10 @@ void KvCacheManager::Demote(BlockId device_block, const BlockHash& hash) {
 
 void KvCacheManager::MakeHostFree(int n) {
   while (host_.NumFree() < n) {
-    TANDEM_CHECK(host_.EvictLru().has_value()) << "host available count out of sync";
+    auto evicted = host_.EvictLru();
+    TANDEM_CHECK(evicted.has_value()) << "host available count out of sync";
     ++stats_.dropped_blocks;
+    if (!device_.Lookup(evicted->second)) NoteRemoved(evicted->second);
   }
 }
 
@@ -118,7 +121,8 @@ void KvCacheManager::CacheBlocks(std::span<const BlockHash> hashes, std::span<co
   if (!config_.enable_prefix_caching) return;
   TANDEM_CHECK_LE(hashes.size(), table.size());
   for (size_t i = static_cast<size_t>(begin); i < hashes.size(); ++i) {
-    device_.SetHash(table[i], hashes[i]);  // false: content already cached elsewhere
+    // false: content already cached elsewhere. A hash only the host tier held was present already.
+    if (device_.SetHash(table[i], hashes[i]) && !host_.Lookup(hashes[i])) NoteStored(hashes[i]);
   }
 }
 
@@ -175,6 +179,35 @@ KvCacheCounters KvCacheManager::Counters() const {
   fill(device_, &c.device);
   fill(host_, &c.host);
   return c;
+}
+
+std::vector<BlockHash> KvCacheManager::CachedHashes() const {
+  std::vector<BlockHash> out;
+  out.reserve(static_cast<size_t>(device_.NumCached() + device_.NumReferenced() + host_.NumCached()));
+  device_.AppendHashes(&out);
+  const size_t on_device = out.size();
+  host_.AppendHashes(&out);
+  // Drop host copies of hashes the device also holds (promoted blocks keep their host copy).
+  size_t kept = on_device;
+  for (size_t i = on_device; i < out.size(); ++i) {
+    if (!device_.Lookup(out[i])) out[kept++] = out[i];
+  }
+  out.resize(kept);
+  return out;
+}
+
+void KvCacheManager::NoteStored(const BlockHash& hash) {
+  if (config_.event_log != nullptr) config_.event_log->RecordStored(hash);
+}
+
+void KvCacheManager::NoteRemoved(const BlockHash& hash) {
+  if (config_.event_log != nullptr) config_.event_log->RecordRemoved(hash);
+}
+
+CacheEvents DrainCacheEvents(CacheEventLog& log, const KvCacheManager& kv) {
+  CacheEvents events = log.Take();
+  if (events.reset) events.stored = kv.CachedHashes();
+  return events;
 }
 
 }  // namespace tandem::kv_cache

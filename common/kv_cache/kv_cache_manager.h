@@ -13,6 +13,10 @@
 // - Swap: a preempted sequence's blocks move to host (SwapOut) and back (SwapIn).
 // Every copy is queued; the engine takes them with TakeCopies() and must run them
 // in order before the forward that uses any block of this step.
+// Cache events: with config.event_log set, a hash is recorded as stored when it
+// becomes present in either tier (CacheBlocks) and as removed when it leaves
+// the last tier holding it (eviction, dropping); moves between tiers record
+// nothing. DrainCacheEvents() reads them, with a full list after an overflow.
 // Thread rule: not thread-safe; owned by the engine thread.
 #pragma once
 
@@ -25,6 +29,7 @@
 #include "common/base/status.h"
 #include "common/kv_cache/block_hash.h"
 #include "common/kv_cache/block_pool.h"
+#include "common/kv_cache/cache_event_log.h"
 #include "common/kv_cache/kv_tier_storage.h"
 
 namespace tandem::kv_cache {
@@ -43,6 +48,9 @@ struct KvCacheConfig {
   bool enable_prefix_caching = true;
   // Copy evicted cached device blocks to the host tier instead of dropping them.
   bool demote_to_host = true;
+  // Where stored/removed hash events go (not owned; must outlive the manager;
+  // engine thread like the manager). nullptr = none recorded.
+  CacheEventLog* event_log = nullptr;
 
   Status Validate() const;
 };
@@ -102,6 +110,9 @@ class KvCacheManager {
   // The copies queued since the last call, in the order they must run.
   std::vector<BlockCopy> TakeCopies();
   KvCacheCounters Counters() const;
+  // Every hash present in the device or the host tier, each once (what
+  // MatchPrefix can find). O(cached blocks).
+  std::vector<BlockHash> CachedHashes() const;
   const BlockPool& pool(KvTier tier) const { return tier == KvTier::kDevice ? device_ : host_; }
 
  private:
@@ -111,6 +122,9 @@ class KvCacheManager {
   void Demote(BlockId device_block, const BlockHash& hash);
   // Makes the host tier have n free blocks by dropping cached ones. REQUIRES enough available.
   void MakeHostFree(int n);
+  // Event log hooks (no-ops without config.event_log).
+  void NoteStored(const BlockHash& hash);
+  void NoteRemoved(const BlockHash& hash);
 
   KvCacheConfig config_;
   BlockPool device_;
@@ -118,5 +132,9 @@ class KvCacheManager {
   std::vector<BlockCopy> copies_;
   KvCacheCounters stats_;
 };
+
+// The events `log` holds for `kv` (the log its config.event_log names): the
+// coalesced changes, or after an overflow {reset = true, stored = CachedHashes()}.
+CacheEvents DrainCacheEvents(CacheEventLog& log, const KvCacheManager& kv);
 
 }  // namespace tandem::kv_cache
