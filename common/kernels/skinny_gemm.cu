@@ -17,6 +17,8 @@ constexpr int kStepK = 32;
 // Features from which the 32-row tilings still give >= 2 blocks per SM on an H200
 // (132 SMs), so that the x fragments can be shared by two row tiles.
 constexpr int kMinFeaturesFor32Rows = 32 * 2 * 132;
+// Keeps the k offsets of the unrolled loop far from int overflow; no model comes close.
+constexpr int kMaxK = 1 << 24;
 
 // The loads are predicated inside the asm (zeros when `pred` is false), so no compiler
 // speculation can turn a guarded load past the end of a row or matrix into a real one.
@@ -207,7 +209,8 @@ Status ValidateSkinnyGemm(const SkinnyGemmParams& p) {
   if (p.m < 1 || p.m > kSkinnyGemmMaxM)
     return InvalidArgumentError("SkinnyGemm: m must be in [1, 16]");
   if (p.n < 1) return InvalidArgumentError("SkinnyGemm: n must be >= 1");
-  if (p.k < 8 || p.k % 8 != 0) return InvalidArgumentError("SkinnyGemm: k must be a positive multiple of 8");
+  if (p.k < 8 || p.k % 8 != 0 || p.k > kMaxK)
+    return InvalidArgumentError("SkinnyGemm: k must be a multiple of 8 in [8, 2^24]");
   const int64_t ldx = p.ldx == 0 ? p.k : p.ldx, ldy = p.ldy == 0 ? p.n : p.ldy;
   if (ldx < p.k || ldx % 8 != 0)
     return InvalidArgumentError("SkinnyGemm: ldx must be >= k and a multiple of 8");

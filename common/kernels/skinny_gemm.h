@@ -47,7 +47,7 @@ struct SkinnyGemmParams {
   DType y_dtype = DType::kBF16;         // kBF16, or kF32 (fp32 logits for the sampler)
   int m = 0;                            // rows of x and y (tokens), 1..kSkinnyGemmMaxM
   int n = 0;                            // output features (rows of w), >= 1, any value
-  int k = 0;                            // input features, >= 8 and a multiple of 8
+  int k = 0;                            // input features, a multiple of 8 in [8, 2^24]
   int64_t ldx = 0;                      // elements between rows of x; 0 means k. Multiple
                                         // of 8 and >= k (keeps every row 16-byte aligned)
   int64_t ldy = 0;                      // elements between rows of y; 0 means n; >= n

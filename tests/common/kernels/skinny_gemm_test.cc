@@ -230,10 +230,10 @@ TEST(SkinnyGemmTest, RejectsBadArguments) {
   p = good;
   p.n = 0;
   expect_invalid(p, "n = 0");
-  for (int k : {0, 4, 12, -8}) {
+  for (int k : {0, 4, 12, -8, (1 << 24) + 8}) {
     p = good;
     p.k = k;
-    expect_invalid(p, "k not a positive multiple of 8");
+    expect_invalid(p, "k not a multiple of 8 in [8, 2^24]");
   }
   p = good;
   p.x = reinterpret_cast<const __nv_bfloat16*>(buf + 1);
