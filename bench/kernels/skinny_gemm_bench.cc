@@ -153,8 +153,8 @@ double RelativeDiff(const Shape& s, const Operands& o, int m) {
   const size_t elem = s.y_dtype == DType::kF32 ? 4 : 2;
   std::vector<uint8_t> a(count * elem), b(count * elem);
   BENCH_OK(cuda::CudaStatus(cudaDeviceSynchronize(), "sync"));
-  BENCH_OK(cuda::CudaStatus(cudaMemcpy(a.data(), o.y_ours.data(), a.size(), cudaMemcpyDeviceToHost), "d2h"));
-  BENCH_OK(cuda::CudaStatus(cudaMemcpy(b.data(), o.y_cublas.data(), b.size(), cudaMemcpyDeviceToHost), "d2h"));
+  BENCH_OK(cuda::CudaStatus(cudaMemcpy(a.data(), o.y_ours.data(), a.size(), cudaMemcpyDeviceToHost), "ours"));
+  BENCH_OK(cuda::CudaStatus(cudaMemcpy(b.data(), o.y_cublas.data(), b.size(), cudaMemcpyDeviceToHost), "cub"));
   auto value = [&](const std::vector<uint8_t>& v, size_t i) {
     if (elem == 2) return BF16ToF32(static_cast<uint16_t>(v[2 * i] | (v[2 * i + 1] << 8)));
     float f;
