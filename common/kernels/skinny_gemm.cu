@@ -65,10 +65,12 @@ __device__ __forceinline__ void Mma16816(float (&d)[4], uint32_t a0, uint32_t a1
 // and B(2t..2t+1, g), B(2t+8..2t+9, g). Mapping logical k (2t, 2t+1, 2t+8, 2t+9) of the
 // first mma to physical k0 + 8t + (0, 1, 2, 3), and of the second mma to
 // k0 + 8t + (4, 5, 6, 7), is a bijection of the 32 values that both operands share.
-__device__ __forceinline__ void MmaStep(float (&acc)[4], const uint4& w_lo, const uint4& w_hi,
+// The two mmas go to two accumulators: half the length of the dependent mma chain that
+// stands between one batch of loads and the next.
+__device__ __forceinline__ void MmaStep(float (&acc)[2][4], const uint4& w_lo, const uint4& w_hi,
                                         const uint4& xv) {
-  Mma16816(acc, w_lo.x, w_hi.x, w_lo.y, w_hi.y, xv.x, xv.y);
-  Mma16816(acc, w_lo.z, w_hi.z, w_lo.w, w_hi.w, xv.z, xv.w);
+  Mma16816(acc[0], w_lo.x, w_hi.x, w_lo.y, w_hi.y, xv.x, xv.y);
+  Mma16816(acc[1], w_lo.z, w_hi.z, w_lo.w, w_hi.w, xv.z, xv.w);
 }
 
 __device__ __forceinline__ void StoreOut(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
@@ -106,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
     x_ptr[c] = p.x + (x_ok[c] ? token : 0) * p.ldx + 8 * t;
   }
 
-  float acc[kRowTiles][kTokenTiles][4] = {};
+  float acc[kRowTiles][kTokenTiles][2][4] = {};
   const int num_steps = (k_total + kStepK - 1) / kStepK;
 #pragma unroll 1
   for (int s0 = warp; s0 < num_steps; s0 += kWarps * kUnroll) {
@@ -134,8 +136,11 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r)
 #pragma unroll
-    for (int c = 0; c < kTokenTiles; ++c)
-      partial[warp][r][c][lane] = make_float4(acc[r][c][0], acc[r][c][1], acc[r][c][2], acc[r][c][3]);
+    for (int c = 0; c < kTokenTiles; ++c) {
+      const float(&a)[4] = acc[r][c][0];
+      const float(&b)[4] = acc[r][c][1];
+      partial[warp][r][c][lane] = make_float4(a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3]);
+    }
   __syncthreads();
 
   // Output o = token * kRows + feature: consecutive threads write consecutive features.
