@@ -8,12 +8,14 @@
 // max |ours - cuBLAS| / max |cuBLAS| on the last call (a sanity check; the test
 // compares against an fp64 reference). A tiling sweep comes first, the main table last.
 //
-//   skinny_gemm_bench [--quick] [--no-sweep]
+//   skinny_gemm_bench [--quick] [--no-sweep] [--shape qkv|o_proj|gate_up|down|lm_head] [--m M]
+// (--shape and --m pick one shape / one row count, e.g. to profile one kernel with ncu)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -172,9 +174,13 @@ double RelativeDiff(const Shape& s, const Operands& o, int m) {
 
 int Main(int argc, char** argv) {
   bool quick = false, sweep = true;
+  const char* only_shape = nullptr;
+  int only_m = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--no-sweep")) sweep = false;
+    if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) only_shape = argv[++i];
+    if (!std::strcmp(argv[i], "--m") && i + 1 < argc) only_m = std::atoi(argv[++i]);
   }
   if (cuda::DeviceCount() == 0) {
     std::printf("skinny_gemm_bench: no CUDA GPU, nothing to measure\n");
@@ -207,6 +213,11 @@ int Main(int argc, char** argv) {
                                {"lm_head", 128256, 4096, DType::kF32}};
   std::vector<int> ms = {1, 2, 4, 8, 16};
   if (quick) ms = {1, 16};
+  if (only_m > 0) ms = {only_m};
+  if (only_shape != nullptr)
+    shapes.erase(std::remove_if(shapes.begin(), shapes.end(),
+                                [&](const Shape& s) { return std::strcmp(s.name, only_shape) != 0; }),
+                 shapes.end());
 
   struct Row {
     const Shape* shape;
