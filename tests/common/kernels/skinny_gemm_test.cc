@@ -176,7 +176,7 @@ TEST(SkinnyGemmTest, StridedBiasAndFp32Output) {
   }
 }
 
-// The 32-row tilings are chosen for n >= 8448; a ragged large n exercises them in auto mode.
+// Auto picks the 32-row tiling for n >= 8448; a ragged large n exercises it.
 TEST(SkinnyGemmTest, LargeOddNAutoTiling) {
   TANDEM_SKIP_WITHOUT_GPU();
   for (int m : {1, 8, 16}) CheckCase({.m = m, .n = 8467, .k = 256, .bias = true});
