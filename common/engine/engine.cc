@@ -71,6 +71,7 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
   kv.num_host_blocks = config_.num_host_blocks;
   kv.model_id = config_.model_name;
   kv.enable_prefix_caching = config_.enable_prefix_caching;
+  kv.event_log = &cache_log_;
   TANDEM_RETURN_IF_ERROR(kv.Validate());
   scheduler_ = std::make_unique<scheduler::Scheduler>(config_.scheduler, kv, clock_);
   counters_ = scheduler_->Counters();
@@ -208,6 +209,11 @@ void Engine::Post(std::function<void()> fn) {
 
 void Engine::Wake() { cv_.notify_one(); }
 
+void Engine::RequestFullCacheReport() {
+  cache_reports_.RequestFull();
+  Post([] {});  // a step soon, even when idle, publishes it
+}
+
 scheduler::SchedulerCounters Engine::Counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counters_;
@@ -247,6 +253,7 @@ void Engine::Loop() {
     }
     std::vector<EngineOutput> outputs;
     busy = StepOnce(&outputs);
+    cache_reports_.Publish(cache_log_, scheduler_->kv());
     if (!outputs.empty() && sink_) sink_(std::move(outputs));
   }
 }

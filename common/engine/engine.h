@@ -6,7 +6,8 @@
 // Step = drain events -> Scheduler::Schedule -> run block copies -> forward ->
 // sample -> Scheduler::AppendToken -> emit outputs.
 //
-// Thread rule: Submit/Cancel/Reserve/CompleteReservation/Post/Counters are
+// Thread rule: Submit/Cancel/Reserve/CompleteReservation/Post/Counters and the
+// cache-report pair (TakeCacheReport, RequestFullCacheReport) are
 // thread-safe; Start/Stop from the owning thread; everything else (StepOnce,
 // the sink, observers) runs on the engine thread.
 #pragma once
@@ -24,6 +25,7 @@
 #include "common/base/clock.h"
 #include "common/engine/backend_kv_storage.h"
 #include "common/engine/engine_config.h"
+#include "common/kv_cache/cache_report_buffer.h"
 #include "common/model/model_config.h"
 #include "common/runtime/backend.h"
 #include "common/runtime/llama_model.h"
@@ -83,6 +85,11 @@ class Engine {
   scheduler::SchedulerCounters Counters() const;
   // Wakes the loop; used after external state changes.
   void Wake();
+  // Prefix-cache changes (stored/removed block hashes), at most max_hashes, for
+  // heartbeats; nullopt when there is nothing new (kv_cache/cache_report_buffer.h).
+  std::optional<kv_cache::CacheEvents> TakeCacheReport(size_t max_hashes) { return cache_reports_.Take(max_hashes); }
+  // Coming reports start over with the full set (reset); ready after the next step.
+  void RequestFullCacheReport();
 
   // --- owning thread ---
   // Starts the engine thread. `sink` receives every step's outputs.
@@ -133,6 +140,8 @@ class Engine {
   // finish record is swallowed so each request ends exactly once.
   std::unordered_set<RequestId> reported_;
   ForwardObserver observer_;
+  kv_cache::CacheEventLog cache_log_;          // engine thread; the KV manager records into it
+  kv_cache::CacheReportBuffer cache_reports_;  // thread-safe; filled after every step of Loop()
 
   mutable std::mutex mu_;  // guards events_, counters_, stop_
   std::condition_variable cv_;
