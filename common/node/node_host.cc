@@ -4,6 +4,13 @@
 #include "common/proto/kv_layout_convert.h"
 
 namespace tandem::node {
+namespace {
+
+// Block hashes per heartbeat (34 bytes each on the wire): a full list of a big
+// cache spreads over several heartbeats instead of one huge frame.
+constexpr size_t kMaxCacheHashesPerHeartbeat = 8192;
+
+}  // namespace
 
 NodeHost::~NodeHost() { Stop(); }
 
@@ -38,6 +45,7 @@ Status NodeHost::Start(const NodeConfig& config, engine::Engine* engine, RoleHoo
     options.reconnect_interval_ms = config_.reconnect_interval_ms;
     options.make_register = [this] { return MakeRegister(); };
     options.load = [this] { return Load(); };
+    options.cache = [this](bool full) { return TakeCacheReport(full); };
     options.on_request = [this](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m,
                                 net::Responder r) {
       if (hooks_.on_request) hooks_.on_request(conn, std::move(m), std::move(r));
@@ -74,6 +82,8 @@ void NodeHost::BeginDrain() {
 }
 
 proto::RegisterRequest NodeHost::MakeRegister() const {
+  // The router starts this node's cache view over: have the full list ready for the first heartbeat.
+  engine_->RequestFullCacheReport();
   proto::RegisterRequest r;
   r.set_role(hooks_.role);
   r.set_address(address_);
@@ -108,6 +118,20 @@ proto::LoadReport NodeHost::Load() const {
   host->set_free_blocks(c.kv.host.free_blocks + c.kv.host.cached_blocks);
   host->set_total_blocks(c.kv.host.total_blocks);
   return load;
+}
+
+std::optional<proto::CacheReport> NodeHost::TakeCacheReport(bool full) const {
+  if (full) engine_->RequestFullCacheReport();
+  std::optional<kv_cache::CacheEvents> events = engine_->TakeCacheReport(kMaxCacheHashesPerHeartbeat);
+  if (!events) return std::nullopt;
+  proto::CacheReport report;
+  report.set_reset(events->reset);
+  auto bytes = [](const kv_cache::BlockHash& h) {
+    return std::string(reinterpret_cast<const char*>(h.bytes.data()), h.bytes.size());
+  };
+  for (const kv_cache::BlockHash& h : events->stored) report.add_stored_hashes(bytes(h));
+  for (const kv_cache::BlockHash& h : events->removed) report.add_removed_hashes(bytes(h));
+  return report;
 }
 
 HttpReply NodeHost::Serve(const std::string& path) {

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/base/status.h"
@@ -77,6 +78,7 @@ class NodeHost {
  private:
   proto::RegisterRequest MakeRegister() const;
   proto::LoadReport Load() const;
+  std::optional<proto::CacheReport> TakeCacheReport(bool full) const;
   HttpReply Serve(const std::string& path);
 
   NodeConfig config_;

@@ -101,6 +101,7 @@ bool RouterLink::TryRegister() {
 
 void RouterLink::Run() {
   uint64_t sequence = 0;
+  int since_register = 0;  // heartbeats since the last registration
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -108,12 +109,21 @@ void RouterLink::Run() {
     }
     int wait_ms = options_.reconnect_interval_ms;
     if (!registered_.load()) {
-      if (TryRegister()) wait_ms = 0;
+      if (TryRegister()) {
+        wait_ms = 0;
+        since_register = 0;
+      }
     } else {
       proto::Heartbeat hb;
       hb.set_node_id(node_id_.load());
       hb.set_sequence(++sequence);
       if (options_.load) *hb.mutable_load() = options_.load();
+      const int every = options_.full_cache_report_every;
+      const bool full = since_register == 0 || (every > 0 && since_register % every == 0);
+      ++since_register;
+      if (options_.cache) {
+        if (std::optional<proto::CacheReport> cache = options_.cache(full)) *hb.mutable_cache() = std::move(*cache);
+      }
       hb.set_draining(draining_.load());
       Send(hb).IgnoreError();
       wait_ms = interval_ms_.load();

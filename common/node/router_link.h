@@ -1,5 +1,8 @@
 // RouterLink: a node's connection to the router. Dials the router, sends
-// RegisterRequest, then a Heartbeat every interval (load from a callback);
+// RegisterRequest, then a Heartbeat every interval (load and prefix-cache
+// changes from callbacks; the cache callback is asked for a full list on the
+// first heartbeat after each (re)registration and every
+// full_cache_report_every heartbeats, see docs/protocol.md "Heartbeat");
 // when the connection is lost it calls on_lost (so the role cancels every
 // router-originated request) and retries connect + register every
 // reconnect_interval_ms. Requests the router sends on this connection go to
@@ -8,7 +11,8 @@
 // Thread rule: Start/Stop from the owning thread; Send, registered(),
 // node_id(), SetDraining are thread-safe. Callbacks: make_register and load
 // run on the link's own thread; on_request and on_lost on an I/O thread (must
-// not block). Lifetime: Stop() before the EventLoop and the callbacks' owners die.
+// not block). make_register, load and cache run on the link's own thread too.
+// Lifetime: Stop() before the EventLoop and the callbacks' owners die.
 #pragma once
 
 #include <atomic>
@@ -16,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -35,6 +40,12 @@ struct RouterLinkOptions {
   std::function<proto::RegisterRequest()> make_register;
   // The load for a heartbeat.
   std::function<proto::LoadReport()> load;
+  // Prefix-cache changes for a heartbeat (optional); nullopt = none this time.
+  // `full`: start over with the complete set (it may come in a later heartbeat).
+  std::function<std::optional<proto::CacheReport>(bool full)> cache;
+  // Heartbeats between two full cache reports, besides the one after each
+  // registration: heals a view the router dropped after a sequence gap. 0 = never.
+  int full_cache_report_every = 60;
   // A request from the router (Reserve, Prefill, Cancel, Release).
   std::function<void(const std::shared_ptr<net::RpcConnection>&, net::MessagePtr, net::Responder)> on_request;
   // The registered connection was lost (not called for failed dials).
