@@ -33,6 +33,7 @@
 // | tandem_kv_transfer_sessions            | gauge     |                 | nodes    | (none) KV-clean check: 0 when idle |
 // | tandem_kv_transfer_blocks_in_use       | gauge     |                 | nodes    | (none) landing/staging blocks held |
 // | tandem_node_ready                      | gauge     |                 | nodes    | (none) 1 when registered, not draining |
+// | tandem_router_node_cached_blocks       | gauge     | node            | router   | (none) prefix-cache blocks known per node |
 //
 // (*) decode too, when it prefills locally. Units: seconds and bytes; ratios in
 // 0..1; token counts are counts of tokens (prefix cache queries/hits count
@@ -45,6 +46,7 @@
 //   finished_reason: "stop", "length", "abort", "error"
 //   outcome:         "granted", "refused", "expired"
 //   reason:          "queue_full", "overloaded", "no_nodes"
+//   node:            a registered node's name (operator config; "node-<id>" when unnamed)
 #pragma once
 
 #include <vector>
@@ -73,6 +75,7 @@ inline constexpr char kRequestSuccessTotal[] = "tandem_request_success_total";
 inline constexpr char kNumPreemptionsTotal[] = "tandem_num_preemptions_total";
 inline constexpr char kKvReservationsTotal[] = "tandem_kv_reservations_total";
 inline constexpr char kRequestsRejectedTotal[] = "tandem_requests_rejected_total";
+inline constexpr char kRouterNodeCachedBlocks[] = "tandem_router_node_cached_blocks";
 
 // Bucket bounds, seconds (the same spread vLLM uses, so quantiles compare).
 std::vector<double> TimeToFirstTokenBuckets();

@@ -1,5 +1,8 @@
 #include "router/cluster/node_registry.h"
 
+#include <cstring>
+#include <map>
+
 #include "common/base/logging.h"
 
 namespace tandem::router::cluster {
@@ -26,6 +29,8 @@ StatusOr<proto::RegisterReply> NodeRegistry::Register(const std::shared_ptr<net:
   node.view.node_id = id;
   node.view.role = role;
   node.view.free_gpu_blocks = request.capacity().num_gpu_blocks();
+  node.model_id = request.model_id().substr(0, 256);
+  node.block_size = std::max(request.kv_layout().block_size(), 0);
   node.last_seen_ns = clock_.NowNanos();
   by_conn_[conn.get()] = id;
   proto::RegisterReply reply;
@@ -43,7 +48,10 @@ void NodeRegistry::OnHeartbeat(const net::RpcConnection* conn, const proto::Hear
   if (heartbeat.node_id() != 0 && heartbeat.node_id() != id->second) return;
   Node& node = it->second;
   node.last_seen_ns = clock_.NowNanos();
+  // Sequences start anywhere after a registration; then each heartbeat is the last + 1.
+  const bool gap = node.last_sequence != 0 && heartbeat.sequence() != node.last_sequence + 1;
   node.last_sequence = heartbeat.sequence();
+  ApplyCacheReport(heartbeat.cache(), gap, &node);
   node.view.draining = heartbeat.draining();
   const proto::LoadReport& load = heartbeat.load();
   node.view.num_running = std::max(load.num_running(), 0);
@@ -52,6 +60,33 @@ void NodeRegistry::OnHeartbeat(const net::RpcConnection* conn, const proto::Hear
   for (const proto::TierUsage& tier : load.tiers()) {
     if (tier.tier() == proto::KV_TIER_GPU) node.view.free_gpu_blocks = std::max<int64_t>(tier.free_blocks(), 0);
   }
+}
+
+void NodeRegistry::ApplyCacheReport(const proto::CacheReport& report, bool gap, Node* node) {
+  if (report.reset()) {
+    node->cached.clear();
+    node->cache_synced = true;
+  } else if (gap) {
+    // A lost heartbeat may have carried changes: forget the view until the next full report.
+    if (node->cache_synced) TANDEM_LOG_WARN("node {}: heartbeat gap, prefix-cache view dropped", node->view.node_id);
+    node->cached.clear();
+    node->cache_synced = false;
+  }
+  if (node->cache_synced) {
+    auto parse = [](const std::string& bytes, kv_cache::BlockHash* hash) {
+      if (bytes.size() != hash->bytes.size()) return false;  // malformed: ignored
+      std::memcpy(hash->bytes.data(), bytes.data(), bytes.size());
+      return true;
+    };
+    kv_cache::BlockHash hash;
+    for (const std::string& bytes : report.removed_hashes()) {
+      if (parse(bytes, &hash)) node->cached.erase(hash);
+    }
+    for (const std::string& bytes : report.stored_hashes()) {
+      if (node->cached.size() < kMaxCachedHashesPerNode && parse(bytes, &hash)) node->cached.insert(hash);
+    }
+  }
+  node->view.cached_blocks = static_cast<int64_t>(node->cached.size());
 }
 
 std::optional<uint32_t> NodeRegistry::OnConnectionClosed(const net::RpcConnection* conn) {
@@ -87,6 +122,47 @@ std::vector<NodeView> NodeRegistry::Views() const {
   views.reserve(nodes_.size());
   for (const auto& [id, node] : nodes_) views.push_back(node.view);
   return views;
+}
+
+std::vector<NodeView> NodeRegistry::ViewsFor(std::span<const TokenId> prompt,
+                                             const std::string& tenant_salt) const {
+  // Hash outside the lock, once per (model id, block size) among nodes with a view.
+  using Key = std::pair<std::string, int32_t>;
+  std::map<Key, std::vector<kv_cache::BlockHash>> chains;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, node] : nodes_) {
+      if (!node.cached.empty() && node.block_size > 0) chains[{node.model_id, node.block_size}];
+    }
+  }
+  for (auto& [key, hashes] : chains) {
+    kv_cache::ExtendBlockHashes(tenant_salt, key.first, key.second, prompt, &hashes);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<NodeView> views;
+  views.reserve(nodes_.size());
+  for (const auto& [id, node] : nodes_) {
+    views.push_back(node.view);
+    auto chain = chains.find({node.model_id, node.block_size});
+    if (chain == chains.end() || node.cached.empty()) continue;
+    int64_t hit = 0;
+    for (const kv_cache::BlockHash& h : chain->second) {
+      if (node.cached.count(h) == 0) break;
+      ++hit;
+    }
+    views.back().prefix_hit_blocks = hit;
+  }
+  return views;
+}
+
+std::vector<std::pair<std::string, int64_t>> NodeRegistry::CachedBlocksByNode() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& [id, node] : nodes_) {
+    std::string name = node.handle.name.empty() ? "node-" + std::to_string(id) : node.handle.name;
+    out.emplace_back(std::move(name), static_cast<int64_t>(node.cached.size()));
+  }
+  return out;
 }
 
 std::optional<NodeHandle> NodeRegistry::Get(uint32_t node_id) const {

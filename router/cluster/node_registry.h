@@ -3,6 +3,12 @@
 // no heartbeat arrived for dead_after_missed heartbeat intervals; a dead node
 // is removed (it gets no new work) and reported once to the caller, who fails
 // or moves its requests. A node that comes back re-registers under a new id.
+// Prefix-cache view: per node, the block hashes its heartbeats' CacheReports
+// say it holds. A report with reset = true replaces the view; deltas apply
+// only on top of a reset with no heartbeat sequence gap since (a gap drops the
+// view until the node's next full report). At most kMaxCachedHashesPerNode
+// hashes are kept per node (more stored hashes are ignored: fewer hits, never
+// wrong ones). See docs/protocol.md "Heartbeat".
 // Thread rule: thread-safe (one mutex); never calls out while holding it.
 #pragma once
 
@@ -11,11 +17,15 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "common/base/clock.h"
 #include "common/base/status.h"
+#include "common/kv_cache/block_hash.h"
 #include "common/net/rpc_connection.h"
 #include "common/proto/control.pb.h"
 #include "router/cluster/placement.h"
@@ -37,6 +47,9 @@ struct NodeCounts {
   int32_t draining = 0;
 };
 
+// Bound of one node's prefix-cache view (32-byte hashes: about 64 bytes each in memory).
+inline constexpr size_t kMaxCachedHashesPerNode = size_t{1} << 18;
+
 class NodeRegistry {
  public:
   NodeRegistry(const Clock& clock, int32_t heartbeat_interval_ms, int32_t dead_after_missed);
@@ -56,6 +69,12 @@ class NodeRegistry {
 
   // Placement inputs for every live node.
   std::vector<NodeView> Views() const;
+  // The same, with prefix_hit_blocks filled: how many leading full blocks of
+  // `prompt` (hashed as the node hashes them: tenant salt, its model id and
+  // block size) the node reported cached.
+  std::vector<NodeView> ViewsFor(std::span<const TokenId> prompt, const std::string& tenant_salt) const;
+  // (node name, blocks in the router's view of its prefix cache) per live node.
+  std::vector<std::pair<std::string, int64_t>> CachedBlocksByNode() const;
   std::optional<NodeHandle> Get(uint32_t node_id) const;
   // The node id registered on `conn`, 0 when none.
   uint32_t NodeIdOf(const net::RpcConnection* conn) const;
@@ -72,7 +91,14 @@ class NodeRegistry {
     NodeView view;
     Nanos last_seen_ns = 0;
     uint64_t last_sequence = 0;
+    std::string model_id;  // block hashes mix it in
+    int32_t block_size = 0;  // tokens per block; 0 = unknown (no cache-aware placement)
+    // Prefix-cache view; valid only while cache_synced (a reset arrived, no gap since).
+    std::unordered_set<kv_cache::BlockHash, kv_cache::BlockHashHasher> cached;
+    bool cache_synced = false;
   };
+
+  static void ApplyCacheReport(const proto::CacheReport& report, bool gap, Node* node);
 
   const Clock& clock_;
   const int32_t heartbeat_interval_ms_;

@@ -16,8 +16,8 @@ std::optional<uint32_t> PickDecode(const std::vector<NodeView>& nodes) {
   for (const NodeView& n : nodes) {
     if (!n.alive || n.draining || !ServesDecode(n.role)) continue;
     const int64_t load = std::max<int64_t>(int64_t{n.num_running} + n.num_waiting, n.router_inflight);
-    const double score = static_cast<double>(std::max<int64_t>(n.free_gpu_blocks, 0)) /
-                         static_cast<double>(1 + load);
+    const int64_t blocks = std::max<int64_t>(n.free_gpu_blocks, 0) + std::max<int64_t>(n.prefix_hit_blocks, 0);
+    const double score = static_cast<double>(blocks) / static_cast<double>(1 + load);
     if (!best || score > best_score || (score == best_score && n.node_id < *best)) {
       best = n.node_id;
       best_score = score;

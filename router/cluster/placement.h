@@ -1,8 +1,10 @@
 // Placement: which node gets a request. Pure functions over snapshots of the
 // registry, so they are unit-tested without sockets.
-//   decode:  most free GPU blocks per unit of load (running + waiting, or the
-//            router's own count of requests on the node when that is higher,
-//            since heartbeats lag); ties -> lower node id.
+//   decode:  highest (free GPU blocks + prefix-hit blocks) per unit of load
+//            (1 + running + waiting, or + the router's own count of requests
+//            on the node when that is higher, since heartbeats lag); a prompt
+//            prefix the node reported cached is worth its blocks, so a full
+//            or overloaded node still loses; ties -> lower node id.
 //   prefill: fewest queued prompt tokens (reported, or the router's own
 //            in-flight count when higher); ties -> lower node id.
 // Both skip dead and draining nodes and nodes of other roles.
@@ -30,6 +32,8 @@ struct NodeView {
   int64_t queued_prefill_tokens = 0;   // from the last heartbeat
   int32_t router_inflight = 0;         // requests the router has on it now
   int64_t router_prefill_tokens = 0;   // prompt tokens the router has queued on it now
+  int64_t cached_blocks = 0;           // blocks in the router's view of its prefix cache
+  int64_t prefix_hit_blocks = 0;       // leading blocks of this request's prompt it holds (per request)
 };
 
 // True for roles that serve decode (DECODE, COLOCATED).

@@ -7,7 +7,8 @@
 //            streams for a remote prefill; Cancel/Release -> Ack (+ ABORT entry).
 //   prefill: PrefillRequest -> Ack (or refusal), then on_prefill.
 // Kill() closes the connection (a crash as the router sees it);
-// StopHeartbeats() keeps it open but silent.
+// StopHeartbeats() keeps it open but silent. SetCacheReport() rides the next
+// heartbeat (registered block size: kFakeBlockSize, model "tiny").
 // Thread rule: thread-safe; handlers on I/O threads, streams on own threads.
 #pragma once
 
@@ -20,7 +21,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -32,6 +35,7 @@
 namespace tandem::router::cluster::testing {
 
 inline constexpr char kToken[] = "router-cluster-test-token-0123456789";
+inline constexpr int32_t kFakeBlockSize = 4;  // tokens per KV block the fake nodes register
 
 struct NodeScript {
   std::vector<TokenId> tokens;          // emitted one per step
@@ -64,6 +68,7 @@ class FakeNode {
     reg.set_address("127.0.0.1:" + std::to_string(40000 + (std::hash<std::string>()(name_) % 1000)));
     reg.set_node_name(name_);
     reg.set_model_id("tiny");
+    reg.mutable_kv_layout()->set_block_size(kFakeBlockSize);
     reg.mutable_capacity()->set_num_gpu_blocks(free_blocks);
     reg.set_kv_transport("local");
     auto reply = conn_->CallAndWaitFor<proto::RegisterReply>(reg, 3000);
@@ -100,6 +105,13 @@ class FakeNode {
     queued_prefill_ = queued_prefill_tokens;
   }
   void SetDraining(bool v) { draining_ = v; }
+  // Sent with the next heartbeat only.
+  void SetCacheReport(proto::CacheReport report) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cache_report_ = std::move(report);
+  }
+  // The next heartbeat skips a sequence number (as if one was lost).
+  void SkipSequence() { skip_sequence_ = true; }
   // Called (prefill role) after the Ack of a PrefillRequest with a reservation.
   std::function<void(const proto::PrefillRequest&)> on_prefill;
 
@@ -257,10 +269,12 @@ class FakeNode {
       if (stop_heartbeats_ || stopping_) continue;
       proto::Heartbeat hb;
       hb.set_node_id(node_id_);
+      if (skip_sequence_.exchange(false)) ++seq;
       hb.set_sequence(++seq);
       hb.set_draining(draining_);
       {
         std::lock_guard<std::mutex> lock(mu_);
+        if (cache_report_) *hb.mutable_cache() = *std::exchange(cache_report_, std::nullopt);
         hb.mutable_load()->set_num_running(running_);
         hb.mutable_load()->set_num_waiting(waiting_);
         hb.mutable_load()->set_queued_prefill_tokens(queued_prefill_);
@@ -285,6 +299,7 @@ class FakeNode {
   std::atomic<bool> reserve_needs_nothing_{false};
   std::atomic<bool> refuse_prefill_{false};
   std::atomic<bool> draining_{false};
+  std::atomic<bool> skip_sequence_{false};
   std::atomic<uint64_t> step_{0};
   std::thread heartbeat_thread_;
 
@@ -293,6 +308,7 @@ class FakeNode {
   int running_ = 0, waiting_ = 0;           // guarded by mu_
   int64_t free_blocks_ = 100;               // guarded by mu_
   int64_t queued_prefill_ = 0;              // guarded by mu_
+  std::optional<proto::CacheReport> cache_report_;  // guarded by mu_
   std::map<uint64_t, uint32_t> active_;     // id -> epoch, guarded by mu_
   std::map<uint64_t, uint32_t> cancelled_;  // guarded by mu_
   std::vector<proto::ReserveRequest> reserves_;
