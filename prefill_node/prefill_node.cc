@@ -28,6 +28,10 @@ Status PrefillNode::Init(PrefillNodeOptions options) {
   kv_cache::KvLayout layout = engine_->device_kv().layout();
   layout.num_blocks = config_.transfer_blocks;
   staging_ = std::make_unique<node::HostBlockArena>(layout);
+  // The engine thread has not started: the backend is still ours to call.
+  TANDEM_ASSIGN_OR_RETURN(copy_queue_, engine_->backend().CreateHostCopyQueue());
+  TANDEM_RETURN_IF_ERROR(engine_->backend().PinHostMemory(staging_->base(), staging_->size_bytes()));
+  staging_pinned_ = true;
 
   TANDEM_ASSIGN_OR_RETURN(transport_, options.make_transport ? options.make_transport()
                                                               : kv_transfer::MakeTransport(config_.transport, config_.ucx_transports));
@@ -59,13 +63,17 @@ Status PrefillNode::Init(PrefillNodeOptions options) {
   poll_.Start(
       [this] {
         if (!sender_) return;  // stopped
+        SendReadyLayers();
         sender_->Poll();
         sessions_.store(static_cast<int64_t>(sender_->num_sessions()));
       },
-      [this] { return sender_ && sender_->num_sessions() > 0; });
+      [this] { return sender_ && (sender_->num_sessions() > 0 || !outgoing_.empty()); });
 
-  engine_->SetForwardObserver(
-      [this](const scheduler::SchedulerOutput& step, const scheduler::Scheduler&) { OnForward(step); });
+  engine::ForwardObserver observer;
+  observer.on_begin = [this](const scheduler::SchedulerOutput& step) { return OnStepBegin(step); };
+  observer.on_layer = [this](int layer) { OnLayer(layer); };
+  observer.on_end = [this](const scheduler::SchedulerOutput&, const Status& status) { OnStepEnd(status); };
+  engine_->SetForwardObserver(std::move(observer));
   engine_->Start([this](std::vector<engine::EngineOutput>&& outputs) { OnOutputs(std::move(outputs)); });
 
   node::RoleHooks hooks;
@@ -124,7 +132,14 @@ void PrefillNode::Stop() {
   host_.Stop();
   peers_.reset();
   if (engine_) engine_->Stop();
+  // The engine thread is gone: wait for the last layer copies into staging.
+  if (copy_queue_) {
+    StatusOr<std::shared_ptr<runtime::CopyFence>> last = copy_queue_->Mark();
+    while (last.ok() && !(*last)->Ready()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (!sender_) return;  // Init failed before the transport existed
   poll_.RunSync([this] {
+    outgoing_.clear();
     sender_->CancelAll(CancelledError("prefill node stopping"));
     for (int i = 0; i < 4000 && sender_->num_sessions() > 0; ++i) {
       sender_->Poll();
@@ -134,6 +149,8 @@ void PrefillNode::Stop() {
       sender_.reset();
       transport_->UnregisterMemory(staging_region_).IgnoreError();
       transport_.reset();
+      if (staging_pinned_) engine_->backend().UnpinHostMemory(staging_->base());
+      staging_pinned_ = false;
     } else {
       // A hung peer still holds staging reads: leak rather than free memory under it.
       TANDEM_LOG_ERROR("prefill stop: {} transfer sessions did not drain", sender_->num_sessions());
@@ -274,11 +291,12 @@ void PrefillNode::OnPeerMessage(const std::shared_ptr<net::RpcConnection>&, net:
   }
 }
 
-void PrefillNode::OnForward(const scheduler::SchedulerOutput& step) {
-  // Engine thread, after the forward: the prompt's KV is in its device blocks now.
+bool PrefillNode::OnStepBegin(const scheduler::SchedulerOutput& step) {
+  // Engine thread, before the forward: prompts finishing in this step get staging now.
+  copying_.clear();
+  std::lock_guard<std::mutex> lock(mu_);
   for (const scheduler::ScheduledSequence& s : step.scheduled) {
     if (!s.needs_logits || !s.is_prefill) continue;
-    std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(s.id);
     if (it == jobs_.end() || it->second.staged || it->second.ended) continue;
     Job& job = it->second;
@@ -292,27 +310,57 @@ void PrefillNode::OnForward(const scheduler::SchedulerOutput& step) {
       continue;
     }
     job.staging = *staging;
-    const kv_cache::KvLayout& layout = engine_->device_kv().layout();
-    runtime::Tensor pool = engine_->device_kv().pool();
-    const size_t bytes = layout.BytesPerBlockLayer();
-    Status status;
-    for (int layer = 0; layer < layout.num_layers && status.ok(); ++layer) {
-      for (int i = 0; i < job.num_blocks && status.ok(); ++i) {
-        auto* src = static_cast<std::byte*>(pool.data) + layout.BlockOffset(layer, s.block_table[job.first_block + i]);
-        runtime::Tensor view(src, DType::kU8, pool.device, {static_cast<int64_t>(bytes)});
-        status = engine_->backend().CopyToHost(view, staging_->Block(layer, job.staging[i]), bytes);
-      }
-    }
-    if (!status.ok()) {
-      FailLocked(s.id, job, status);
-      continue;
-    }
     job.staged = true;
-    job.computed_at = Clock::Real().NowNanos();
-    host_.metrics().serving.request_prefill_time->Get().Observe(
-        static_cast<double>(job.computed_at - job.submitted_at) * 1e-9);
+    Copying& c = copying_.emplace_back();
+    c.id = s.id;
+    c.epoch = job.epoch;
+    c.device_blocks.assign(s.block_table.begin() + job.first_block,
+                           s.block_table.begin() + job.first_block + job.num_blocks);
+    c.staging = job.staging;
     MaybeOpenLocked(s.id, job);
   }
+  return !copying_.empty();
+}
+
+void PrefillNode::OnLayer(int layer) {
+  // Engine thread: layer `layer` of this step is issued; copy it out behind it.
+  const kv_cache::KvLayout& layout = engine_->device_kv().layout();
+  runtime::Tensor pool = engine_->device_kv().pool();
+  const size_t bytes = layout.BytesPerBlockLayer();
+  for (Copying& c : copying_) {
+    for (size_t i = 0; i < c.device_blocks.size() && c.status.ok(); ++i) {
+      auto* src = static_cast<std::byte*>(pool.data) + layout.BlockOffset(layer, c.device_blocks[i]);
+      runtime::Tensor view(src, DType::kU8, pool.device, {static_cast<int64_t>(bytes)});
+      c.status = copy_queue_->Enqueue(view, staging_->Block(layer, c.staging[i]), bytes);
+    }
+  }
+  StatusOr<std::shared_ptr<runtime::CopyFence>> fence = copy_queue_->Mark();
+  for (Copying& c : copying_) {
+    if (!fence.ok() && c.status.ok()) c.status = fence.status();
+    if (!c.status.ok()) continue;
+    poll_.Post([this, id = c.id, epoch = c.epoch, layer, f = *fence] { OnLayerQueued(id, epoch, layer, f); });
+  }
+}
+
+void PrefillNode::OnStepEnd(const Status& status) {
+  // Engine thread: the forward is issued; later steps must not reuse blocks under the copies.
+  Status joined = copy_queue_->JoinCompute();
+  const Nanos now = Clock::Real().NowNanos();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Copying& c : copying_) {
+    auto it = jobs_.find(c.id);
+    if (it == jobs_.end() || it->second.epoch != c.epoch) continue;
+    Job& job = it->second;
+    Status failed = !status.ok() ? status : !c.status.ok() ? c.status : joined;
+    if (!failed.ok()) {
+      FailLocked(c.id, job, failed);
+      MaybeEraseLocked(it);
+      continue;
+    }
+    job.computed_at = now;
+    host_.metrics().serving.request_prefill_time->Get().Observe(static_cast<double>(now - job.submitted_at) * 1e-9);
+  }
+  copying_.clear();
 }
 
 void PrefillNode::MaybeOpenLocked(uint64_t id, Job& job) {
@@ -324,22 +372,60 @@ void PrefillNode::MaybeOpenLocked(uint64_t id, Job& job) {
     params.target = target;
     params.source_blocks = staging;
     params.on_done = [this, id, epoch](const Status& status) { OnSendDone(id, epoch, status); };
+    Outgoing& out = outgoing_[id];
+    if (out.epoch != epoch) {
+      out = Outgoing();
+      out.epoch = epoch;
+    }
     Status opened = sender_->Open(std::move(params));
     if (!opened.ok()) return OnSendDone(id, epoch, opened);
-    const kv_cache::KvLayout& layout = staging_->layout();
-    for (int layer = 0; layer < layout.num_layers; ++layer) {
-      Status sent = sender_->SendLayer(id, layer, kv_transfer::LayerSource{staging_region_, layout.BlockOffset(layer, 0)});
-      if (!sent.ok()) {
-        sender_->Cancel(id, sent);  // on_done follows
-        break;
-      }
-    }
+    out.open = true;
+    SendReadyLayers();
     sessions_.store(static_cast<int64_t>(sender_->num_sessions()));
   });
 }
 
+void PrefillNode::OnLayerQueued(uint64_t id, Epoch epoch, int layer, std::shared_ptr<runtime::CopyFence> fence) {
+  {
+    // A job that ended meanwhile has no session to feed (and its erase was posted before this).
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.epoch != epoch || it->second.ended) return;
+  }
+  Outgoing& out = outgoing_[id];
+  if (out.epoch != epoch) {
+    out = Outgoing();
+    out.epoch = epoch;
+  }
+  out.layers.emplace_back(layer, std::move(fence));
+  SendReadyLayers();
+}
+
+void PrefillNode::SendReadyLayers() {
+  // Poll thread. Copies complete in order, so each queue drains from the front.
+  const kv_cache::KvLayout& layout = staging_->layout();
+  for (auto it = outgoing_.begin(); it != outgoing_.end();) {
+    Outgoing& out = it->second;
+    const uint64_t id = it->first;
+    bool finished = false;  // every layer handed to the sender, or the session failed
+    while (out.open && !out.layers.empty() && out.layers.front().second->Ready()) {
+      const int layer = out.layers.front().first;
+      out.layers.pop_front();
+      Status sent = sender_->SendLayer(id, layer, kv_transfer::LayerSource{staging_region_, layout.BlockOffset(layer, 0)});
+      if (!sent.ok()) {
+        sender_->Cancel(id, sent);  // on_done follows
+        finished = true;
+        break;
+      }
+      finished = layer == layout.num_layers - 1;
+    }
+    it = finished ? outgoing_.erase(it) : std::next(it);
+  }
+}
+
 void PrefillNode::OnSendDone(uint64_t id, Epoch epoch, const Status& status) {
   // Poll thread: the sender no longer reads the staging blocks.
+  if (auto out = outgoing_.find(id); out != outgoing_.end() && out->second.epoch == epoch) outgoing_.erase(out);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.epoch != epoch) return;
@@ -401,6 +487,11 @@ void PrefillNode::FailLocked(uint64_t id, Job& job, const Status& status) {
   if (job.session_open) {
     poll_.Post([this, id, status] { sender_->Cancel(id, status); });  // on_done frees staging
   } else if (!job.staging.empty()) {
+    // Copies still queued into these blocks land before any later copy into
+    // them (one in-order copy stream), and the sender never reads them now.
+    poll_.Post([this, id, epoch = job.epoch] {
+      if (auto out = outgoing_.find(id); out != outgoing_.end() && out->second.epoch == epoch) outgoing_.erase(out);
+    });
     staging_->Free(job.staging);
     job.staging.clear();
   }

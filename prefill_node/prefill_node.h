@@ -1,20 +1,24 @@
 // PrefillNode: the prefill role. Takes PrefillRequests from the router, runs
 // each prompt through its engine as a one-token request (the request's
-// sampling, max_tokens = 1), and when the final prefill chunk has been
-// computed (engine ForwardObserver) copies every layer of the blocks decode
-// still needs into a registered staging arena and streams them with KvSender
-// into decode's landing memory. When the transfer is done and the first token
-// is sampled it sends KvDone(first token) to decode. Failures and cancels send
-// KvDone with the error. KvControl bytes travel on the prefill->decode RPC
-// connection (both directions).
+// sampling, max_tokens = 1), and streams the KV decode still needs layer by
+// layer while the model computes: when a step holds a prompt's final chunk,
+// the engine's ForwardObserver lets the node queue, after each layer, async
+// copies of that layer's blocks into a pinned, transport-registered staging
+// arena (Backend HostCopyQueue); the poll thread sends a layer with KvSender
+// into decode's landing memory as soon as its copy fence is ready. When every
+// layer is sent and the first token is sampled it sends KvDone(first token)
+// to decode. Failures and cancels send KvDone with the error. KvControl bytes
+// travel on the prefill->decode RPC connection (both directions).
 //
-// Threads: engine thread (observer copies, outputs), a PollThread owning the
-// transport and KvSender, the NodeHost's I/O threads, the router link thread.
-// Job state lives in one map under mu_.
+// Threads: engine thread (observer: staging allocation, layer copies;
+// outputs), a PollThread owning the transport, KvSender and the per-request
+// layer queues, the NodeHost's I/O threads, the router link thread. Job state
+// lives in one map under mu_.
 //
 // Thread rule: Create/Stop from the owning thread; accessors thread-safe.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -72,7 +76,7 @@ class PrefillNode {
     int prompt_len = 0;
     bool ended = false;        // KvDone sent (or abandoned)
     bool engine_done = false;  // the engine's finish record arrived
-    bool staged = false;       // KV copied into staging
+    bool staged = false;       // staging allocated; its layer copies are queued
     bool session_open = false; // KvSender session started and not yet done
     bool transfer_done = false;
     Status transfer_status;
@@ -89,7 +93,13 @@ class PrefillNode {
   void OnRequest(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message, net::Responder responder);
   void OnPeerMessage(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message);
   void HandlePrefill(const proto::PrefillRequest& prefill, net::Responder responder);
-  void OnForward(const scheduler::SchedulerOutput& step);
+  // ForwardObserver hooks (engine thread).
+  bool OnStepBegin(const scheduler::SchedulerOutput& step);
+  void OnLayer(int layer);
+  void OnStepEnd(const Status& status);
+  // Poll thread: queues a layer whose copy ends at `fence`; sends what is ready.
+  void OnLayerQueued(uint64_t id, Epoch epoch, int layer, std::shared_ptr<runtime::CopyFence> fence);
+  void SendReadyLayers();
   void OnOutputs(std::vector<engine::EngineOutput>&& outputs);
   void OnSendDone(uint64_t id, Epoch epoch, const Status& status);
   // REQUIRES: mu_ held.
@@ -100,13 +110,32 @@ class PrefillNode {
   void SendKvDoneLocked(uint64_t id, const Job& job, const Status& status);
   void Refresh(node::NodeMetrics& metrics);
 
+  // A prompt whose final chunk is in the current step (engine thread only).
+  struct Copying {
+    uint64_t id = 0;
+    Epoch epoch = 0;
+    std::vector<BlockId> device_blocks;  // decode's blocks of the prompt, device ids
+    std::vector<BlockId> staging;
+    Status status;
+  };
+  // Layers of one session waiting for their copy fence (poll thread only).
+  struct Outgoing {
+    Epoch epoch = 0;
+    bool open = false;  // KvSender session opened
+    std::deque<std::pair<int, std::shared_ptr<runtime::CopyFence>>> layers;
+  };
+
   node::NodeConfig config_;
   std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<runtime::HostCopyQueue> copy_queue_;  // engine thread after Init
+  std::vector<Copying> copying_;                         // engine thread
   std::unique_ptr<node::HostBlockArena> staging_;
+  bool staging_pinned_ = false;
   node::PollThread poll_;
   // Owned by the poll thread after Init.
   std::unique_ptr<kv_transfer::Transport> transport_;
   std::unique_ptr<kv_transfer::KvSender> sender_;
+  std::map<uint64_t, Outgoing> outgoing_;
   kv_transfer::RegionId staging_region_ = kv_transfer::kInvalidHandle;
   std::atomic<int64_t> sessions_{0};
   node::NodeHost host_;

@@ -9,7 +9,8 @@
 // bf16 GEMM 8192^3):
 //  - decode tokens/s at batch 1/8/64/256 x context 1K/8K, each as the ratio of its memory
 //    floor (weights streamed + KV read, over the measured read bandwidth) to the step time;
-//    steps run as CUDA graphs (CudaBackend graph steps), median of many replays;
+//    steps run as CUDA graphs (CudaBackend graph steps), median of many replays; at batch
+//    <= 8 also with cuBLAS instead of the skinny GEMM kernel, for comparison;
 //  - prefill of 512/2K/4K/8K tokens: model FLOPs / time over the measured GEMM rate;
 //  - KV swap through the host tier (CudaKvTierStorage: pinned memory, copy stream), 1 GiB
 //    out and in, against one pinned cudaMemcpyAsync of the same size.
@@ -346,6 +347,13 @@ int Run(bool quick) {
       const double bytes = m.streamed_bytes + static_cast<double>(bs) * ctx * kv_token_bytes;
       const double floor_ms = bytes / (read_gbs * 1e9) * 1e3;
       rows.push_back({what + " (graph)", ms, bs / (ms * 1e-3), floor_ms, floor_ms / ms});
+      if (bs <= 8) {
+        // The same step with every GEMM on cuBLAS (the skinny GEMM kernel off).
+        b.set_skinny_gemm_max_m(0);
+        const double cublas = MedianMs(s, 3, 30, graph_step);
+        b.set_skinny_gemm_max_m(CudaBackendOptions().skinny_gemm_max_m);
+        rows.push_back({what + " (cuBLAS GEMMs)", cublas, bs / (cublas * 1e-3), floor_ms, floor_ms / cublas});
+      }
       if (bs == 1) {
         const double eager = MedianMs(s, 2, 10, [&] { CHECK_OK(Forward(b, m, w, st, cache)); });
         rows.push_back({what + " (eager)", eager, bs / (eager * 1e-3), floor_ms, floor_ms / eager});

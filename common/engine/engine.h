@@ -58,9 +58,18 @@ struct EngineOutput {
 };
 
 using OutputSink = std::function<void(std::vector<EngineOutput>&&)>;
-// Called on the engine thread after each forward, before sampling; nodes use it
-// to push freshly computed KV (blocks stay valid until the call returns).
-using ForwardObserver = std::function<void(const scheduler::SchedulerOutput&, const scheduler::Scheduler&)>;
+// Hooks into each step's forward, on the engine thread; a prefill node uses them
+// to stream KV out layer by layer while later layers compute. The step's KV
+// blocks are not reused before on_end returns.
+struct ForwardObserver {
+  // Before the forward of `step`; true asks for on_layer calls this step (the
+  // step then runs eagerly, not as a CUDA graph).
+  std::function<bool(const scheduler::SchedulerOutput& step)> on_begin;
+  // After layer `layer`'s ops are issued (a GPU may still be running them).
+  std::function<void(int layer)> on_layer;
+  // After the forward was issued (or failed: `status`), before sampling.
+  std::function<void(const scheduler::SchedulerOutput& step, const Status& status)> on_end;
+};
 
 class Engine {
  public:

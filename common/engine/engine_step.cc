@@ -40,19 +40,25 @@ Status Engine::RunStep(const scheduler::SchedulerOutput& step, std::vector<Engin
   for (const scheduler::ScheduledSequence& s : step.scheduled) {
     chunks.push_back(runtime::SeqChunk{s.new_tokens, s.start_position, s.block_table, s.needs_logits});
   }
-  bool decode_only = std::all_of(step.scheduled.begin(), step.scheduled.end(),
-                                 [](const scheduler::ScheduledSequence& s) { return !s.is_prefill; });
-  TANDEM_RETURN_IF_ERROR(backend_->BeginStep(decode_only));
-  StatusOr<runtime::Tensor> device_logits = model_->Forward(chunks, *device_kv_);
+  const bool observed = observer_.on_begin && observer_.on_begin(step);
+  const bool decode_only =
+      !observed && std::all_of(step.scheduled.begin(), step.scheduled.end(),
+                               [](const scheduler::ScheduledSequence& s) { return !s.is_prefill; });
+  std::function<void(int)> after_layer;
+  if (observed && observer_.on_layer) after_layer = observer_.on_layer;
+  Status begun = backend_->BeginStep(decode_only);
+  StatusOr<runtime::Tensor> device_logits =
+      begun.ok() ? model_->Forward(chunks, *device_kv_, after_layer) : StatusOr<runtime::Tensor>(begun);
   if (!device_logits.ok()) {
-    backend_->AbortStep();
-    return device_logits.status();
+    if (begun.ok()) backend_->AbortStep();
+  } else if (Status ended = backend_->EndStep(); !ended.ok()) {
+    device_logits = ended;
   }
-  TANDEM_RETURN_IF_ERROR(backend_->EndStep());
+  if (observed && observer_.on_end) observer_.on_end(step, device_logits.status());
+  if (!device_logits.ok()) return device_logits.status();
   logits_.resize(device_logits->NumElements());
   TANDEM_RETURN_IF_ERROR(backend_->CopyToHost(*device_logits, logits_.data(), device_logits->NumBytes()));
   const std::vector<float>& logits = logits_;
-  if (observer_) observer_(step, *scheduler_);
 
   const int vocab = model_config_.vocab_size;
   int row = 0;

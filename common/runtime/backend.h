@@ -21,6 +21,31 @@ namespace tandem::runtime {
 
 class Backend;
 
+// Ready once the device->host copies before it have landed. Ready() may be
+// called from any thread.
+class CopyFence {
+ public:
+  virtual ~CopyFence() = default;
+  virtual bool Ready() = 0;
+};
+
+// Device->host copies that overlap the forward (a node streaming KV out layer
+// by layer while later layers compute). Enqueue orders a copy after every op
+// issued on the backend so far; Mark returns a fence for every copy enqueued
+// before it. The copies read device memory that later steps may reuse, so the
+// caller calls JoinCompute once per step after its last Enqueue: the backend's
+// later ops then wait for the copies. Copies complete in enqueue order.
+// Thread rule: Enqueue/Mark/JoinCompute on the backend's thread.
+class HostCopyQueue {
+ public:
+  virtual ~HostCopyQueue() = default;
+  // `dst` must stay valid until a later fence is ready (pinned, on a GPU: see
+  // Backend::PinHostMemory, or the copy is synchronous).
+  virtual Status Enqueue(Tensor src, void* dst, size_t num_bytes) = 0;
+  virtual StatusOr<std::shared_ptr<CopyFence>> Mark() = 0;
+  virtual Status JoinCompute() = 0;
+};
+
 class Buffer {
  public:
   Buffer() = default;
@@ -78,6 +103,14 @@ class Backend : public Ops {
       Tensor device_pool, const kv_cache::KvLayout& layout, int num_host_blocks) {
     return std::unique_ptr<kv_cache::KvTierStorage>();
   }
+
+  // A copy queue for this backend. The default copies synchronously through
+  // CopyToHost (every fence is ready at once).
+  virtual StatusOr<std::unique_ptr<HostCopyQueue>> CreateHostCopyQueue();
+  // Page-locks [data, data + num_bytes) so async copies into it do not stall
+  // the host; Unpin before freeing it. No-ops where copies are synchronous.
+  virtual Status PinHostMemory(void* data, size_t num_bytes) { return Status::Ok(); }
+  virtual void UnpinHostMemory(void* data) {}
 
  protected:
   // Releases memory from Allocate. Called by Buffer only.

@@ -18,6 +18,8 @@
 #include "common/kernels/rms_norm.h"
 #include "common/kernels/rope_kv_write.h"
 #include "common/kernels/silu_mul.h"
+#include "common/kernels/skinny_gemm.h"
+#include "common/runtime/cuda_host_copy_queue.h"
 #include "common/runtime/op_checks.h"
 
 namespace tandem::runtime {
@@ -69,6 +71,9 @@ Status CudaBackendOptions::Validate() const {
   if (device < 0) return InvalidArgumentError("CudaBackendOptions: device < 0");
   if (staging_bytes < kStagingAlign) return InvalidArgumentError("CudaBackendOptions: staging_bytes too small");
   if (max_graphs < 1) return InvalidArgumentError("CudaBackendOptions: max_graphs must be >= 1");
+  if (skinny_gemm_max_m < 0 || skinny_gemm_max_m > kernels::kSkinnyGemmMaxM) {
+    return InvalidArgumentError("CudaBackendOptions: skinny_gemm_max_m out of [0, 16]");
+  }
   return Status::Ok();
 }
 
@@ -255,6 +260,21 @@ Status CudaBackend::Linear(const LinearParams& lp) {
   TANDEM_RETURN_IF_ERROR(CheckLinear(lp, DType::kBF16));
   TANDEM_RETURN_IF_ERROR(OnDevice("Linear", lp.x));
   if (lp.x.shape[0] == 0) return Status::Ok();
+  if (lp.x.shape[0] <= options_.skinny_gemm_max_m) {
+    auto sp = Zeroed<kernels::SkinnyGemmParams>();
+    sp.x = Bf16(lp.x);
+    sp.w = Bf16(lp.weight);
+    sp.bias = lp.bias.defined() ? Bf16(lp.bias) : nullptr;
+    sp.y = lp.out.data;
+    sp.y_dtype = lp.out.dtype;
+    sp.m = static_cast<int>(lp.x.shape[0]);
+    sp.n = static_cast<int>(lp.weight.shape[0]);
+    sp.k = static_cast<int>(lp.x.shape[1]);
+    if (kernels::ValidateSkinnyGemm(sp).ok()) {
+      return Enqueue("skinny_gemm", &sp, sizeof(sp),
+                     [sp](cudaStream_t s) { return kernels::LaunchSkinnyGemm(sp, s); });
+    }
+  }
   auto g = Zeroed<cuda::GemmParams>();
   g.x = lp.x.data;
   g.w = lp.weight.data;
@@ -508,6 +528,21 @@ StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CudaBackend::CreateKvTierStor
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaKvTierStorage> storage,
                           cuda::CudaKvTierStorage::Create(device_pool.data, layout, num_host_blocks, stream_));
   return std::unique_ptr<kv_cache::KvTierStorage>(std::move(storage));
+}
+
+StatusOr<std::unique_ptr<HostCopyQueue>> CudaBackend::CreateHostCopyQueue() {
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<CudaHostCopyQueue> queue, CudaHostCopyQueue::Create(*this));
+  return std::unique_ptr<HostCopyQueue>(std::move(queue));
+}
+
+Status CudaBackend::PinHostMemory(void* data, size_t num_bytes) {
+  if (data == nullptr || num_bytes == 0) return InvalidArgumentError("PinHostMemory: empty range");
+  TANDEM_RETURN_IF_CUDA_ERROR(cudaHostRegister(data, num_bytes, cudaHostRegisterDefault));
+  return Status::Ok();
+}
+
+void CudaBackend::UnpinHostMemory(void* data) {
+  if (data != nullptr) cudaHostUnregister(data);
 }
 
 }  // namespace tandem::runtime

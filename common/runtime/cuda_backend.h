@@ -42,6 +42,9 @@ struct CudaBackendOptions {
   size_t cublas_workspace_bytes = 32 << 20;  // cuBLAS scratch (fixed, so GEMMs can be captured)
   size_t staging_bytes = 8 << 20;        // pinned staging for host->device copies in graph steps
   int max_graphs = 64;                   // captured step graphs kept (oldest dropped first)
+  // Linear with at most this many rows uses the skinny GEMM kernel (weights read once at
+  // HBM speed) instead of cuBLAS; 0 = always cuBLAS. Range [0, kernels::kSkinnyGemmMaxM].
+  int skinny_gemm_max_m = 8;
 
   Status Validate() const;
 };
@@ -88,8 +91,17 @@ class CudaBackend final : public Backend {
   StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CreateKvTierStorage(
       Tensor device_pool, const kv_cache::KvLayout& layout, int num_host_blocks) override;
 
+  // CudaHostCopyQueue: copies on their own stream, fences are events.
+  StatusOr<std::unique_ptr<HostCopyQueue>> CreateHostCopyQueue() override;
+  // cudaHostRegister / cudaHostUnregister.
+  Status PinHostMemory(void* data, size_t num_bytes) override;
+  void UnpinHostMemory(void* data) override;
+
   // Blocks until all queued work is done.
   Status Synchronize();
+  int device_ordinal() const { return options_.device; }
+  // Benchmarks compare the skinny GEMM with cuBLAS (see CudaBackendOptions). REQUIRES: in [0, 16].
+  void set_skinny_gemm_max_m(int m) { options_.skinny_gemm_max_m = m; }
   cudaStream_t stream() const { return stream_; }
   int num_sms() const { return num_sms_; }
 

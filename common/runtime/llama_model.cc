@@ -161,7 +161,8 @@ Status LlamaModel::RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cach
   return backend_->Linear({act, lw.down_proj.tensor(), Tensor(), hidden});
 }
 
-StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCache& cache) {
+StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCache& cache,
+                                     const std::function<void(int layer)>& after_layer) {
   TANDEM_RETURN_IF_ERROR(CheckCache(cache));
   const kv_cache::KvLayout& layout = cache.layout();
   BatchLimits limits{.vocab_size = config_.vocab_size, .block_size = layout.block_size,
@@ -191,6 +192,7 @@ StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCa
   TANDEM_RETURN_IF_ERROR(backend_->Embedding(w.token_ids, weights_.embed_tokens.tensor(), residual));
   for (int layer = 0; layer < config_.num_layers; ++layer) {
     TANDEM_RETURN_IF_ERROR(RunLayer(layer, plan, cache).WithContext(fmt::format("layer {}", layer)));
+    if (after_layer) after_layer(layer);
   }
   Tensor logits = w.logits.tensor().Rows(0, r);
   if (r == 0) return logits;

@@ -14,6 +14,7 @@
 // Thread rule: engine thread only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -57,7 +58,11 @@ class LlamaModel {
   // device, rows ordered by chunk, then by token; the view stays
   // valid until the next Forward. InvalidArgument for bad chunks (see
   // BatchPlan::Build) or a cache whose layout does not fit this model.
-  StatusOr<Tensor> Forward(std::span<const SeqChunk> chunks, PagedKvCache& cache);
+  // `after_layer(l)`, when set, runs once layer l's ops are issued (its KV is
+  // written in the cache as far as the backend's stream order goes), before
+  // layer l + 1's: the hook for streaming KV out while later layers compute.
+  StatusOr<Tensor> Forward(std::span<const SeqChunk> chunks, PagedKvCache& cache,
+                           const std::function<void(int layer)>& after_layer = {});
 
   // Forward, with the logits copied to host memory as fp32 (row-major).
   StatusOr<std::vector<float>> ForwardToHost(std::span<const SeqChunk> chunks, PagedKvCache& cache);
