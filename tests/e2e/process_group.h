@@ -41,18 +41,23 @@ class ProcessGroup {
     std::string name;
     pid_t pid = -1;
     std::string log_path;
+    int stdin_fd = -1;  // write end of the child's stdin; closed at stop (EOF tells it to quit)
   };
 
   explicit ProcessGroup(std::string log_dir) : log_dir_(std::move(log_dir)) {}
   ~ProcessGroup() { StopAll(); }
 
-  // Starts `argv` (argv[0] is the binary path) with stdout+stderr to <log_dir>/<name>.log.
+  // Starts `argv` (argv[0] is the binary path) with stdout+stderr to <log_dir>/<name>.log
+  // and stdin from a pipe that stays open until the process is stopped.
   pid_t Start(const std::string& name, const std::vector<std::string>& argv) {
     std::string log = log_dir_ + "/" + name + ".log";
+    int in[2];
+    TANDEM_CHECK(pipe2(in, O_CLOEXEC) == 0) << "pipe failed";
     pid_t pid = fork();
     TANDEM_CHECK(pid >= 0) << "fork failed";
     if (pid == 0) {
       int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(in[0], 0);
       dup2(fd, 1);
       dup2(fd, 2);
       std::vector<char*> args;
@@ -62,7 +67,8 @@ class ProcessGroup {
       std::perror("execv");
       _exit(127);
     }
-    procs_.push_back({name, pid, log});
+    close(in[0]);
+    procs_.push_back({name, pid, log, in[1]});
     return pid;
   }
 
@@ -81,6 +87,7 @@ class ProcessGroup {
         int status = 0;
         if (waitpid(p.pid, &status, WNOHANG) == p.pid) {
           p.pid = -1;
+          CloseStdin(p);
           return status;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -91,6 +98,7 @@ class ProcessGroup {
 
   void StopAll() {
     for (auto& p : procs_) {
+      CloseStdin(p);
       if (p.pid > 0) kill(p.pid, SIGTERM);
     }
     for (auto& p : procs_) {
@@ -101,6 +109,18 @@ class ProcessGroup {
         p.pid = -1;
       }
     }
+  }
+
+  // The whole log of `name` so far.
+  std::string FullLog(const std::string& name) const {
+    for (const auto& p : procs_) {
+      if (p.name != name) continue;
+      std::ifstream in(p.log_path);
+      std::stringstream s;
+      s << in.rdbuf();
+      return s.str();
+    }
+    return "";
   }
 
   // The log of `name`, for failure messages.
@@ -117,6 +137,11 @@ class ProcessGroup {
   }
 
  private:
+  static void CloseStdin(Proc& p) {
+    if (p.stdin_fd >= 0) close(p.stdin_fd);
+    p.stdin_fd = -1;
+  }
+
   std::string log_dir_;
   std::vector<Proc> procs_;
 };

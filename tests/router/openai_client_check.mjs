@@ -1,67 +1,147 @@
-// Drives a router with the official `openai` npm client and checks every chunk
-// parses and usage is exact. Expects router_fake_server's script ("Hello",
-// " world", EOS; 2 cached tokens) and its fake chat template.
-//   node openai_client_check.mjs <port> <api-key>
-// Needs `npm install openai` where node resolves modules from.
+// Drives a router with the official `openai` npm client: every streamed chunk
+// must parse through the client and carry the right object type, id and model;
+// the text, finish_reason and usage (prompt, completion, total, cached tokens)
+// must equal the expectations exactly.
+//   node openai_client_check.mjs <port> <api-key> [expect.json]
+// expect.json (written by tests/e2e/openai_client_e2e_test.cc for the real cluster):
+//   { "model": "tiny",
+//     "cases": [ { "name": "...", "api": "chat" | "completion", "request": {...create() body...},
+//                  "expect": { "text", "prompt_tokens", "completion_tokens", "cached_tokens",
+//                              "finish_reason" },
+//                  "same_text_as": "<name of an earlier case>" (optional) } ],
+//     "check_errors": true }   // empty prompt -> 400 param "prompt", wrong key -> 401
+// Without expect.json the expectations of tests/router/router_fake_server are used
+// (script "Hello", " world", EOS; 2 cached tokens; its fake chat template).
+// `openai` must resolve from this file's directory (the e2e test copies it next
+// to a node_modules link).
 import OpenAI from 'openai';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 
-const [port, apiKey] = process.argv.slice(2);
-const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey, maxRetries: 0 });
-const expectUsage = (usage, prompt) => {
-  assert.equal(usage.prompt_tokens, prompt);
-  assert.equal(usage.completion_tokens, 3);
-  assert.equal(usage.total_tokens, prompt + 3);
-  assert.equal(usage.prompt_tokens_details.cached_tokens, 2);
-};
-const rendered = '<|user|>hi\n<|assistant|>';
+const [port, apiKey, expectPath] = process.argv.slice(2);
 
-let text = '', usage = null, chunks = 0, role = null;
-const chat = await client.chat.completions.create({
-  model: 'tiny', messages: [{ role: 'user', content: 'hi' }], stream: true,
-  stream_options: { include_usage: true } });
-for await (const chunk of chat) {
-  chunks++;
-  assert.equal(chunk.object, 'chat.completion.chunk');
-  if (chunk.usage) usage = chunk.usage;
-  const c = chunk.choices[0];
-  if (c?.delta?.role) role = c.delta.role;
-  if (c?.delta?.content) text += c.delta.content;
+function fakeServerExpectations() {
+  const rendered = '<|user|>hi\n<|assistant|>';  // the fake chat template, one token per byte
+  const expect = (prompt) => ({ text: 'Hello world', prompt_tokens: prompt, completion_tokens: 3,
+                                cached_tokens: 2, finish_reason: 'stop' });
+  const chat = { model: 'tiny', messages: [{ role: 'user', content: 'hi' }] };
+  return {
+    model: 'tiny',
+    check_errors: true,
+    cases: [
+      { name: 'chat streamed', api: 'chat', expect: expect(rendered.length),
+        request: { ...chat, stream: true, stream_options: { include_usage: true } } },
+      { name: 'completion streamed', api: 'completion', expect: expect(3),
+        request: { model: 'tiny', prompt: 'hi', stream: true, stream_options: { include_usage: true } } },
+      { name: 'chat plain', api: 'chat', expect: expect(rendered.length), request: chat,
+        same_text_as: 'chat streamed' },
+    ],
+  };
 }
-assert.equal(role, 'assistant');
-assert.equal(text, 'Hello world');
-expectUsage(usage, rendered.length);
 
-text = ''; usage = null;
-const completion = await client.completions.create({
-  model: 'tiny', prompt: 'hi', stream: true, stream_options: { include_usage: true } });
-for await (const chunk of completion) {
-  chunks++;
-  if (chunk.usage) usage = chunk.usage;
-  if (chunk.choices[0]) text += chunk.choices[0].text;
+const spec = expectPath ? JSON.parse(readFileSync(expectPath, 'utf8')) : fakeServerExpectations();
+const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey, maxRetries: 0, timeout: 60000 });
+
+function checkUsage(name, usage, e) {
+  assert.ok(usage, `${name}: no usage`);
+  assert.equal(usage.prompt_tokens, e.prompt_tokens, `${name}: usage.prompt_tokens`);
+  assert.equal(usage.completion_tokens, e.completion_tokens, `${name}: usage.completion_tokens`);
+  assert.equal(usage.total_tokens, e.prompt_tokens + e.completion_tokens, `${name}: usage.total_tokens`);
+  assert.equal(usage.prompt_tokens_details?.cached_tokens, e.cached_tokens,
+               `${name}: usage.prompt_tokens_details.cached_tokens`);
 }
-assert.equal(text, 'Hello world');
-expectUsage(usage, 3);
 
-const plain = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }] });
-assert.equal(plain.choices[0].message.content, 'Hello world');
-expectUsage(plain.usage, rendered.length);
+// A streamed call: every chunk is parsed by the client; returns {text, usage, finish_reason, chunks}.
+async function runStreamed(c) {
+  const isChat = c.api === 'chat';
+  const stream = isChat ? await client.chat.completions.create(c.request)
+                        : await client.completions.create(c.request);
+  const out = { text: '', usage: null, finish_reason: null, chunks: 0 };
+  let id = null, role = null, finishes = 0, usageChunks = 0;
+  for await (const chunk of stream) {
+    out.chunks++;
+    assert.equal(chunk.object, isChat ? 'chat.completion.chunk' : 'text_completion', `${c.name}: chunk.object`);
+    id ??= chunk.id;
+    assert.ok(typeof chunk.id === 'string' && chunk.id.length > 0, `${c.name}: chunk.id`);
+    assert.equal(chunk.id, id, `${c.name}: one id for every chunk`);
+    assert.equal(chunk.model, spec.model, `${c.name}: chunk.model`);
+    assert.ok(Number.isInteger(chunk.created), `${c.name}: chunk.created`);
+    assert.equal(usageChunks, 0, `${c.name}: nothing may follow the usage chunk`);
+    if (chunk.usage) {
+      usageChunks++;
+      out.usage = chunk.usage;
+      assert.deepEqual(chunk.choices, [], `${c.name}: the usage chunk has no choices`);
+      continue;
+    }
+    assert.equal(chunk.choices.length, 1, `${c.name}: one choice per chunk`);
+    const choice = chunk.choices[0];
+    assert.equal(choice.index, 0, `${c.name}: choice.index`);
+    assert.equal(finishes, 0, `${c.name}: no choice chunk after finish_reason`);
+    if (isChat) {
+      if (choice.delta.role) role = choice.delta.role;
+      if (choice.delta.content) {
+        assert.equal(role, 'assistant', `${c.name}: role before content`);
+        out.text += choice.delta.content;
+      }
+    } else {
+      out.text += choice.text;
+    }
+    if (choice.finish_reason) {
+      finishes++;
+      out.finish_reason = choice.finish_reason;
+    }
+  }
+  assert.equal(finishes, 1, `${c.name}: exactly one finish_reason`);
+  if (c.request.stream_options?.include_usage) assert.equal(usageChunks, 1, `${c.name}: one usage chunk`);
+  return out;
+}
+
+async function runPlain(c) {
+  const isChat = c.api === 'chat';
+  const r = isChat ? await client.chat.completions.create(c.request) : await client.completions.create(c.request);
+  assert.equal(r.object, isChat ? 'chat.completion' : 'text_completion', `${c.name}: object`);
+  assert.equal(r.model, spec.model, `${c.name}: model`);
+  assert.equal(r.choices.length, 1, `${c.name}: one choice`);
+  const choice = r.choices[0];
+  if (isChat) assert.equal(choice.message.role, 'assistant', `${c.name}: message.role`);
+  return { text: isChat ? choice.message.content : choice.text, usage: r.usage,
+           finish_reason: choice.finish_reason, chunks: 0 };
+}
+
+const texts = new Map();
+let chunks = 0;
+for (const c of spec.cases) {
+  const out = c.request.stream ? await runStreamed(c) : await runPlain(c);
+  chunks += out.chunks;
+  assert.equal(out.text, c.expect.text, `${c.name}: text`);
+  assert.equal(out.finish_reason, c.expect.finish_reason, `${c.name}: finish_reason`);
+  if (!c.request.stream || c.request.stream_options?.include_usage) checkUsage(c.name, out.usage, c.expect);
+  if (c.same_text_as) {
+    assert.ok(texts.has(c.same_text_as), `${c.name}: no earlier case ${c.same_text_as}`);
+    assert.equal(out.text, texts.get(c.same_text_as), `${c.name}: text differs from ${c.same_text_as}`);
+  }
+  texts.set(c.name, out.text);
+  console.log(`${c.name}: OK (${out.chunks} chunks, ${out.usage?.prompt_tokens} + ` +
+              `${out.usage?.completion_tokens} tokens, ${out.usage?.prompt_tokens_details?.cached_tokens} cached)`);
+}
 
 const models = await client.models.list();
-assert.equal(models.data[0].id, 'tiny');
+assert.equal(models.data[0].id, spec.model);
 
-try {
-  await client.completions.create({ model: 'tiny', prompt: '' });
-  assert.fail('empty prompt accepted');
-} catch (e) {
-  assert.equal(e.status, 400);
-  assert.equal(e.param, 'prompt');
+if (spec.check_errors) {
+  try {
+    await client.completions.create({ model: spec.model, prompt: '' });
+    assert.fail('empty prompt accepted');
+  } catch (e) {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'prompt');
+  }
+  try {
+    await new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'wrong-key', maxRetries: 0 })
+        .completions.create({ model: spec.model, prompt: 'hi' });
+    assert.fail('wrong key accepted');
+  } catch (e) {
+    assert.equal(e.status, 401);
+  }
 }
-try {
-  await new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'wrong-key', maxRetries: 0 })
-      .completions.create({ model: 'tiny', prompt: 'hi' });
-  assert.fail('wrong key accepted');
-} catch (e) {
-  assert.equal(e.status, 401);
-}
-console.log(`openai client check: OK (${chunks} chunks)`);
+console.log(`openai client check: OK (${spec.cases.length} cases, ${chunks} chunks)`);

@@ -1,0 +1,54 @@
+// The oracle of the e2e tests: greedy tokens from one in-process Engine (CPU
+// backend) on the same model directory the cluster serves.
+// Thread rule: any one thread; each call builds its own engine.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/base/check.h"
+#include "common/engine/backend_factory.h"
+#include "common/engine/engine.h"
+
+namespace tandem::e2e {
+
+// Greedy continuation of `prompt`, `max_tokens` long (EOS ignored).
+inline std::vector<TokenId> ReferenceTokens(const std::string& model_dir, const std::vector<TokenId>& prompt,
+                                            int max_tokens) {
+  engine::EngineConfig config;
+  config.model_dir = model_dir;
+  config.model_name = "tiny";
+  config.num_device_blocks = 256;
+  auto engine = engine::Engine::Create(config, std::move(*engine::MakeBackend("cpu", 0)));
+  TANDEM_CHECK(engine.ok()) << engine.status().ToString();
+  engine::EngineRequest r;
+  r.id = 1;
+  r.prompt_tokens = prompt;
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  (*engine)->Submit(r);
+  std::vector<TokenId> out;
+  for (bool done = false; !done;) {
+    std::vector<engine::EngineOutput> outputs;
+    (*engine)->StepOnce(&outputs);
+    for (auto& o : outputs) {
+      out.insert(out.end(), o.tokens.begin(), o.tokens.end());
+      done = done || o.finished;
+    }
+  }
+  return out;
+}
+
+// prompt_tokens_details.cached_tokens of a prompt of `prompt_len` tokens sent a
+// second time, its first run's blocks still cached on decode (block size 16):
+// decode reuses every full block it holds but must compute at least one prompt
+// token, so a prompt that is all full blocks reuses one block less (Reserve finds
+// nothing to transfer and the router takes the local path, which leaves the last
+// token to compute). Both cases are 16 * floor((prompt_len - 1) / 16).
+inline int RepeatedPromptCachedTokens(int prompt_len, int block_size = 16) {
+  return prompt_len < 1 ? 0 : (prompt_len - 1) / block_size * block_size;
+}
+
+}  // namespace tandem::e2e
