@@ -1,10 +1,11 @@
-// Engine: one node's model, KV cache, scheduler and sampler, driven by one
+// Engine: one node's model, KV cache and scheduler, driven by one
 // engine thread. Other threads talk to it only through the thread-safe
 // methods below, which post events to its queue; outputs come back through the
 // OutputSink, called on the engine thread once per step.
 //
 // Step = drain events -> Scheduler::Schedule -> run block copies -> forward ->
-// sample -> Scheduler::AppendToken -> emit outputs.
+// sample (Backend::SampleTokens: on the GPU, no logits leave the device) ->
+// Scheduler::AppendToken -> emit outputs.
 //
 // Thread rule: Submit/Cancel/Reserve/CompleteReservation/Post/Counters and the
 // cache-report pair (TakeCacheReport, RequestFullCacheReport) are
@@ -30,7 +31,6 @@
 #include "common/runtime/backend.h"
 #include "common/runtime/llama_model.h"
 #include "common/runtime/paged_kv_cache.h"
-#include "common/runtime/sampler.h"
 #include "common/runtime/sampling_params.h"
 #include "common/scheduler/scheduler.h"
 
@@ -130,6 +130,10 @@ class Engine {
   StatusOr<scheduler::SequenceParams> Admit(const EngineRequest& request);
   void DrainEvents(std::vector<EngineOutput>* outputs);
   Status RunStep(const scheduler::SchedulerOutput& step, std::vector<EngineOutput>* outputs);
+  // Samples the step's rows on the backend (Backend::SampleTokens) and appends
+  // the tokens; a row with no token left aborts only its request.
+  Status SampleStep(const scheduler::SchedulerOutput& step, runtime::Tensor logits,
+                    std::vector<EngineOutput>* outputs);
   void EmitFinished(const scheduler::SchedulerOutput& step, std::vector<EngineOutput>* outputs);
   void Loop();
 
@@ -142,8 +146,6 @@ class Engine {
   std::unique_ptr<runtime::PagedKvCache> device_kv_;
   std::unique_ptr<kv_cache::KvTierStorage> storage_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
-  runtime::Sampler sampler_;
-  std::vector<float> logits_;  // host copy of the step's logits (reused)
   std::unordered_map<RequestId, RequestState> requests_;
   // Requests whose end was already emitted (aborted mid-step); their scheduler
   // finish record is swallowed so each request ends exactly once.

@@ -56,15 +56,17 @@ Status Engine::RunStep(const scheduler::SchedulerOutput& step, std::vector<Engin
   }
   if (observed && observer_.on_end) observer_.on_end(step, device_logits.status());
   if (!device_logits.ok()) return device_logits.status();
-  logits_.resize(device_logits->NumElements());
-  TANDEM_RETURN_IF_ERROR(backend_->CopyToHost(*device_logits, logits_.data(), device_logits->NumBytes()));
-  const std::vector<float>& logits = logits_;
+  return SampleStep(step, *device_logits, outputs);
+}
 
-  const int vocab = model_config_.vocab_size;
-  int row = 0;
+Status Engine::SampleStep(const scheduler::SchedulerOutput& step, runtime::Tensor logits,
+                          std::vector<EngineOutput>* outputs) {
+  // Every row's request first (the spans point into the sequences, which no
+  // AppendToken touches until the backend has sampled them all).
+  std::vector<RequestId> ids;
+  std::vector<runtime::SampleRequest> requests;
   for (const scheduler::ScheduledSequence& s : step.scheduled) {
     if (!s.needs_logits) continue;
-    std::span<const float> logits_row(logits.data() + static_cast<size_t>(row++) * vocab, vocab);
     const scheduler::Sequence* seq = scheduler_->Find(s.id);
     auto state = requests_.find(s.id);
     TANDEM_CHECK(seq != nullptr && state != requests_.end()) << "scheduled unknown request " << s.id;
@@ -74,19 +76,25 @@ Status Engine::RunStep(const scheduler::SchedulerOutput& step, std::vector<Engin
     sample.output_tokens = std::span<const TokenId>(seq->tokens).subspan(seq->num_prompt_tokens());
     sample.eos_token_ids = eos_token_ids_;
     sample.seed = state->second.seed;
-    StatusOr<TokenId> token = sampler_.Sample(logits_row, sample);
-    if (!token.ok()) {
-      TANDEM_LOG_WARN("request {}: sampling failed: {}", s.id, token.status().ToString());
-      scheduler_->Cancel(s.id).IgnoreError();
-      reported_.insert(s.id);
-      requests_.erase(s.id);
-      outputs->push_back(EngineOutput{s.id, {}, true, "aborted", token.status()});
+    ids.push_back(s.id);
+    requests.push_back(sample);
+  }
+  std::vector<runtime::SampledToken> sampled(requests.size());
+  TANDEM_RETURN_IF_ERROR(backend_->SampleTokens(logits, requests, sampled));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const RequestId id = ids[i];
+    if (!sampled[i].status.ok()) {
+      TANDEM_LOG_WARN("request {}: sampling failed: {}", id, sampled[i].status.ToString());
+      scheduler_->Cancel(id).IgnoreError();
+      reported_.insert(id);
+      requests_.erase(id);
+      outputs->push_back(EngineOutput{id, {}, true, "aborted", sampled[i].status});
       continue;
     }
-    TANDEM_RETURN_IF_ERROR(scheduler_->AppendToken(s.id, *token).status());
+    TANDEM_RETURN_IF_ERROR(scheduler_->AppendToken(id, sampled[i].token).status());
     EngineOutput out;
-    out.id = s.id;
-    out.tokens.push_back(*token);
+    out.id = id;
+    out.tokens.push_back(sampled[i].token);
     outputs->push_back(std::move(out));
   }
   return Status::Ok();

@@ -1,5 +1,7 @@
 #include "common/runtime/backend.h"
 
+#include <fmt/format.h>
+
 #include <utility>
 
 namespace tandem::runtime {
@@ -29,6 +31,41 @@ class SyncHostCopyQueue final : public HostCopyQueue {
 
 StatusOr<std::unique_ptr<HostCopyQueue>> Backend::CreateHostCopyQueue() {
   return std::unique_ptr<HostCopyQueue>(std::make_unique<SyncHostCopyQueue>(this));
+}
+
+Status Backend::CheckSampleArgs(const Tensor& logits, Device device, std::span<const SampleRequest> requests,
+                                std::span<const SampledToken> out) {
+  if (!logits.defined() || logits.dtype != DType::kF32 || logits.device != device || logits.ndim != 2 ||
+      logits.shape[1] <= 0 || logits.shape[0] != static_cast<int64_t>(requests.size())) {
+    return InvalidArgumentError(
+        fmt::format("SampleTokens: logits {} for {} requests", logits.DebugString(), requests.size()));
+  }
+  if (out.size() != requests.size()) {
+    return InvalidArgumentError(fmt::format("SampleTokens: {} outputs for {} requests", out.size(), requests.size()));
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].params == nullptr) return InvalidArgumentError(fmt::format("SampleTokens: row {} has no params", i));
+  }
+  return Status::Ok();
+}
+
+Status Backend::SampleTokens(Tensor logits, std::span<const SampleRequest> requests, std::span<SampledToken> out) {
+  TANDEM_RETURN_IF_ERROR(CheckSampleArgs(logits, device(), requests, out));
+  if (requests.empty()) return Status::Ok();
+  const size_t vocab = static_cast<size_t>(logits.shape[1]);
+  std::span<const float> all;
+  if (device() == Device::kCpu) {
+    all = std::span<const float>(logits.As<const float>(), requests.size() * vocab);
+  } else {
+    host_logits_.resize(requests.size() * vocab);
+    TANDEM_RETURN_IF_ERROR(CopyToHost(logits, host_logits_.data(), logits.NumBytes()));
+    all = host_logits_;
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    StatusOr<TokenId> token = host_sampler_.Sample(all.subspan(i * vocab, vocab), requests[i]);
+    out[i] = token.ok() ? SampledToken{*token, Status::Ok()} : SampledToken{-1, token.status()};
+  }
+  return Status::Ok();
 }
 
 Buffer::Buffer(Buffer&& other) noexcept

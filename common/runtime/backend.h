@@ -9,12 +9,14 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "common/base/dtype.h"
 #include "common/base/status.h"
 #include "common/kv_cache/kv_tier_storage.h"
 #include "common/runtime/ops.h"
+#include "common/runtime/sampler.h"
 #include "common/runtime/tensor.h"
 
 namespace tandem::runtime {
@@ -65,6 +67,12 @@ class Buffer {
   Backend* owner_ = nullptr;
 };
 
+// One row's outcome of Backend::SampleTokens.
+struct SampledToken {
+  TokenId token = -1;  // the next token when status is OK
+  Status status;       // InvalidArgument when every token of the row was -inf or masked
+};
+
 class Backend : public Ops {
  public:
   friend class Buffer;
@@ -112,9 +120,31 @@ class Backend : public Ops {
   virtual Status PinHostMemory(void* data, size_t num_bytes) { return Status::Ok(); }
   virtual void UnpinHostMemory(void* data) {}
 
+  // The next token of each row of `logits` (F32 [rows, vocab] on this device,
+  // contiguous), picked as Sampler::Sample picks it for requests[row]
+  // (sampling_params.h). out[row] gets the token, or a non-OK status when that
+  // row had no token left (every logit NaN, -inf or masked): only that request
+  // fails. The returned Status fails the whole call (bad shapes or params, a
+  // device error); `out` is then unspecified. REQUIRES: rows == requests.size()
+  // == out.size(); the spans inside each request stay valid for the call.
+  // `logits` may be overwritten (a GPU applies penalties in place). The default
+  // copies the logits to the host and runs Sampler. A backend that samples on
+  // its device keeps the semantics: the same greedy picks, and draws from the
+  // same distribution (the random numbers may differ from Sampler's).
+  virtual Status SampleTokens(Tensor logits, std::span<const SampleRequest> requests, std::span<SampledToken> out);
+
  protected:
   // Releases memory from Allocate. Called by Buffer only.
   virtual void Free(void* data) = 0;
+  // InvalidArgument unless `logits` is F32 [requests.size(), vocab > 0] on
+  // `device`, out.size() == requests.size() and every request has params.
+  static Status CheckSampleArgs(const Tensor& logits, Device device, std::span<const SampleRequest> requests,
+                                std::span<const SampledToken> out);
+
+ private:
+  // State of the default SampleTokens.
+  Sampler host_sampler_;
+  std::vector<float> host_logits_;  // logits copied off the device (reused)
 };
 
 }  // namespace tandem::runtime

@@ -97,6 +97,15 @@ class CudaBackend final : public Backend {
   Status PinHostMemory(void* data, size_t num_bytes) override;
   void UnpinHostMemory(void* data) override;
 
+  // Sampling on the GPU (cuda_sampling.cc): penalties and min_tokens masks in
+  // place in `logits`, NaN -> -inf where a row is sampled, then the argmax or
+  // sampler kernel (common/kernels/sampling.h, draws seeded by (seed, output
+  // count)). Only the per-row parameters and penalty lists go up, in one copy
+  // through pinned staging that grows to the largest step seen (no allocation
+  // in steady state), and one int32 per row comes back; waits for it.
+  // FailedPrecondition inside a graph step.
+  Status SampleTokens(Tensor logits, std::span<const SampleRequest> requests, std::span<SampledToken> out) override;
+
   // Blocks until all queued work is done.
   Status Synchronize();
   int device_ordinal() const { return options_.device; }
@@ -115,6 +124,10 @@ class CudaBackend final : public Backend {
 
  private:
   struct Impl;
+  struct SamplingState;  // cuda_sampling.cc
+  struct SamplingStateDeleter {
+    void operator()(SamplingState* state) const;
+  };
   using Launch = std::function<Status(cudaStream_t)>;
 
   explicit CudaBackend(const CudaBackendOptions& options);
@@ -145,6 +158,9 @@ class CudaBackend final : public Backend {
   std::deque<std::string> graph_order_;
   int graphs_captured_ = 0;
   int graph_replays_ = 0;
+
+  // SampleTokens' staging and scratch, created by its first call.
+  std::unique_ptr<SamplingState, SamplingStateDeleter> sampling_;
 };
 
 }  // namespace tandem::runtime

@@ -1,0 +1,222 @@
+// CudaBackend::SampleTokens: token selection without the logits leaving the GPU.
+//
+// Per call, on the backend's stream:
+//   1. one host->device copy of everything the kernels read (per-row sampler
+//      parameters when a row samples, penalty lists when a row has penalties),
+//      staged in pinned memory;
+//   2. LaunchApplyPenalties over the rows with a list (repetition over prompt +
+//      output, presence / frequency over output counts, min_tokens masks);
+//   3. all rows greedy: LaunchArgmax; otherwise LaunchSanitizeLogits (NaN ->
+//      -inf, as the host sampler does) and LaunchSampling;
+//   4. LaunchRejectMaskedTokens (-1 for a row whose pick is -inf or NaN) and a
+//      device->host copy of one int32 per row.
+// Penalty lists are rebuilt from the request's tokens each step: host work is
+// O(prompt + output) per row with penalties, none for the other rows.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "common/cuda/cuda_status.h"
+#include "common/cuda/device_buffer.h"
+#include "common/kernels/penalties.h"
+#include "common/kernels/sampling.h"
+#include "common/runtime/cuda_backend.h"
+
+namespace tandem::runtime {
+namespace {
+
+constexpr size_t kAlign = 16;
+constexpr size_t kMinStagingBytes = 64 << 10;
+
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Byte offsets of one call's arrays, the same in pinned staging and on the device.
+// [0, upload_bytes) goes up; the tokens come back at `tokens`.
+struct SamplingLayout {
+  size_t temperature = 0, top_k = 0, top_p = 0, min_p = 0, seeds = 0, offsets = 0;
+  size_t penalty_rows = 0, entries = 0, upload_bytes = 0, tokens = 0, total_bytes = 0;
+};
+
+SamplingLayout MakeLayout(size_t rows, bool sampled, size_t num_penalty_rows, size_t num_entries) {
+  SamplingLayout l;
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    const size_t offset = at;
+    at = AlignUp(at + bytes);
+    return offset;
+  };
+  if (sampled) {
+    l.temperature = take(rows * sizeof(float));
+    l.top_k = take(rows * sizeof(int32_t));
+    l.top_p = take(rows * sizeof(float));
+    l.min_p = take(rows * sizeof(float));
+    l.seeds = take(rows * sizeof(uint64_t));
+    l.offsets = take(rows * sizeof(uint64_t));
+  }
+  l.penalty_rows = take(num_penalty_rows * sizeof(kernels::PenaltyRow));
+  l.entries = take(num_entries * sizeof(kernels::PenaltyEntry));
+  l.upload_bytes = at;
+  l.tokens = take(rows * sizeof(int32_t));
+  l.total_bytes = at;
+  return l;
+}
+
+}  // namespace
+
+struct CudaBackend::SamplingState {
+  cuda::PinnedBuffer staging;  // the upload image, then the tokens coming back
+  cuda::DeviceBuffer device;   // the same layout on the GPU
+  std::vector<kernels::PenaltyRow> penalty_rows;
+  std::vector<kernels::PenaltyEntry> entries;
+  std::vector<int32_t> slot;  // [vocab]: entry index of a token in the row being built, else -1
+
+  // Grows both buffers to at least `bytes`. Safe: the previous call waited for its copies.
+  Status Reserve(size_t bytes) {
+    if (staging.size_bytes() >= bytes && device.size_bytes() >= bytes) return Status::Ok();
+    const size_t size = std::max({bytes, 2 * staging.size_bytes(), kMinStagingBytes});
+    staging = cuda::PinnedBuffer();
+    device = cuda::DeviceBuffer();
+    TANDEM_ASSIGN_OR_RETURN(staging, cuda::PinnedBuffer::Allocate(size));
+    TANDEM_ASSIGN_OR_RETURN(device, cuda::DeviceBuffer::Allocate(size));
+    return Status::Ok();
+  }
+
+  // Appends the penalty list of logits row `row` (nothing when it needs none).
+  void AddPenaltyList(int row, const SampleRequest& r, int vocab);
+};
+
+void CudaBackend::SamplingStateDeleter::operator()(SamplingState* state) const { delete state; }
+
+void CudaBackend::SamplingState::AddPenaltyList(int row, const SampleRequest& r, int vocab) {
+  const SamplingParams& p = *r.params;
+  const bool repetition = p.repetition_penalty != 1.0f;
+  const bool additive = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  const bool mask = static_cast<int64_t>(r.output_tokens.size()) < p.min_tokens;
+  if (!repetition && !additive && !mask) return;
+  if (slot.size() != static_cast<size_t>(vocab)) slot.assign(vocab, -1);
+  const size_t begin = entries.size();
+  // The entry of token t (created on first use), or -1 for an id outside the vocabulary.
+  auto entry = [&](TokenId t) -> int64_t {
+    if (t < 0 || t >= vocab) return -1;
+    if (slot[t] < 0) {
+      slot[t] = static_cast<int32_t>(entries.size() - begin);
+      entries.push_back(kernels::PenaltyEntry{t, 0, 0});
+    }
+    return static_cast<int64_t>(begin) + slot[t];
+  };
+  if (repetition) {
+    for (TokenId t : r.prompt_tokens) {
+      if (int64_t e = entry(t); e >= 0) entries[e].flags |= kernels::kPenaltyInPrompt;
+    }
+  }
+  if (repetition || additive) {
+    for (TokenId t : r.output_tokens) {
+      if (int64_t e = entry(t); e >= 0) ++entries[e].output_count;
+    }
+  }
+  if (mask) {
+    auto mask_ids = [&](std::span<const TokenId> ids) {
+      for (TokenId t : ids) {
+        if (int64_t e = entry(t); e >= 0) entries[e].flags |= kernels::kPenaltyMask;
+      }
+    };
+    if (!p.ignore_eos) mask_ids(r.eos_token_ids);
+    mask_ids(p.stop_token_ids);
+  }
+  for (size_t i = begin; i < entries.size(); ++i) slot[entries[i].token] = -1;
+  if (entries.size() == begin) return;
+  penalty_rows.push_back(kernels::PenaltyRow{row, static_cast<int32_t>(begin),
+                                             static_cast<int32_t>(entries.size() - begin), p.repetition_penalty,
+                                             p.presence_penalty, p.frequency_penalty});
+}
+
+Status CudaBackend::SampleTokens(Tensor logits, std::span<const SampleRequest> requests,
+                                 std::span<SampledToken> out) {
+  if (recording_) return FailedPreconditionError("SampleTokens inside a graph step");
+  TANDEM_RETURN_IF_ERROR(CheckSampleArgs(logits, Device::kCuda, requests, out));
+  if (requests.empty()) return Status::Ok();
+  if (logits.shape[0] > std::numeric_limits<int32_t>::max() || logits.shape[1] > std::numeric_limits<int32_t>::max()) {
+    return InvalidArgumentError(fmt::format("SampleTokens: logits {} too large", logits.DebugString()));
+  }
+  const int rows = static_cast<int>(logits.shape[0]), vocab = static_cast<int>(logits.shape[1]);
+  if (sampling_ == nullptr) sampling_.reset(new SamplingState());
+  SamplingState& st = *sampling_;
+  st.penalty_rows.clear();
+  st.entries.clear();
+  bool sampled = false;
+  for (int i = 0; i < rows; ++i) {
+    sampled |= requests[i].params->temperature != 0.0f;
+    st.AddPenaltyList(i, requests[i], vocab);
+  }
+  if (st.entries.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return InvalidArgumentError("SampleTokens: penalty lists too long");
+  }
+  const SamplingLayout l = MakeLayout(rows, sampled, st.penalty_rows.size(), st.entries.size());
+  TANDEM_RETURN_IF_ERROR(st.Reserve(l.total_bytes));
+  char* host = st.staging.as<char>();
+  char* dev = st.device.as<char>();
+  if (sampled) {
+    for (int i = 0; i < rows; ++i) {
+      const SamplingParams& p = *requests[i].params;
+      reinterpret_cast<float*>(host + l.temperature)[i] = p.temperature;
+      reinterpret_cast<int32_t*>(host + l.top_k)[i] = p.top_k;
+      reinterpret_cast<float*>(host + l.top_p)[i] = p.top_p;
+      reinterpret_cast<float*>(host + l.min_p)[i] = p.min_p;
+      reinterpret_cast<uint64_t*>(host + l.seeds)[i] = requests[i].seed;
+      reinterpret_cast<uint64_t*>(host + l.offsets)[i] = requests[i].output_tokens.size();
+    }
+  }
+  if (!st.penalty_rows.empty()) {
+    std::memcpy(host + l.penalty_rows, st.penalty_rows.data(), st.penalty_rows.size() * sizeof(kernels::PenaltyRow));
+    std::memcpy(host + l.entries, st.entries.data(), st.entries.size() * sizeof(kernels::PenaltyEntry));
+  }
+  if (l.upload_bytes > 0) {
+    TANDEM_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, host, l.upload_bytes, cudaMemcpyHostToDevice, stream_));
+  }
+  float* data = logits.As<float>();
+  int32_t* tokens = reinterpret_cast<int32_t*>(dev + l.tokens);
+  if (!st.penalty_rows.empty()) {
+    kernels::PenaltyParams pp;
+    pp.logits = data;
+    pp.logits_stride = vocab;
+    pp.num_logits_rows = rows;
+    pp.vocab = vocab;
+    pp.rows = reinterpret_cast<const kernels::PenaltyRow*>(dev + l.penalty_rows);
+    pp.num_rows = static_cast<int>(st.penalty_rows.size());
+    pp.entries = reinterpret_cast<const kernels::PenaltyEntry*>(dev + l.entries);
+    TANDEM_RETURN_IF_ERROR(kernels::LaunchApplyPenalties(pp, stream_));
+  }
+  if (sampled) {
+    TANDEM_RETURN_IF_ERROR(kernels::LaunchSanitizeLogits({data, vocab, rows, vocab}, stream_));
+    kernels::SamplingParams sp;
+    sp.logits = data;
+    sp.logits_stride = vocab;
+    sp.out_tokens = tokens;
+    sp.temperature = reinterpret_cast<const float*>(dev + l.temperature);
+    sp.top_k = reinterpret_cast<const int32_t*>(dev + l.top_k);
+    sp.top_p = reinterpret_cast<const float*>(dev + l.top_p);
+    sp.min_p = reinterpret_cast<const float*>(dev + l.min_p);
+    sp.seeds = reinterpret_cast<const uint64_t*>(dev + l.seeds);
+    sp.offsets = reinterpret_cast<const uint64_t*>(dev + l.offsets);
+    sp.num_rows = rows;
+    sp.vocab = vocab;
+    TANDEM_RETURN_IF_ERROR(kernels::LaunchSampling(sp, stream_));
+  } else {
+    TANDEM_RETURN_IF_ERROR(kernels::LaunchArgmax({data, vocab, tokens, rows, vocab}, stream_));
+  }
+  TANDEM_RETURN_IF_ERROR(kernels::LaunchRejectMaskedTokens({data, vocab, tokens, rows, vocab}, stream_));
+  int32_t* host_tokens = reinterpret_cast<int32_t*>(host + l.tokens);
+  TANDEM_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(host_tokens, tokens, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_));
+  for (int i = 0; i < rows; ++i) {
+    out[i] = host_tokens[i] >= 0
+                 ? SampledToken{host_tokens[i], Status::Ok()}
+                 : SampledToken{-1, InvalidArgumentError("sampling: every token is masked or -inf")};
+  }
+  return Status::Ok();
+}
+
+}  // namespace tandem::runtime

@@ -1,0 +1,452 @@
+// CudaBackend::SampleTokens against the host Sampler (the CPU path):
+//  - greedy, with and without each penalty, min_tokens masks, NaN logits, ids
+//    outside the vocabulary and a long prompt: the same token exactly, and the
+//    logits left on the device equal Sampler::ProcessLogits bit for bit (NaN
+//    may stay where the host has -inf: greedy batches skip the NaN pass);
+//  - a row with no token left fails alone (greedy and sampled batches);
+//  - temperature sampling with top-k / top-p / min-p / penalties: frequencies
+//    over many seeds against the filtered softmax computed here from the
+//    documented semantics (chi-square at a 1e-6 false-alarm rate, nothing
+//    outside the kept set); the host Sampler's frequencies pass the same check;
+//  - the same (seed, output count) gives the same token at any batch position.
+// Every check takes a Backend, so the CPU path runs the same assertions.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/runtime/cpu_backend.h"
+#include "common/runtime/sampler.h"
+#include "tests/common/runtime/cuda_test/cuda_test_util.h"
+
+namespace tandem::runtime::testing {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One row's request, owning its token lists.
+struct Row {
+  SamplingParams params;
+  std::vector<TokenId> prompt, output, eos;
+  uint64_t seed = 0;
+  SampleRequest Request() const { return SampleRequest{&params, prompt, output, eos, seed}; }
+};
+
+struct Sampled {
+  std::vector<SampledToken> out;
+  std::vector<float> logits_after;  // the device's logits after the call
+};
+
+// Uploads `logits` [rows.size(), vocab] to `backend` and samples every row.
+Sampled Sample(Backend& backend, const std::vector<float>& logits, int vocab, const std::vector<Row>& rows) {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  auto buffer = backend.Allocate(DType::kF32, {n, vocab});
+  TANDEM_CHECK(buffer.ok()) << buffer.status().ToString();
+  TANDEM_CHECK_OK(backend.CopyToDevice(logits.data(), logits.size() * sizeof(float), buffer->tensor()));
+  std::vector<SampleRequest> requests;
+  for (const Row& r : rows) requests.push_back(r.Request());
+  Sampled s;
+  s.out.resize(rows.size());
+  TANDEM_CHECK_OK(backend.SampleTokens(buffer->tensor(), requests, s.out));
+  s.logits_after.resize(logits.size());
+  TANDEM_CHECK_OK(backend.CopyToHost(buffer->tensor(), s.logits_after.data(), logits.size() * sizeof(float)));
+  return s;
+}
+
+// A permutation of evenly spaced values in [-8, 8): no ties, gaps far above fp32 rounding.
+std::vector<float> DistinctRow(int vocab, std::mt19937& rng) {
+  std::vector<int> rank(vocab);
+  std::iota(rank.begin(), rank.end(), 0);
+  std::shuffle(rank.begin(), rank.end(), rng);
+  std::vector<float> row(vocab);
+  for (int i = 0; i < vocab; ++i) row[i] = -8.0f + 16.0f * static_cast<float>(rank[i]) / static_cast<float>(vocab);
+  return row;
+}
+
+// The `count` ids with the largest logits, best first.
+std::vector<TokenId> Best(const float* row, int vocab, int count) {
+  std::vector<TokenId> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + count, ids.end(), [&](TokenId a, TokenId b) { return row[a] > row[b]; });
+  ids.resize(count);
+  return ids;
+}
+
+// The greedy cases for logits `row`; `hot` are its best ids.
+std::vector<Row> GreedyRows(int vocab, const std::vector<TokenId>& hot, std::mt19937& rng) {
+  std::vector<Row> rows(15);
+  for (Row& r : rows) {
+    r.params.temperature = 0.0f;
+    r.prompt = {hot[0], hot[3], hot[3], hot[5], -1, vocab, vocab + 5, hot[9]};
+    r.output = {hot[1], hot[0], hot[1], hot[1], hot[7], vocab + 2};
+    r.eos = {hot[0]};
+  }
+  rows[1].params.repetition_penalty = 1.3f;
+  rows[2].params.repetition_penalty = 0.7f;
+  rows[3].params.presence_penalty = 1.5f;
+  rows[4].params.frequency_penalty = 0.9f;
+  rows[5].params.frequency_penalty = -1.2f;
+  rows[5].params.presence_penalty = 0.4f;
+  rows[6].params.repetition_penalty = 1.2f;
+  rows[6].params.presence_penalty = 0.3f;
+  rows[6].params.frequency_penalty = 0.2f;
+  rows[7].params.min_tokens = 9;  // eos (the best) and stop id hot[1] masked
+  rows[7].params.stop_token_ids = {hot[1], vocab + 9};
+  rows[8].params.min_tokens = 6;  // reached: nothing masked
+  rows[8].params.stop_token_ids = {hot[1]};
+  rows[9].params.min_tokens = 9;
+  rows[9].params.ignore_eos = true;  // eos stays, stop id masked
+  rows[9].params.stop_token_ids = {hot[0], hot[2]};
+  rows[9].eos = {hot[1]};
+  rows[10].params.repetition_penalty = 1.5f;  // NaN logits (set by the caller)
+  rows[11].params.min_tokens = 9;             // only masked ids are finite (caller): no token
+  rows[11].params.stop_token_ids = {hot[2]};
+  rows[12].params.presence_penalty = 0.5f;    // every logit NaN (caller): no token
+  rows[13].params.repetition_penalty = 1.1f;  // long prompt
+  rows[13].prompt.resize(100000);
+  std::uniform_int_distribution<TokenId> any(0, vocab - 1);
+  for (TokenId& t : rows[13].prompt) t = any(rng);
+  rows[13].prompt[777] = hot[0];
+  rows[14].params.repetition_penalty = 1.5f;  // empty lists: nothing to penalize
+  rows[14].params.presence_penalty = 1.0f;
+  rows[14].prompt.clear();
+  rows[14].output.clear();
+  return rows;
+}
+
+// Host value `h` (Sampler::ProcessLogits) equals device value `d`, bit for bit up to
+// NaN on the device where the host has -inf.
+bool SameLogit(float h, float d) { return h == d || (h == kNegInf && std::isnan(d)); }
+
+// Greedy (and, with `mixed`, one sampled row that moves the batch onto the sampler
+// kernel) against Sampler, row by row.
+void CheckGreedy(Backend& backend, int vocab, bool mixed) {
+  std::mt19937 rng(vocab * 7 + mixed);
+  std::vector<std::vector<float>> raw;
+  std::vector<Row> rows;
+  for (int i = 0; i < 15; ++i) {
+    raw.push_back(DistinctRow(vocab, rng));
+    std::vector<Row> cases = GreedyRows(vocab, Best(raw.back().data(), vocab, 10), rng);
+    rows.push_back(cases[i]);
+  }
+  const std::vector<TokenId> hot10 = Best(raw[10].data(), vocab, 10);
+  for (int k : {0, 2, 4}) raw[10][hot10[k]] = std::nanf("");
+  for (int v = 0; v < vocab; ++v) {
+    if (v != rows[11].params.stop_token_ids[0] && v != rows[11].eos[0]) raw[11][v] = kNegInf;
+    raw[12][v] = std::nanf("");
+  }
+  if (mixed) {
+    raw.push_back(DistinctRow(vocab, rng));
+    Row r = rows[6];
+    r.params.temperature = 0.9f;
+    r.params.top_k = 50;
+    r.seed = 42;
+    rows.push_back(r);
+  }
+  std::vector<float> logits;
+  for (const auto& r : raw) logits.insert(logits.end(), r.begin(), r.end());
+  Sampled got = Sample(backend, logits, vocab, rows);
+
+  Sampler sampler;
+  int changed = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SampleRequest request = rows[i].Request();
+    std::vector<float> processed = raw[i];
+    Sampler::ProcessLogits(processed, request);
+    if (backend.device() == Device::kCuda) {
+      int differ = 0;
+      for (int v = 0; v < vocab; ++v) differ += !SameLogit(processed[v], got.logits_after[i * vocab + v]);
+      EXPECT_EQ(differ, 0) << "row " << i << ": logits after penalties differ from ProcessLogits";
+    }
+    if (rows[i].params.temperature != 0.0f) {
+      ASSERT_TRUE(got.out[i].status.ok()) << got.out[i].status.ToString();
+      const std::vector<TokenId> top = Best(processed.data(), vocab, 50);
+      EXPECT_NE(std::find(top.begin(), top.end(), got.out[i].token), top.end()) << "outside top-k";
+      continue;
+    }
+    StatusOr<TokenId> want = sampler.Sample(raw[i], request);
+    ASSERT_EQ(got.out[i].status.ok(), want.ok()) << "row " << i << ": " << got.out[i].status.ToString();
+    if (!want.ok()) continue;
+    EXPECT_EQ(got.out[i].token, *want) << "row " << i << ", vocab " << vocab;
+    changed += i >= 1 && i <= 10 && *want != Best(raw[i].data(), vocab, 1)[0];
+  }
+  EXPECT_FALSE(got.out[11].status.ok());
+  EXPECT_FALSE(got.out[12].status.ok());
+  EXPECT_GE(changed, 6) << "the penalties and masks should move most argmaxes";
+}
+
+// The distribution a draw follows for processed `logits`, straight from the semantics in
+// sampling_params.h (independent of Sampler's code). `margin` gets how far (relative) the
+// closest top-p / min-p decision is from its threshold: a tiny margin would make the
+// expected set depend on rounding.
+std::vector<double> Filtered(const std::vector<float>& logits, const SamplingParams& p, double* margin) {
+  std::vector<int> order;
+  for (int i = 0; i < static_cast<int>(logits.size()); ++i) {
+    if (logits[i] != kNegInf) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  const double mx = logits[order[0]];
+  std::vector<double> w(logits.size(), 0.0);
+  for (int i : order) w[i] = std::exp((logits[i] - mx) / p.temperature);
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < order.size()) order.resize(p.top_k);
+  *margin = 1.0;
+  if (p.top_p < 1.0f) {
+    double sum = 0, cum = 0;
+    for (int i : order) sum += w[i];
+    const double target = p.top_p * sum;
+    size_t n = 0;
+    while (n < order.size() && (n == 0 || cum < target)) cum += w[order[n++]];
+    *margin = std::min(*margin, (cum - target) / sum);
+    if (n > 1) *margin = std::min(*margin, (target - (cum - w[order[n - 1]])) / sum);
+    order.resize(n);
+  }
+  std::vector<double> probs(logits.size(), 0.0);
+  double total = 0;
+  for (int i : order) {
+    if (p.min_p > 0.0f) *margin = std::min(*margin, std::fabs(w[i] - p.min_p));
+    if (w[i] >= p.min_p) total += (probs[i] = w[i]);
+  }
+  for (double& x : probs) x /= total;
+  return probs;
+}
+
+// Chi-square of `counts` against `probs` (bins with under 5 expected draws pooled), at a
+// 1e-6 false-alarm rate (Wilson-Hilferty); nothing may land where probs is 0.
+void ExpectFollows(const std::vector<int>& counts, const std::vector<double>& probs, int draws,
+                   const std::string& what) {
+  double stat = 0, pooled_expected = 0, tv = 0;
+  int pooled_count = 0, bins = 0, outside = 0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    tv += std::fabs(counts[i] / static_cast<double>(draws) - probs[i]) / 2;
+    if (probs[i] == 0.0) {
+      outside += counts[i];
+      continue;
+    }
+    const double expected = probs[i] * draws;
+    if (expected < 5) {
+      pooled_expected += expected;
+      pooled_count += counts[i];
+      continue;
+    }
+    stat += (counts[i] - expected) * (counts[i] - expected) / expected;
+    ++bins;
+  }
+  if (pooled_expected > 0) {
+    stat += (pooled_count - pooled_expected) * (pooled_count - pooled_expected) / pooled_expected;
+    ++bins;
+  }
+  EXPECT_EQ(outside, 0) << what << ": draws outside the kept set";
+  const double df = std::max(bins - 1, 1), z = 4.75;  // one-sided 1e-6
+  const double a = 2.0 / (9.0 * df);
+  const double critical = df * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
+  std::printf("%s: chi2 %.1f (df %.0f, bound %.1f), total variation %.4f\n", what.c_str(), stat, df, critical, tv);
+  EXPECT_LT(stat, critical) << what;
+}
+
+struct DistCase {
+  const char* name;
+  int vocab;
+  float sigma;  // logits ~ N(0, sigma)
+  SamplingParams params;
+  bool with_tokens;  // prompt and output name the best ids (for the penalties)
+  int draws;
+};
+
+SamplingParams Params(float temperature, int top_k, float top_p, float min_p, float repetition = 1.0f,
+                      float presence = 0.0f, float frequency = 0.0f) {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  p.repetition_penalty = repetition;
+  p.presence_penalty = presence;
+  p.frequency_penalty = frequency;
+  return p;
+}
+
+// Draws `c.draws` tokens from one logits row under as many seeds, in batches.
+void CheckDistribution(Backend& backend, const DistCase& c) {
+  std::mt19937 rng(c.vocab + 3);
+  std::normal_distribution<float> dist(0.f, c.sigma);
+  std::vector<float> row(c.vocab);
+  for (float& v : row) v = dist(rng);
+  Row base;
+  base.params = c.params;
+  if (c.with_tokens) {
+    const std::vector<TokenId> hot = Best(row.data(), c.vocab, 6);
+    base.prompt = {hot[0], hot[2], hot[4]};
+    base.output = {hot[1], hot[1], hot[3], hot[0]};
+  }
+  std::vector<float> processed = row;
+  Sampler::ProcessLogits(processed, base.Request());
+  double margin = 0;
+  const std::vector<double> probs = Filtered(processed, c.params, &margin);
+  ASSERT_GT(margin, 1e-4) << c.name << ": a filter threshold sits on a token (pick other data)";
+
+  const int per_call = std::max(1, std::min(c.draws, (32 << 20) / c.vocab));
+  std::vector<int> counts(c.vocab, 0);
+  for (int done = 0; done < c.draws;) {
+    const int n = std::min(per_call, c.draws - done);
+    std::vector<Row> rows(n, base);
+    std::vector<float> logits;
+    logits.reserve(static_cast<size_t>(n) * c.vocab);
+    for (int k = 0; k < n; ++k) {
+      rows[k].seed = 0x5eed0000ull + done + k;
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    Sampled s = Sample(backend, logits, c.vocab, rows);
+    for (const SampledToken& t : s.out) {
+      ASSERT_TRUE(t.status.ok()) << t.status.ToString();
+      ++counts[t.token];
+    }
+    done += n;
+  }
+  ExpectFollows(counts, probs, c.draws,
+                std::string(c.name) + (backend.device() == Device::kCuda ? " (cuda)" : " (host)"));
+}
+
+class CudaSamplingDistributionTest : public ::testing::TestWithParam<DistCase> {};
+
+TEST_P(CudaSamplingDistributionTest, FrequenciesFollowTheFilteredSoftmax) {
+  const DistCase& c = GetParam();
+  if (c.vocab <= 1000) {  // the host Sampler passes the same check (cheap at small vocabularies)
+    CpuBackend cpu;
+    CheckDistribution(cpu, c);
+  }
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaBackend();
+  CheckDistribution(*gpu, c);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Filters, CudaSamplingDistributionTest,
+    ::testing::Values(DistCase{"temperature", 50, 1.5f, Params(0.7f, 0, 1.0f, 0.0f), false, 100000},
+                      DistCase{"top_k", 50, 1.5f, Params(1.0f, 5, 1.0f, 0.0f), false, 100000},
+                      DistCase{"top_p", 50, 1.5f, Params(1.0f, 0, 0.8f, 0.0f), false, 100000},
+                      DistCase{"min_p", 50, 1.5f, Params(1.3f, 0, 1.0f, 0.1f), false, 100000},
+                      DistCase{"all_filters", 50, 1.5f, Params(1.0f, 10, 0.9f, 0.05f), false, 100000},
+                      DistCase{"penalties", 50, 1.5f, Params(0.9f, 0, 0.95f, 0.0f, 1.4f, 0.5f, 0.3f), true, 100000},
+                      DistCase{"top_k_128256", 128256, 3.0f, Params(1.0f, 20, 1.0f, 0.0f), false, 8192},
+                      DistCase{"top_p_128256", 128256, 3.0f, Params(0.8f, 0, 0.6f, 0.0f), false, 8192},
+                      DistCase{"min_p_151936", 151936, 2.0f, Params(1.0f, 0, 1.0f, 0.2f, 1.2f), true, 8192}),
+    [](const ::testing::TestParamInfo<DistCase>& info) { return std::string(info.param.name); });
+
+class CudaSamplingGreedyTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaSamplingGreedyTest, EqualsHostSamplerWithPenaltiesAndMasks) {
+  CpuBackend cpu;  // the same assertions on the default (host) path
+  CheckGreedy(cpu, GetParam(), /*mixed=*/false);
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaBackend();
+  CheckGreedy(*gpu, GetParam(), /*mixed=*/false);
+  CheckGreedy(*gpu, GetParam(), /*mixed=*/true);
+  EXPECT_EQ(gpu->live_buffers(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabs, CudaSamplingGreedyTest, ::testing::Values(97, 4099, 32000, 128256, 151936));
+
+// The same request at different positions of two batches, next to other rows.
+void CheckPositionIndependence(Backend& backend) {
+  const int vocab = 128256, n = 24;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.f, 2.f);
+  std::vector<float> x(vocab);
+  for (float& v : x) v = dist(rng);
+  auto batch = [&](int output_len, bool interleave, TokenId fill) {
+    std::vector<Row> rows;
+    std::vector<float> logits;
+    for (int k = 0; k < n; ++k) {
+      if (interleave) {  // another row first: greedy with a penalty, or sampled
+        Row other;
+        other.params.temperature = k % 2 ? 0.0f : 1.5f;
+        other.params.repetition_penalty = 1.3f;
+        other.output = {1, 2, 3};
+        other.seed = 999;
+        rows.push_back(other);
+        for (int v = 0; v < vocab; ++v) logits.push_back(dist(rng));
+      }
+      Row r;
+      r.output.assign(output_len, fill);
+      r.seed = 7000 + (interleave ? n - 1 - k : k);  // reversed order in the interleaved batch
+      rows.push_back(r);
+      logits.insert(logits.end(), x.begin(), x.end());
+    }
+    Sampled s = Sample(backend, logits, vocab, rows);
+    std::vector<TokenId> by_seed(n);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].seed < 7000) continue;
+      TANDEM_CHECK(s.out[i].status.ok()) << s.out[i].status.ToString();
+      by_seed[rows[i].seed - 7000] = s.out[i].token;
+    }
+    return by_seed;
+  };
+  const std::vector<TokenId> alone = batch(3, false, 11);
+  EXPECT_EQ(batch(3, true, 11), alone) << "a token must depend only on (seed, output count)";
+  EXPECT_EQ(batch(3, false, 12), alone) << "output contents do not feed the draw (no penalties)";
+  const std::vector<TokenId> next = batch(4, false, 11);
+  int moved = 0;
+  for (int k = 0; k < n; ++k) moved += next[k] != alone[k];
+  EXPECT_GE(moved, n / 2) << "the output count must feed the draw";
+  EXPECT_GE(std::set<TokenId>(alone.begin(), alone.end()).size(), static_cast<size_t>(n / 2))
+      << "the seed must feed the draw";
+}
+
+TEST(CudaSamplingTest, SameSeedAndStepGiveTheSameTokenAtAnyPosition) {
+  CpuBackend cpu;
+  CheckPositionIndependence(cpu);
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaBackend();
+  CheckPositionIndependence(*gpu);
+}
+
+TEST(CudaSamplingTest, AllMaskedRowFailsAloneInASampledBatch) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaBackend();
+  const int vocab = 1001;
+  std::mt19937 rng(9);
+  std::vector<float> logits;
+  std::vector<Row> rows(4);
+  for (int i = 0; i < 4; ++i) {
+    std::vector<float> row = DistinctRow(vocab, rng);
+    if (i == 1) std::fill(row.begin(), row.end(), kNegInf);
+    if (i == 2) std::fill(row.begin(), row.end(), std::nanf(""));
+    logits.insert(logits.end(), row.begin(), row.end());
+    rows[i].params.temperature = i == 3 ? 0.0f : 0.8f;
+    rows[i].params.top_p = 0.9f;
+    rows[i].seed = i;
+  }
+  Sampled s = Sample(*gpu, logits, vocab, rows);
+  EXPECT_TRUE(s.out[0].status.ok());
+  EXPECT_EQ(s.out[1].status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.out[2].status.code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(s.out[3].status.ok());
+  EXPECT_EQ(s.out[3].token, Best(logits.data() + 3 * vocab, vocab, 1)[0]);
+}
+
+TEST(CudaSamplingTest, RefusedInsideAGraphStep) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaBackend();
+  {
+    auto buffer = gpu->Allocate(DType::kF32, {1, 16});
+    ASSERT_TRUE(buffer.ok());
+    SamplingParams params;
+    std::vector<SampleRequest> requests = {SampleRequest{.params = &params}};
+    std::vector<SampledToken> out(1);
+    ASSERT_TRUE(gpu->BeginGraphStep().ok());
+    EXPECT_EQ(gpu->SampleTokens(buffer->tensor(), requests, out).code(), StatusCode::kFailedPrecondition);
+    gpu->CancelGraphStep();
+    EXPECT_TRUE(gpu->SampleTokens(buffer->tensor(), requests, out).ok());
+  }
+  EXPECT_EQ(gpu->live_buffers(), 0);
+}
+
+}  // namespace
+}  // namespace tandem::runtime::testing
