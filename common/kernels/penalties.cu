@@ -37,11 +37,13 @@ __global__ void __launch_bounds__(kPenaltyThreads) ApplyPenaltiesKernel(PenaltyP
   }
 }
 
-// Grid (column blocks, rows). Writes only where a NaN is found.
+// Grid (column blocks, row blocks); both dimensions stride. Writes only where a NaN is.
 __global__ void __launch_bounds__(kSanitizeThreads) SanitizeLogitsKernel(SanitizeLogitsParams p) {
-  float* row = p.logits + static_cast<int64_t>(blockIdx.y) * p.logits_stride;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.vocab; i += gridDim.x * blockDim.x) {
-    if (isnan(row[i])) row[i] = -INFINITY;
+  for (int r = blockIdx.y; r < p.num_rows; r += gridDim.y) {
+    float* row = p.logits + static_cast<int64_t>(r) * p.logits_stride;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.vocab; i += gridDim.x * blockDim.x) {
+      if (isnan(row[i])) row[i] = -INFINITY;
+    }
   }
 }
 
@@ -79,10 +81,9 @@ Status LaunchApplyPenalties(const PenaltyParams& p, cudaStream_t stream) {
 Status LaunchSanitizeLogits(const SanitizeLogitsParams& p, cudaStream_t stream) {
   TANDEM_RETURN_IF_ERROR(ValidateRows(p.logits, p.logits_stride, p.num_rows, p.vocab, "SanitizeLogits"));
   if (p.num_rows == 0) return Status::Ok();
-  if (p.num_rows > 65535) return InvalidArgumentError("SanitizeLogits: more than 65535 rows");
   // About 4 elements per thread: a 128256 vocab takes 126 blocks per row.
   const int per_block = kSanitizeThreads * 4;
-  const dim3 grid((p.vocab + per_block - 1) / per_block, p.num_rows);
+  const dim3 grid((p.vocab + per_block - 1) / per_block, p.num_rows < 65535 ? p.num_rows : 65535);
   SanitizeLogitsKernel<<<grid, kSanitizeThreads, 0, stream>>>(p);
   return cuda::LastLaunchStatus("SanitizeLogitsKernel");
 }
