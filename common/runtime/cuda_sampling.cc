@@ -71,23 +71,31 @@ struct CudaBackend::SamplingState {
   std::vector<kernels::PenaltyRow> penalty_rows;
   std::vector<kernels::PenaltyEntry> entries;
   std::vector<int32_t> slot;  // [vocab]: entry index of a token in the row being built, else -1
+  SamplingLayout layout;      // of the current call
+  bool sampled = false;       // the current call has a row with temperature > 0
 
   // Grows both buffers to at least `bytes`. Safe: the previous call waited for its copies.
-  Status Reserve(size_t bytes) {
-    if (staging.size_bytes() >= bytes && device.size_bytes() >= bytes) return Status::Ok();
-    const size_t size = std::max({bytes, 2 * staging.size_bytes(), kMinStagingBytes});
-    staging = cuda::PinnedBuffer();
-    device = cuda::DeviceBuffer();
-    TANDEM_ASSIGN_OR_RETURN(staging, cuda::PinnedBuffer::Allocate(size));
-    TANDEM_ASSIGN_OR_RETURN(device, cuda::DeviceBuffer::Allocate(size));
-    return Status::Ok();
-  }
-
+  Status Reserve(size_t bytes);
   // Appends the penalty list of logits row `row` (nothing when it needs none).
   void AddPenaltyList(int row, const SampleRequest& r, int vocab);
+  // Builds the call's lists and layout and fills the staging area.
+  Status Stage(std::span<const SampleRequest> requests, int vocab);
+  // Queues the upload, the kernels over `logits` [rows, vocab] and the tokens' download.
+  Status Launch(float* logits, int rows, int vocab, cudaStream_t stream);
+  const int32_t* host_tokens() const { return reinterpret_cast<const int32_t*>(staging.as<char>() + layout.tokens); }
 };
 
 void CudaBackend::SamplingStateDeleter::operator()(SamplingState* state) const { delete state; }
+
+Status CudaBackend::SamplingState::Reserve(size_t bytes) {
+  if (staging.size_bytes() >= bytes && device.size_bytes() >= bytes) return Status::Ok();
+  const size_t size = std::max({bytes, 2 * staging.size_bytes(), kMinStagingBytes});
+  staging = cuda::PinnedBuffer();
+  device = cuda::DeviceBuffer();
+  TANDEM_ASSIGN_OR_RETURN(staging, cuda::PinnedBuffer::Allocate(size));
+  TANDEM_ASSIGN_OR_RETURN(device, cuda::DeviceBuffer::Allocate(size));
+  return Status::Ok();
+}
 
 void CudaBackend::SamplingState::AddPenaltyList(int row, const SampleRequest& r, int vocab) {
   const SamplingParams& p = *r.params;
@@ -132,66 +140,62 @@ void CudaBackend::SamplingState::AddPenaltyList(int row, const SampleRequest& r,
                                              p.presence_penalty, p.frequency_penalty});
 }
 
-Status CudaBackend::SampleTokens(Tensor logits, std::span<const SampleRequest> requests,
-                                 std::span<SampledToken> out) {
-  if (recording_) return FailedPreconditionError("SampleTokens inside a graph step");
-  TANDEM_RETURN_IF_ERROR(CheckSampleArgs(logits, Device::kCuda, requests, out));
-  if (requests.empty()) return Status::Ok();
-  if (logits.shape[0] > std::numeric_limits<int32_t>::max() || logits.shape[1] > std::numeric_limits<int32_t>::max()) {
-    return InvalidArgumentError(fmt::format("SampleTokens: logits {} too large", logits.DebugString()));
-  }
-  const int rows = static_cast<int>(logits.shape[0]), vocab = static_cast<int>(logits.shape[1]);
-  if (sampling_ == nullptr) sampling_.reset(new SamplingState());
-  SamplingState& st = *sampling_;
-  st.penalty_rows.clear();
-  st.entries.clear();
-  bool sampled = false;
+Status CudaBackend::SamplingState::Stage(std::span<const SampleRequest> requests, int vocab) {
+  const int rows = static_cast<int>(requests.size());
+  penalty_rows.clear();
+  entries.clear();
+  sampled = false;
   for (int i = 0; i < rows; ++i) {
     sampled |= requests[i].params->temperature != 0.0f;
-    st.AddPenaltyList(i, requests[i], vocab);
+    AddPenaltyList(i, requests[i], vocab);
   }
-  if (st.entries.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+  if (entries.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return InvalidArgumentError("SampleTokens: penalty lists too long");
   }
-  const SamplingLayout l = MakeLayout(rows, sampled, st.penalty_rows.size(), st.entries.size());
-  TANDEM_RETURN_IF_ERROR(st.Reserve(l.total_bytes));
-  char* host = st.staging.as<char>();
-  char* dev = st.device.as<char>();
+  layout = MakeLayout(rows, sampled, penalty_rows.size(), entries.size());
+  TANDEM_RETURN_IF_ERROR(Reserve(layout.total_bytes));
+  char* host = staging.as<char>();
   if (sampled) {
     for (int i = 0; i < rows; ++i) {
       const SamplingParams& p = *requests[i].params;
-      reinterpret_cast<float*>(host + l.temperature)[i] = p.temperature;
-      reinterpret_cast<int32_t*>(host + l.top_k)[i] = p.top_k;
-      reinterpret_cast<float*>(host + l.top_p)[i] = p.top_p;
-      reinterpret_cast<float*>(host + l.min_p)[i] = p.min_p;
-      reinterpret_cast<uint64_t*>(host + l.seeds)[i] = requests[i].seed;
-      reinterpret_cast<uint64_t*>(host + l.offsets)[i] = requests[i].output_tokens.size();
+      reinterpret_cast<float*>(host + layout.temperature)[i] = p.temperature;
+      reinterpret_cast<int32_t*>(host + layout.top_k)[i] = p.top_k;
+      reinterpret_cast<float*>(host + layout.top_p)[i] = p.top_p;
+      reinterpret_cast<float*>(host + layout.min_p)[i] = p.min_p;
+      reinterpret_cast<uint64_t*>(host + layout.seeds)[i] = requests[i].seed;
+      reinterpret_cast<uint64_t*>(host + layout.offsets)[i] = requests[i].output_tokens.size();
     }
   }
-  if (!st.penalty_rows.empty()) {
-    std::memcpy(host + l.penalty_rows, st.penalty_rows.data(), st.penalty_rows.size() * sizeof(kernels::PenaltyRow));
-    std::memcpy(host + l.entries, st.entries.data(), st.entries.size() * sizeof(kernels::PenaltyEntry));
+  if (!penalty_rows.empty()) {
+    std::memcpy(host + layout.penalty_rows, penalty_rows.data(), penalty_rows.size() * sizeof(kernels::PenaltyRow));
+    std::memcpy(host + layout.entries, entries.data(), entries.size() * sizeof(kernels::PenaltyEntry));
   }
+  return Status::Ok();
+}
+
+Status CudaBackend::SamplingState::Launch(float* logits, int rows, int vocab, cudaStream_t stream) {
+  const SamplingLayout& l = layout;
+  char* host = staging.as<char>();
+  char* dev = device.as<char>();
   if (l.upload_bytes > 0) {
-    TANDEM_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, host, l.upload_bytes, cudaMemcpyHostToDevice, stream_));
+    TANDEM_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, host, l.upload_bytes, cudaMemcpyHostToDevice, stream));
   }
-  float* data = logits.As<float>();
   int32_t* tokens = reinterpret_cast<int32_t*>(dev + l.tokens);
-  if (!st.penalty_rows.empty()) {
+  if (!penalty_rows.empty()) {
     kernels::PenaltyParams pp;
-    pp.logits = data;
+    pp.logits = logits;
     pp.logits_stride = vocab;
     pp.num_logits_rows = rows;
     pp.vocab = vocab;
     pp.rows = reinterpret_cast<const kernels::PenaltyRow*>(dev + l.penalty_rows);
-    pp.num_rows = static_cast<int>(st.penalty_rows.size());
+    pp.num_rows = static_cast<int>(penalty_rows.size());
     pp.entries = reinterpret_cast<const kernels::PenaltyEntry*>(dev + l.entries);
-    TANDEM_RETURN_IF_ERROR(kernels::LaunchApplyPenalties(pp, stream_));
+    TANDEM_RETURN_IF_ERROR(kernels::LaunchApplyPenalties(pp, stream));
   }
   if (sampled) {
-    TANDEM_RETURN_IF_ERROR(kernels::LaunchSanitizeLogits({data, vocab, rows, vocab}, stream_));
+    TANDEM_RETURN_IF_ERROR(kernels::LaunchSanitizeLogits({logits, vocab, rows, vocab}, stream));
     kernels::SamplingParams sp;
-    sp.logits = data;
+    sp.logits = logits;
     sp.logits_stride = vocab;
     sp.out_tokens = tokens;
     sp.temperature = reinterpret_cast<const float*>(dev + l.temperature);
@@ -202,19 +206,36 @@ Status CudaBackend::SampleTokens(Tensor logits, std::span<const SampleRequest> r
     sp.offsets = reinterpret_cast<const uint64_t*>(dev + l.offsets);
     sp.num_rows = rows;
     sp.vocab = vocab;
-    TANDEM_RETURN_IF_ERROR(kernels::LaunchSampling(sp, stream_));
+    TANDEM_RETURN_IF_ERROR(kernels::LaunchSampling(sp, stream));
   } else {
-    TANDEM_RETURN_IF_ERROR(kernels::LaunchArgmax({data, vocab, tokens, rows, vocab}, stream_));
+    TANDEM_RETURN_IF_ERROR(kernels::LaunchArgmax({logits, vocab, tokens, rows, vocab}, stream));
   }
-  TANDEM_RETURN_IF_ERROR(kernels::LaunchRejectMaskedTokens({data, vocab, tokens, rows, vocab}, stream_));
-  int32_t* host_tokens = reinterpret_cast<int32_t*>(host + l.tokens);
+  TANDEM_RETURN_IF_ERROR(kernels::LaunchRejectMaskedTokens({logits, vocab, tokens, rows, vocab}, stream));
   TANDEM_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(host_tokens, tokens, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_));
+      cudaMemcpyAsync(host + l.tokens, tokens, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+  return Status::Ok();
+}
+
+Status CudaBackend::SampleTokens(Tensor logits, std::span<const SampleRequest> requests,
+                                 std::span<SampledToken> out) {
+  if (recording_) return FailedPreconditionError("SampleTokens inside a graph step");
+  TANDEM_RETURN_IF_ERROR(CheckSampleArgs(logits, Device::kCuda, requests, out));
+  if (requests.empty()) return Status::Ok();
+  if (logits.shape[0] > std::numeric_limits<int32_t>::max() || logits.shape[1] > std::numeric_limits<int32_t>::max()) {
+    return InvalidArgumentError(fmt::format("SampleTokens: logits {} too large", logits.DebugString()));
+  }
+  const int rows = static_cast<int>(logits.shape[0]), vocab = static_cast<int>(logits.shape[1]);
+  if (sampling_ == nullptr) sampling_.reset(new SamplingState());
+  TANDEM_RETURN_IF_ERROR(sampling_->Stage(requests, vocab));
+  Status launched = sampling_->Launch(logits.As<float>(), rows, vocab, stream_);
+  // Wait even after a failed launch: the next call rewrites the staging a queued copy may still read.
+  Status synced = cuda::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  TANDEM_RETURN_IF_ERROR(launched);
+  TANDEM_RETURN_IF_ERROR(synced);
+  const int32_t* tokens = sampling_->host_tokens();
   for (int i = 0; i < rows; ++i) {
-    out[i] = host_tokens[i] >= 0
-                 ? SampledToken{host_tokens[i], Status::Ok()}
-                 : SampledToken{-1, InvalidArgumentError("sampling: every token is masked or -inf")};
+    out[i] = tokens[i] >= 0 ? SampledToken{tokens[i], Status::Ok()}
+                            : SampledToken{-1, InvalidArgumentError("sampling: every token is masked or -inf")};
   }
   return Status::Ok();
 }
