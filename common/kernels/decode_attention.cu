@@ -6,6 +6,7 @@
 
 #include "common/cuda/cuda_status.h"
 #include "common/kernels/decode_attention_impl.cuh"
+#include "common/kernels/kernel_util.cuh"
 
 namespace tandem::kernels {
 namespace {
@@ -44,6 +45,8 @@ __device__ __forceinline__ SplitRange RangeOf(const DecodeAttentionParams& p, in
 template <int kHeadDim, int kStages>
 __global__ void __launch_bounds__(kThreads)
     DecodeAttentionKernel(DecodeAttentionParams p, float scale_log2) {
+  detail::WaitForPreviousKernel();
+  detail::AllowNextKernel();
   using D = Dims<kHeadDim>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto k_stage = [&](int s) {
@@ -99,6 +102,8 @@ struct PersistentSmem {
 template <int kHeadDim, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     PersistentDecodeAttentionKernel(DecodeAttentionParams p, float scale_log2) {
+  detail::WaitForPreviousKernel();
+  detail::AllowNextKernel();
   using D = Dims<kHeadDim>;
   using L = PersistentSmem<kHeadDim, kStages>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -175,6 +180,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // Grid: num_seqs * num_q_heads blocks of head_dim threads.
 __global__ void DecodeAttentionMergeKernel(DecodeAttentionParams p) {
+  detail::WaitForPreviousKernel();
+  detail::AllowNextKernel();
   const int64_t qh = blockIdx.x;
   const int d = threadIdx.x, hd = p.head_dim, S = p.num_splits;
   const float* o_part = p.workspace;
@@ -214,8 +221,8 @@ size_t WorkspaceBytes(const DecodeAttentionParams& p, int splits) {
 
 Status LaunchMerge(const DecodeAttentionParams& p, cudaStream_t stream) {
   if (p.num_splits == 1) return Status::Ok();
-  DecodeAttentionMergeKernel<<<p.num_seqs * p.num_q_heads, p.head_dim, 0, stream>>>(p);
-  return cuda::LastLaunchStatus("DecodeAttentionMergeKernel");
+  return detail::LaunchPdl("DecodeAttentionMergeKernel", DecodeAttentionMergeKernel, p.num_seqs * p.num_q_heads,
+                           p.head_dim, 0, stream, p);
 }
 
 template <int kHeadDim, int kStages>
@@ -225,8 +232,8 @@ Status LaunchTyped(const DecodeAttentionParams& p, cudaStream_t stream) {
   TANDEM_RETURN_IF_CUDA_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   dim3 grid(p.num_splits, p.num_kv_heads, p.num_seqs);
-  kernel<<<grid, kThreads, smem, stream>>>(p, p.softmax_scale * kLog2e);
-  TANDEM_RETURN_IF_ERROR(cuda::LastLaunchStatus("DecodeAttentionKernel"));
+  TANDEM_RETURN_IF_ERROR(
+      detail::LaunchPdl("DecodeAttentionKernel", kernel, grid, kThreads, smem, stream, p, p.softmax_scale * kLog2e));
   return LaunchMerge(p, stream);
 }
 
@@ -244,8 +251,8 @@ Status LaunchPersistent(const DecodeAttentionParams& p, cudaStream_t stream) {
   const int64_t items = static_cast<int64_t>(p.num_seqs) * p.num_kv_heads * p.num_splits;
   if (items > INT32_MAX) return InvalidArgumentError("DecodeAttention: too many work items");
   const int64_t grid = std::min<int64_t>(items, static_cast<int64_t>(sms) * std::max(per_sm, 1));
-  kernel<<<static_cast<int>(grid), kThreads, smem, stream>>>(p, p.softmax_scale * kLog2e);
-  TANDEM_RETURN_IF_ERROR(cuda::LastLaunchStatus("PersistentDecodeAttentionKernel"));
+  TANDEM_RETURN_IF_ERROR(detail::LaunchPdl("PersistentDecodeAttentionKernel", kernel, static_cast<int>(grid), kThreads,
+                                           smem, stream, p, p.softmax_scale * kLog2e));
   return LaunchMerge(p, stream);
 }
 

@@ -134,7 +134,7 @@ __device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int se
 #pragma unroll
   for (int k = 0; k < kPasses; ++k) {
     const int tt = r0 + k * kRowsPerPass;
-    page[k] = tt < n_valid ? __ldg(table + ((start + tt) >> bs_shift)) : 0;
+    page[k] = tt < n_valid ? table[(start + tt) >> bs_shift] : 0;  // no __ldg: see WaitForPreviousKernel
   }
 #pragma unroll
   for (int k = 0; k < kPasses; ++k) {

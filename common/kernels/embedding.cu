@@ -7,6 +7,7 @@ namespace tandem::kernels {
 namespace {
 
 __global__ void EmbeddingKernel(EmbeddingParams p) {
+  detail::AllowNextKernel();
   const int t = blockIdx.x;
   const int32_t id = p.ids[t];
   const int vecs = p.hidden / 8;
@@ -28,6 +29,8 @@ Status LaunchEmbedding(const EmbeddingParams& p, cudaStream_t stream) {
     return InvalidArgumentError("Embedding: need num_tokens >= 0, num_rows > 0, hidden % 8 == 0");
   if (p.num_tokens == 0) return Status::Ok();
   int threads = p.hidden / 8 < 256 ? ((p.hidden / 8 + 31) / 32) * 32 : 256;
+  // A plain launch: the first kernel of a forward follows the host->device copies of the
+  // step's metadata, and a PDL launch only orders itself after the previous kernel.
   EmbeddingKernel<<<p.num_tokens, threads, 0, stream>>>(p);
   return cuda::LastLaunchStatus("EmbeddingKernel");
 }

@@ -5,8 +5,71 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
+
+#include "common/cuda/cuda_status.h"
 
 namespace tandem::kernels::detail {
+
+// Programmatic dependent launch (PDL, sm_90+). A kernel launched with LaunchPdl may be
+// scheduled while the kernel before it in the stream is still running; the hardware
+// only guarantees that grid's completion (and memory visibility) once
+// WaitForPreviousKernel returns. So every such kernel calls it before its first access
+// to memory another kernel writes or reads (reading weights nobody writes may come
+// first). AllowNextKernel lets the next PDL kernel be scheduled early (its blocks then
+// wait in WaitForPreviousKernel, or prefetch weights). Both are no-ops below sm_90 and
+// when the launch had no PDL attribute. Transitive: a kernel that waited has seen every
+// earlier kernel complete.
+__device__ __forceinline__ void WaitForPreviousKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void AllowNextKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// False when the environment sets TANDEM_PDL=0 (plain launches; for comparisons and as a
+// way out should a driver mishandle PDL).
+inline bool PdlEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TANDEM_PDL");
+    return v == nullptr || v[0] != '0';
+  }();
+  return enabled;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) with the PDL attribute. REQUIRES: the
+// kernel calls WaitForPreviousKernel as described above, and the stream's previous
+// operation is a kernel (a PDL launch orders itself after the previous kernel only).
+template <typename... Params, typename... Args>
+Status LaunchPdl(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                 cudaStream_t stream, Args&&... args) {
+  if (!PdlEnabled()) {
+    kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+    return cuda::LastLaunchStatus(name);
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it so later launches are not blamed
+    return cuda::CudaStatus(err, name);
+  }
+  return cuda::LastLaunchStatus(name);
+}
 
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll

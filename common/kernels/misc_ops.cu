@@ -63,6 +63,8 @@ __global__ void GenericAttentionKernel(GenericAttentionParams p) {
 
 __global__ void GatherRowsKernel(const unsigned char* src, int64_t num_src_rows, size_t row_bytes,
                                  const int32_t* indices, unsigned char* out) {
+  detail::WaitForPreviousKernel();
+  detail::AllowNextKernel();
   const int i = blockIdx.x;
   const int32_t r = indices[i];
   unsigned char* dst = out + static_cast<size_t>(i) * row_bytes;
@@ -73,6 +75,8 @@ __global__ void GatherRowsKernel(const unsigned char* src, int64_t num_src_rows,
 
 template <typename T>
 __global__ void AddBiasKernel(T* y, const __nv_bfloat16* bias, int64_t rows, int64_t cols) {
+  detail::WaitForPreviousKernel();
+  detail::AllowNextKernel();
   const int64_t total = rows * cols;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -129,10 +133,9 @@ Status LaunchGatherRows(const void* src, int64_t num_src_rows, size_t row_bytes,
   if (src == nullptr || indices == nullptr || out == nullptr || num_indices < 0 || row_bytes == 0)
     return InvalidArgumentError("GatherRows: null pointer or bad sizes");
   if (num_indices == 0) return Status::Ok();
-  GatherRowsKernel<<<num_indices, 256, 0, stream>>>(static_cast<const unsigned char*>(src),
-                                                    num_src_rows, row_bytes, indices,
-                                                    static_cast<unsigned char*>(out));
-  return cuda::LastLaunchStatus("GatherRowsKernel");
+  return detail::LaunchPdl("GatherRowsKernel", GatherRowsKernel, num_indices, 256, 0, stream,
+                           static_cast<const unsigned char*>(src), num_src_rows, row_bytes, indices,
+                           static_cast<unsigned char*>(out));
 }
 
 Status LaunchAddBias(void* y, bool y_is_f32, const __nv_bfloat16* bias, int64_t rows, int64_t cols,
@@ -142,13 +145,11 @@ Status LaunchAddBias(void* y, bool y_is_f32, const __nv_bfloat16* bias, int64_t 
   if (rows == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((rows * cols + 255) / 256, 4096);
   if (y_is_f32) {
-    AddBiasKernel<float><<<static_cast<int>(blocks), 256, 0, stream>>>(static_cast<float*>(y), bias,
-                                                                       rows, cols);
-  } else {
-    AddBiasKernel<__nv_bfloat16><<<static_cast<int>(blocks), 256, 0, stream>>>(
-        static_cast<__nv_bfloat16*>(y), bias, rows, cols);
+    return detail::LaunchPdl("AddBiasKernel", AddBiasKernel<float>, static_cast<int>(blocks), 256, 0, stream,
+                             static_cast<float*>(y), bias, rows, cols);
   }
-  return cuda::LastLaunchStatus("AddBiasKernel");
+  return detail::LaunchPdl("AddBiasKernel", AddBiasKernel<__nv_bfloat16>, static_cast<int>(blocks), 256, 0, stream,
+                           static_cast<__nv_bfloat16*>(y), bias, rows, cols);
 }
 
 Status LaunchFillRandomBf16(__nv_bfloat16* dst, size_t count, uint64_t seed, float center,

@@ -10,6 +10,8 @@ using detail::Bf16x8ToFloat;
 using detail::FloatToBf16x8;
 
 __global__ void RmsNormKernel(RmsNormParams p) {
+  detail::WaitForPreviousKernel();
+  detail::AllowNextKernel();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int vecs = p.hidden / 8;
@@ -55,8 +57,7 @@ Status LaunchRmsNorm(const RmsNormParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return Status::Ok();
   const int vecs = p.hidden / 8;
   const int threads = vecs >= 512 ? 512 : ((vecs + 31) / 32) * 32;
-  RmsNormKernel<<<p.num_rows, threads, 0, stream>>>(p);
-  return cuda::LastLaunchStatus("RmsNormKernel");
+  return detail::LaunchPdl("RmsNormKernel", RmsNormKernel, p.num_rows, threads, 0, stream, p);
 }
 
 }  // namespace tandem::kernels

@@ -26,6 +26,8 @@ __device__ float InvFreq(const RopeConfig& c, int j, int head_dim) {
 // One warp per (token, head). Lane handles rotation pairs j = lane + 32 * r.
 template <int kHeadDim>
 __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
+  detail::WaitForPreviousKernel();
+  detail::AllowNextKernel();
   constexpr int kPairs = kHeadDim / 64;  // pairs per lane
   constexpr int kHalf = kHeadDim / 2;
   const int lane = threadIdx.x & 31;
@@ -94,6 +96,8 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
 // Any even head_dim (the tiny test models use 16): one warp per (token, head), lanes
 // stride over the rotation pairs; the q/k norm reads the head twice. Same math as above.
 __global__ void RopeKvWriteGenericKernel(RopeKvWriteParams p) {
+  detail::WaitForPreviousKernel();
+  detail::AllowNextKernel();
   const int lane = threadIdx.x & 31;
   const int t = blockIdx.x;
   const int hd = p.head_dim, half = hd / 2;
@@ -169,16 +173,17 @@ Status LaunchRopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return Status::Ok();
   const int threads = 256;
   switch (p.head_dim) {
-    case 64: RopeKvWriteKernel<64><<<p.num_tokens, threads, 0, stream>>>(p); break;
-    case 128: RopeKvWriteKernel<128><<<p.num_tokens, threads, 0, stream>>>(p); break;
-    case 256: RopeKvWriteKernel<256><<<p.num_tokens, threads, 0, stream>>>(p); break;
+    case 64: return detail::LaunchPdl("RopeKvWriteKernel", RopeKvWriteKernel<64>, p.num_tokens, threads, 0, stream, p);
+    case 128:
+      return detail::LaunchPdl("RopeKvWriteKernel", RopeKvWriteKernel<128>, p.num_tokens, threads, 0, stream, p);
+    case 256:
+      return detail::LaunchPdl("RopeKvWriteKernel", RopeKvWriteKernel<256>, p.num_tokens, threads, 0, stream, p);
     default:
       if (p.head_dim <= 0 || p.head_dim % 2 != 0 || p.head_dim > 1024)
         return InvalidArgumentError("RopeKvWrite: head_dim must be even and <= 1024");
-      RopeKvWriteGenericKernel<<<p.num_tokens, threads, 0, stream>>>(p);
-      return cuda::LastLaunchStatus("RopeKvWriteGenericKernel");
+      return detail::LaunchPdl("RopeKvWriteGenericKernel", RopeKvWriteGenericKernel, p.num_tokens, threads, 0,
+                               stream, p);
   }
-  return cuda::LastLaunchStatus("RopeKvWriteKernel");
 }
 
 }  // namespace tandem::kernels

@@ -7,6 +7,8 @@ namespace tandem::kernels {
 namespace {
 
 __global__ void SiluMulKernel(SiluMulParams p) {
+  detail::WaitForPreviousKernel();
+  detail::AllowNextKernel();
   const int vecs = p.ffn / 8;
   const int64_t total = static_cast<int64_t>(p.num_tokens) * vecs;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -33,8 +35,8 @@ Status LaunchSiluMul(const SiluMulParams& p, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(p.num_tokens) * (p.ffn / 8);
   const int threads = 256;
   const int64_t blocks = (total + threads - 1) / threads;
-  SiluMulKernel<<<static_cast<int>(blocks < 65536 ? blocks : 65536), threads, 0, stream>>>(p);
-  return cuda::LastLaunchStatus("SiluMulKernel");
+  return detail::LaunchPdl("SiluMulKernel", SiluMulKernel, static_cast<int>(blocks < 65536 ? blocks : 65536), threads,
+                           0, stream, p);
 }
 
 }  // namespace tandem::kernels

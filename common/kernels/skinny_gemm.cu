@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "common/cuda/cuda_status.h"
+#include "common/kernels/kernel_util.cuh"
 
 namespace tandem::kernels {
 namespace {
@@ -37,17 +38,20 @@ __device__ __forceinline__ uint4 LoadStreaming(const __nv_bfloat16* ptr, bool pr
   return v;
 }
 
-// x through the read-only path with L1 allocation (every block re-reads x).
+// x with an ordinary (coherent) load, cached in L1 (every block re-reads x). Not the
+// read-only .nc path: under PDL this kernel starts before the kernel writing x ends, and
+// .nc data is only guaranteed for memory nobody writes during the kernel's lifetime.
 __device__ __forceinline__ uint4 LoadCached(const __nv_bfloat16* ptr, bool pred) {
   uint4 v;
-  asm("{\n"
+  asm volatile("{\n"
       "  .reg .pred p;\n"
       "  setp.ne.b32 p, %5, 0;\n"
       "  mov.b32 %0, 0;\n  mov.b32 %1, 0;\n  mov.b32 %2, 0;\n  mov.b32 %3, 0;\n"
-      "  @p ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+      "  @p ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n"
       "}\n"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(ptr), "r"(static_cast<int>(pred)));
+      : "l"(ptr), "r"(static_cast<int>(pred))
+      : "memory");  // volatile + memory: never hoisted above WaitForPreviousKernel
   return v;
 }
 
@@ -110,6 +114,9 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
 
   float acc[kRowTiles][kTokenTiles][2][4] = {};
   const int num_steps = (k_total + kStepK - 1) / kStepK;
+  // Launched with PDL: the first batch of weight loads (nobody writes weights) goes out
+  // while the previous kernel finishes; x and y only after it has.
+  bool waited = false;
 #pragma unroll 1
   for (int s0 = warp; s0 < num_steps; s0 += kWarps * kUnroll) {
     uint4 wv[kUnroll][kRowTiles][2], xv[kUnroll][kTokenTiles];
@@ -122,6 +129,16 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
 #pragma unroll
         for (int h = 0; h < 2; ++h)
           wv[u][r][h] = LoadStreaming(w_ptr[r][h] + k0, k_ok && w_ok[r][h]);
+    }
+    if (!waited) {
+      detail::WaitForPreviousKernel();
+      detail::AllowNextKernel();
+      waited = true;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int k0 = (s0 + u * kWarps) * kStepK;
+      const bool k_ok = k0 + 8 * t < k_total;
 #pragma unroll
       for (int c = 0; c < kTokenTiles; ++c) xv[u][c] = LoadCached(x_ptr[c] + k0, k_ok && x_ok[c]);
     }
@@ -141,6 +158,7 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
       const float(&b)[4] = acc[r][c][1];
       partial[warp][r][c][lane] = make_float4(a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3]);
     }
+  if (!waited) detail::WaitForPreviousKernel();  // a warp without k-steps still writes y below
   __syncthreads();
 
   // Output o = token * kRows + feature: consecutive threads write consecutive features.
@@ -164,13 +182,12 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
 template <int kTokenTiles, int kRowTiles, int kUnroll>
 Status LaunchTiled(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int64_t blocks = (static_cast<int64_t>(p.n) + 16 * kRowTiles - 1) / (16 * kRowTiles);
-  if (p.y_dtype == DType::kF32)
-    SkinnyGemmKernel<kTokenTiles, kRowTiles, kUnroll, float>
-        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
-  else
-    SkinnyGemmKernel<kTokenTiles, kRowTiles, kUnroll, __nv_bfloat16>
-        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p);
-  return cuda::LastLaunchStatus("SkinnyGemmKernel");
+  if (p.y_dtype == DType::kF32) {
+    return detail::LaunchPdl("SkinnyGemmKernel", SkinnyGemmKernel<kTokenTiles, kRowTiles, kUnroll, float>,
+                             static_cast<unsigned>(blocks), kThreads, 0, stream, p);
+  }
+  return detail::LaunchPdl("SkinnyGemmKernel", SkinnyGemmKernel<kTokenTiles, kRowTiles, kUnroll, __nv_bfloat16>,
+                           static_cast<unsigned>(blocks), kThreads, 0, stream, p);
 }
 
 template <int kTokenTiles>
