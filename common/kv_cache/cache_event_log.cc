@@ -1,6 +1,20 @@
 #include "common/kv_cache/cache_event_log.h"
 
 namespace tandem::kv_cache {
+namespace {
+
+// clear() zeroes the whole bucket array, which stays as large as the biggest
+// burst; a drain runs every engine step, so a big table is dropped instead.
+template <typename Map>
+void ClearCheaply(Map* map) {
+  if (map->bucket_count() > 1024) {
+    Map().swap(*map);
+  } else if (!map->empty()) {
+    map->clear();
+  }
+}
+
+}  // namespace
 
 CacheEventLog::CacheEventLog(size_t max_pending) : max_pending_(max_pending) {}
 
@@ -17,7 +31,7 @@ void CacheEventLog::Record(const BlockHash& hash, bool present) {
 
 void CacheEventLog::RequestReset() {
   reset_needed_ = true;
-  pending_.clear();
+  ClearCheaply(&pending_);
 }
 
 CacheEvents CacheEventLog::Take() {
@@ -27,8 +41,9 @@ CacheEvents CacheEventLog::Take() {
     reset_needed_ = false;
     return out;
   }
+  if (pending_.empty()) return out;
   for (const auto& [hash, present] : pending_) (present ? out.stored : out.removed).push_back(hash);
-  pending_.clear();
+  ClearCheaply(&pending_);
   return out;
 }
 
