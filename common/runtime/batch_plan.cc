@@ -61,6 +61,16 @@ Status CheckDisjointWrites(std::span<const SeqChunk> chunks, int block_size) {
 
 }  // namespace
 
+int TableWidthBucket(int blocks, int max_width) {
+  int bucket = 1;
+  while (bucket < blocks) {
+    // From 2^k (k >= 1) the next bucket is 3 * 2^(k-1), then 2^(k+1).
+    const bool power_of_two = (bucket & (bucket - 1)) == 0;
+    bucket = power_of_two && bucket >= 2 ? bucket / 2 * 3 : (power_of_two ? 2 : bucket / 3 * 4);
+  }
+  return std::min(bucket, std::max(max_width, blocks));
+}
+
 size_t MaxPackedSize(const BatchLimits& l) {
   size_t width = static_cast<size_t>(BlocksFor(l.max_model_len, l.block_size));
   return 2 * static_cast<size_t>(l.max_num_tokens) + 2 * static_cast<size_t>(l.max_num_seqs) + 1 +
@@ -86,6 +96,7 @@ Status Measure(std::span<const SeqChunk> chunks, const BatchLimits& limits, Batc
     plan->max_kv_len = std::max(plan->max_kv_len, c.start_position + n);
     plan->table_width = std::max(plan->table_width, BlocksFor(c.start_position + n, limits.block_size));
   }
+  plan->table_width = TableWidthBucket(plan->table_width, BlocksFor(limits.max_model_len, limits.block_size));
   if (tokens > limits.max_num_tokens) {
     return InvalidArgumentError(fmt::format("{} tokens in a step, limit {}", tokens, limits.max_num_tokens));
   }

@@ -34,13 +34,21 @@ struct BatchLimits {
   int max_logits_rows = 0;     // logits rows per step
 };
 
+// The smallest of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (2^k and 3 * 2^(k-1)) that is >=
+// `blocks`, at most `max_width` (the table width of max_model_len). Padding costs at most
+// a third more table entries; a context of n blocks has about 2 log2(n) widths.
+int TableWidthBucket(int blocks, int max_width);
+
 struct BatchPlan {
   int num_tokens = 0;       // N
   int num_seqs = 0;         // S
   int num_logits_rows = 0;  // R
   int max_query_len = 0;
   int max_kv_len = 0;
-  int table_width = 0;      // W: block table row length (max blocks any sequence uses)
+  // W: block table row length: the most blocks any sequence uses, rounded up to
+  // TableWidthBucket so that steps whose contexts grow by a block keep the same
+  // shapes (a CUDA graph captured for one replays for the next ones).
+  int table_width = 0;
 
   // Packed I32 metadata, in this order (the offsets below index into it):
   //   token_ids [N] | positions [N] | query_start [S+1] | kv_lens [S] |

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <vector>
 
 namespace tandem::runtime {
@@ -39,6 +40,34 @@ TEST(BatchPlanTest, PacksMixedPrefillAndDecode) {
   EXPECT_EQ(plan->slot_mapping, (std::vector<int64_t>{14, 15, 36, 37, 38, 29}));
   EXPECT_EQ(plan->packed.size(), plan->logits_rows_offset + 6);
   EXPECT_LE(plan->packed.size(), MaxPackedSize(Limits()));
+}
+
+TEST(BatchPlanTest, TableWidthIsBucketedAndPadded) {
+  // 1..4 are their own buckets; then 6, 8, 12, 16, 24 ...; never past max_model_len's width.
+  const std::vector<int> expected = {1, 2, 3, 4, 6, 6, 8, 8, 12, 12, 12, 12, 16, 16, 16, 16, 24};
+  for (int blocks = 1; blocks <= static_cast<int>(expected.size()); ++blocks) {
+    EXPECT_EQ(TableWidthBucket(blocks, 1000), expected[blocks - 1]) << blocks << " blocks";
+  }
+  EXPECT_EQ(TableWidthBucket(13, 14), 14);
+  EXPECT_EQ(TableWidthBucket(97, 1 << 20), 128);
+  std::set<int> widths;
+  for (int blocks = 1; blocks <= 512; ++blocks) widths.insert(TableWidthBucket(blocks, 512));
+  EXPECT_EQ(widths.size(), 18u);  // an 8K context in 16-token blocks: 18 shapes, not 512
+
+  // A decode step at position 20 uses 6 blocks of 4 tokens -> width 6, the rest padded.
+  std::vector<TokenId> t = {7};
+  std::vector<BlockId> table = {0, 1, 2, 3, 4, 5};
+  auto plan = BatchPlan::Build(std::vector<SeqChunk>{{t, 20, table, true}}, Limits());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->table_width, 6);
+  std::vector<TokenId> u = {8};
+  std::vector<BlockId> five = {0, 1, 2, 3, 4};
+  plan = BatchPlan::Build(std::vector<SeqChunk>{{u, 16, five, true}}, Limits());
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->table_width, 6);  // 5 blocks, bucket 6: one padding entry
+  EXPECT_EQ(std::vector<int32_t>(plan->packed.begin() + plan->block_tables_offset,
+                                 plan->packed.begin() + plan->block_tables_offset + 6),
+            (std::vector<int32_t>{0, 1, 2, 3, 4, kInvalidBlock}));
 }
 
 TEST(BatchPlanTest, LastTokenLogitsOnlyAndNoLogits) {
