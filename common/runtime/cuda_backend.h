@@ -2,7 +2,9 @@
 // the KV cache are bf16 (compute_dtype() == BF16), math is fp32, logits are
 // fp32. Every op is one kernel (common/kernels) or one cuBLAS GEMM, queued on
 // the backend's single stream; nothing allocates device memory after the
-// model's Create (the attention scratch comes from AttentionWorkspaceBytes).
+// model's Create (the attention scratch comes from AttentionWorkspaceBytes)
+// except SampleTokens' staging (first call, then doubling when a step needs more).
+// Decode-path kernels use programmatic dependent launch (kernels/kernel_util.cuh).
 //
 // Attention picks, per call: the split-KV decode kernel for decode-only
 // batches, the tensor-core prefill kernel for any other batch (head_dim 64 or
