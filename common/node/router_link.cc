@@ -1,8 +1,10 @@
 #include "common/node/router_link.h"
 
 #include <chrono>
+#include <future>
 
 #include "common/base/logging.h"
+#include "common/proto/messages.h"
 
 namespace tandem::node {
 
@@ -76,26 +78,42 @@ void RouterLink::OnClosed(const std::shared_ptr<net::RpcConnection>& conn) {
 }
 
 bool RouterLink::TryRegister() {
-  StatusOr<std::shared_ptr<net::RpcConnection>> conn = client_->Connect(options_.router_address);
-  if (!conn.ok()) return false;
+  StatusOr<std::shared_ptr<net::RpcConnection>> connected = client_->Connect(options_.router_address);
+  if (!connected.ok()) return false;
+  std::shared_ptr<net::RpcConnection> conn = *connected;
   proto::RegisterRequest request = options_.make_register ? options_.make_register() : proto::RegisterRequest();
-  StatusOr<proto::RegisterReply> reply = (*conn)->CallAndWaitFor<proto::RegisterReply>(request, 5000);
-  if (!reply.ok()) {
-    TANDEM_LOG_WARN("register with router {}: {}", options_.router_address, reply.status().ToString());
-    (*conn)->Close(UnavailableError("register failed"));
-    return false;
-  }
-  {
+  // The reply is taken on the connection's strand, before anything the router sends after
+  // it: a request that follows the reply at once already finds the link registered, so
+  // the Tokens it produces are not refused by Send (a waiting link thread may be late).
+  auto registered = std::make_shared<std::promise<bool>>();
+  std::future<bool> result = registered->get_future();
+  conn->Call(request, 5000, [this, conn, registered](StatusOr<net::MessagePtr> reply) {
+    const proto::RegisterReply* r = reply.ok() ? proto::MessageAs<proto::RegisterReply>(**reply) : nullptr;
+    if (r == nullptr) {
+      TANDEM_LOG_WARN("register with router {}: {}", options_.router_address,
+                      reply.ok() ? "unexpected reply " + (*reply)->GetTypeName() : reply.status().ToString());
+      registered->set_value(false);
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    if (!(*conn)->is_open()) return false;
-    conn_ = *conn;
-    node_id_.store(reply->node_id());
-    if (reply->heartbeat_interval_ms() > 0) {
-      interval_ms_.store(static_cast<int>(std::min<uint32_t>(reply->heartbeat_interval_ms(), 60000)));
+    if (!conn->is_open() || stop_) {
+      registered->set_value(false);
+      return;
+    }
+    conn_ = conn;
+    node_id_.store(r->node_id());
+    if (r->heartbeat_interval_ms() > 0) {
+      interval_ms_.store(static_cast<int>(std::min<uint32_t>(r->heartbeat_interval_ms(), 60000)));
     }
     registered_.store(true);
+    registered->set_value(true);
+  });
+  // Call answers exactly once (reply, error or its deadline), so this returns.
+  if (!result.get()) {
+    conn->Close(UnavailableError("register failed"));
+    return false;
   }
-  TANDEM_LOG_INFO("registered with router {} as node {}", options_.router_address, reply->node_id());
+  TANDEM_LOG_INFO("registered with router {} as node {}", options_.router_address, node_id_.load());
   return true;
 }
 
