@@ -9,6 +9,8 @@ safetensors), and writes golden.safetensors:
   decode_ids     I64 [S]     tokens fed one at a time after the prompt (greedy picks)
   decode_logits  F32 [S, V]  logits after feeding each decode token
 Logits come from full recomputation over the whole sequence (no HF cache), in float64 math on CPU.
+Every weight is a bfloat16 value (stored as float32), so a bf16 backend runs the very weights the
+reference ran: what it is compared on is its own arithmetic, not the rounding of the checkpoint.
 
 Run where transformers is installed (the GPU machine; no GPU needed):
   python3 tools/golden/make_golden.py --out tests/data/golden
@@ -63,6 +65,13 @@ def randomize_extras(model, gen):
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))
 
 
+def round_to_bf16(model):
+    """Makes every parameter exactly representable in bfloat16 (see the module docstring)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).to(p.dtype))
+
+
 def logits_of(model, ids):
     with torch.no_grad():
         return model(input_ids=torch.tensor([ids])).logits[0].to(torch.float32)
@@ -81,6 +90,7 @@ def main():
         cfg = cfg_cls(**COMMON, **extra)
         model = model_cls(cfg).to(torch.float64).eval()
         randomize_extras(model, gen)
+        round_to_bf16(model)
         out = os.path.join(args.out, family)
         os.makedirs(out, exist_ok=True)
         model.to(torch.float32).save_pretrained(out, safe_serialization=True)

@@ -1,14 +1,15 @@
 // CudaBackend through the whole Llama-family forward:
-//  - against Hugging Face transformers' fp32 logits (tests/data/golden, weights stored in
-//    bf16), one-shot and chunked+batched, with the max relative error per row
-//    (max_v |ours - ref| / max_v |ref|, as golden_test.cc). The issue asked for <= 2e-2 and
-//    top-1 on >= 99 % of rows; rounding these fixtures' weights to bf16 alone (CPU fp32
-//    math) already costs 1.3e-2 .. 2.6e-2 and flips one top-1 of qwen3 (printed by the
-//    test), and transformers' own bf16 run (tools/gpu/hf_bf16_error.py) lands 1.8e-2 ..
-//    4.1e-2 away with top-1 0.89 .. 1.0, so the bound here is 5e-2 and top-1 must agree
-//    except at near-ties (HF's top two within the bound);
-//  - greedy generation equal to the CPU fp32 backend over the same (bf16-rounded) weights:
-//    token for token, up to a step where the CPU's top two are a near-tie;
+//  - against Hugging Face transformers' logits (tests/data/golden: float64 math over weights
+//    that are exact bf16 values, so both sides run the same weights), one-shot and
+//    chunked+batched, with the max relative error per row (max_v |ours - ref| / max_v |ref|,
+//    as golden_test.cc). Issue #5 asks <= 2e-2 and top-1 on >= 99 % of rows. What is left
+//    with identical weights is bf16 activations / KV: we measure 0.021 .. 0.030 and one
+//    near-tie top-1 flip in 27 rows per family, and transformers' own bf16 run of these
+//    models (tools/gpu/hf_bf16_error.py) 0.015 .. 0.032 with top-1 0.89 .. 1.0. So the
+//    bound here is 3.5e-2, and top-1 must agree except at near-ties (HF's top two within
+//    kTie of max|ref|);
+//  - greedy generation equal to the CPU fp32 backend over the same weights: token for
+//    token, up to a step where the CPU's top two are a near-tie;
 //  - a model shape that takes the tensor-core attention kernels (head_dim 64, blocks of 16)
 //    against the CPU backend, and a mixed batch (prefill chunks + decodes) against each
 //    sequence run alone.
@@ -24,8 +25,8 @@
 namespace tandem::runtime::testing {
 namespace {
 
-constexpr double kMaxRelError = 5e-2;  // see the file comment
-constexpr double kFastPathMaxRelError = 6e-2;
+constexpr double kMaxRelError = 3.5e-2;   // see the file comment
+constexpr double kFastPathMaxRelError = 6e-2;  // random bf16 weights at larger scale vs the CPU backend
 constexpr double kTie = 5e-2;          // top-two gap (relative to max|ref|) that counts as a tie
 
 struct Score {
@@ -70,7 +71,8 @@ TEST_P(CudaGoldenTest, PrefillAndDecodeMatchTransformers) {
   }
   EXPECT_EQ(backend->live_buffers(), 0);
   {
-    // Context: the CPU fp32 backend over the same bf16-rounded weights (prefill rows).
+    // Context: the CPU fp32 backend over the same weights (prefill rows; the weights are
+    // exact bf16 values, so the rounding below changes nothing).
     CpuBackend cpu;
     Bf16RoundedWeights rounded(*g.weights);
     ModelOn m(&cpu, g.config, rounded, 16, 16);
@@ -80,7 +82,7 @@ TEST_P(CudaGoldenTest, PrefillAndDecodeMatchTransformers) {
                         .all_logits = true}});
     Score cpu_score;
     for (size_t r = 0; r < g.prompt.size(); ++r) cpu_score.Add(rows.data() + r * v, g.prefill_ref.data() + r * v, v);
-    std::printf("%s baseline, CPU fp32 over bf16-rounded weights: top-1 %.4f, max relative error %.3g\n",
+    std::printf("%s baseline, CPU fp32 over the same weights: top-1 %.4f, max relative error %.3g\n",
                 GetParam().c_str(), static_cast<double>(cpu_score.top1) / cpu_score.rows, cpu_score.worst);
   }
 }
