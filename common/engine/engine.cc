@@ -46,6 +46,8 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
   options.max_logits_rows = config_.scheduler.max_num_seqs;
   options.max_model_len = max_len;
   options.kv_block_size = config_.block_size;
+  // Graph-replaying backends get decode batches padded to bucket sizes.
+  options.pad_decode_batches = backend_->device() == runtime::Device::kCuda;
   TANDEM_ASSIGN_OR_RETURN(model_, runtime::LlamaModel::Create(model_config_, *weights, backend_.get(), options));
 
   int num_blocks = config_.num_device_blocks;

@@ -71,6 +71,11 @@ int TableWidthBucket(int blocks, int max_width) {
   return std::min(bucket, std::max(max_width, blocks));
 }
 
+int DecodeBatchBucket(int seqs, int max_seqs) {
+  int bucket = seqs <= 1 ? 1 : seqs <= 2 ? 2 : seqs <= 4 ? 4 : (seqs + 7) / 8 * 8;
+  return std::max(seqs, std::min(bucket, max_seqs));
+}
+
 size_t MaxPackedSize(const BatchLimits& l) {
   size_t width = static_cast<size_t>(BlocksFor(l.max_model_len, l.block_size));
   return 2 * static_cast<size_t>(l.max_num_tokens) + 2 * static_cast<size_t>(l.max_num_seqs) + 1 +
@@ -107,6 +112,14 @@ Status Measure(std::span<const SeqChunk> chunks, const BatchLimits& limits, Batc
   plan->num_seqs = static_cast<int>(chunks.size());
   plan->num_tokens = static_cast<int>(tokens);
   plan->num_logits_rows = static_cast<int>(rows);
+  const bool decode_only =
+      std::all_of(chunks.begin(), chunks.end(), [](const SeqChunk& c) { return c.tokens.size() == 1; });
+  if (limits.pad_decode_batches && decode_only) {
+    const int padded = std::min(DecodeBatchBucket(plan->num_seqs, limits.max_num_seqs), limits.max_num_tokens);
+    plan->num_padding_seqs = std::max(0, padded - plan->num_seqs);
+    plan->num_seqs += plan->num_padding_seqs;
+    plan->num_tokens += plan->num_padding_seqs;
+  }
   return Status::Ok();
 }
 
@@ -124,7 +137,7 @@ void Pack(std::span<const SeqChunk> chunks, int block_size, BatchPlan* plan) {
 
   int32_t* p = plan->packed.data();
   int32_t row = 0, logits_row = 0;
-  for (size_t s = 0; s < n_seq; ++s) {
+  for (size_t s = 0; s < chunks.size(); ++s) {
     const auto& c = chunks[s];
     const int n = static_cast<int>(c.tokens.size());
     p[plan->query_start_offset + s] = row;
@@ -138,6 +151,16 @@ void Pack(std::span<const SeqChunk> chunks, int block_size, BatchPlan* plan) {
       plan->slot_mapping[row] = int64_t{c.block_table[pos / block_size]} * block_size + pos % block_size;
       if (c.want_logits && (c.all_logits || i == n - 1)) p[plan->logits_rows_offset + logits_row++] = row;
     }
+  }
+  // Padding: token 0 at position 0 attending to slot 0 of block 0 (any readable slot;
+  // its slot mapping is -1, so it writes no KV).
+  for (size_t s = chunks.size(); s < n_seq; ++s, ++row) {
+    p[plan->query_start_offset + s] = row;
+    p[plan->kv_lens_offset + s] = 1;
+    p[plan->block_tables_offset + s * plan->table_width] = 0;
+    p[plan->token_ids_offset + row] = 0;
+    p[plan->positions_offset + row] = 0;
+    plan->slot_mapping[row] = -1;
   }
   p[plan->query_start_offset + n_seq] = row;
 }

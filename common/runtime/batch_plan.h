@@ -32,7 +32,16 @@ struct BatchLimits {
   int max_num_tokens = 0;      // sum of chunk lengths
   int max_num_seqs = 0;        // chunks per step
   int max_logits_rows = 0;     // logits rows per step
+  // Decode-only steps (every chunk one token, at most one logits row) get padding
+  // sequences up to DecodeBatchBucket, so a CUDA graph captured for a bucket serves every
+  // batch size in it. A padding sequence has one token (id 0, position 0) that attends to
+  // slot 0 of block 0 (kv_len 1; read, never written: its slot mapping is -1) and no
+  // logits row; its activations are garbage that no real row reads.
+  bool pad_decode_batches = false;
 };
+
+// 1, 2, 4, 8, then multiples of 8: the smallest >= `seqs`, at most max(`max_seqs`, seqs).
+int DecodeBatchBucket(int seqs, int max_seqs);
 
 // The smallest of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (2^k and 3 * 2^(k-1)) that is >=
 // `blocks`, at most `max_width` (the table width of max_model_len). Padding costs at most
@@ -40,8 +49,9 @@ struct BatchLimits {
 int TableWidthBucket(int blocks, int max_width);
 
 struct BatchPlan {
-  int num_tokens = 0;       // N
-  int num_seqs = 0;         // S
+  int num_tokens = 0;       // N (padding sequences included)
+  int num_seqs = 0;         // S (padding sequences included, after the real ones)
+  int num_padding_seqs = 0;
   int num_logits_rows = 0;  // R
   int max_query_len = 0;
   int max_kv_len = 0;

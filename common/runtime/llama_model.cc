@@ -168,7 +168,8 @@ StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCa
   BatchLimits limits{.vocab_size = config_.vocab_size, .block_size = layout.block_size,
                      .num_blocks = layout.num_blocks, .max_model_len = options_.max_model_len,
                      .max_num_tokens = options_.max_num_tokens, .max_num_seqs = options_.max_num_seqs,
-                     .max_logits_rows = options_.max_logits_rows};
+                     .max_logits_rows = options_.max_logits_rows,
+                     .pad_decode_batches = options_.pad_decode_batches};
   TANDEM_ASSIGN_OR_RETURN(BatchPlan plan, BatchPlan::Build(chunks, limits));
   Workspace& w = *ws_;
   const int64_t packed = static_cast<int64_t>(plan.packed.size());

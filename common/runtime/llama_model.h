@@ -40,6 +40,9 @@ struct RuntimeOptions {
   int max_model_len = 0;
   // KV block size the metadata workspace is sized for (tokens per block, power of two).
   int kv_block_size = 16;
+  // Pads decode-only steps to DecodeBatchBucket sizes (BatchLimits::pad_decode_batches),
+  // so CUDA graphs are captured per bucket rather than per batch size.
+  bool pad_decode_batches = false;
 
   Status Validate() const;
 };

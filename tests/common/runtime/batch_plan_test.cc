@@ -70,6 +70,52 @@ TEST(BatchPlanTest, TableWidthIsBucketedAndPadded) {
             (std::vector<int32_t>{0, 1, 2, 3, 4, kInvalidBlock}));
 }
 
+TEST(BatchPlanTest, DecodeBatchesArePaddedToBuckets) {
+  EXPECT_EQ(DecodeBatchBucket(1, 256), 1);
+  EXPECT_EQ(DecodeBatchBucket(3, 256), 4);
+  EXPECT_EQ(DecodeBatchBucket(5, 256), 8);
+  EXPECT_EQ(DecodeBatchBucket(9, 256), 16);
+  EXPECT_EQ(DecodeBatchBucket(250, 256), 256);
+  EXPECT_EQ(DecodeBatchBucket(250, 252), 252);  // never past the limit
+  EXPECT_EQ(DecodeBatchBucket(3, 2), 3);        // nor below the batch
+
+  BatchLimits limits = Limits();
+  limits.pad_decode_batches = true;
+  std::vector<TokenId> a = {11}, b = {12}, c = {13};
+  std::vector<BlockId> ta = {3, 9}, tb = {1}, tc = {2, 7};
+  // Three decodes (positions 5, 2, 6) -> a batch of 4 with one padding sequence.
+  auto plan = BatchPlan::Build(std::vector<SeqChunk>{{a, 5, ta, true}, {b, 2, tb, true}, {c, 6, tc, true}}, limits);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->num_seqs, 4);
+  EXPECT_EQ(plan->num_tokens, 4);
+  EXPECT_EQ(plan->num_padding_seqs, 1);
+  EXPECT_EQ(plan->num_logits_rows, 3);
+  auto at = [&](size_t offset, size_t count) {
+    return std::vector<int32_t>(plan->packed.begin() + offset, plan->packed.begin() + offset + count);
+  };
+  EXPECT_EQ(at(plan->token_ids_offset, 4), (std::vector<int32_t>{11, 12, 13, 0}));
+  EXPECT_EQ(at(plan->positions_offset, 4), (std::vector<int32_t>{5, 2, 6, 0}));
+  EXPECT_EQ(at(plan->query_start_offset, 5), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(at(plan->kv_lens_offset, 4), (std::vector<int32_t>{6, 3, 7, 1}));
+  EXPECT_EQ(at(plan->logits_rows_offset, 3), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(plan->slot_mapping, (std::vector<int64_t>{9 * 4 + 1, 1 * 4 + 2, 7 * 4 + 2, -1}));
+  const size_t w = plan->table_width;
+  std::vector<int32_t> padding_row(w, kInvalidBlock);
+  padding_row[0] = 0;  // reads slot 0 of block 0
+  EXPECT_EQ(at(plan->block_tables_offset + 3 * w, w), padding_row);
+  EXPECT_LE(plan->packed.size(), MaxPackedSize(limits));
+
+  // Prefill steps, and limits off, are never padded.
+  std::vector<TokenId> two = {1, 2};
+  plan = BatchPlan::Build(std::vector<SeqChunk>{{two, 0, ta, true}, {b, 2, tb, true}, {c, 6, tc, true}}, limits);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->num_padding_seqs, 0);
+  EXPECT_EQ(plan->num_seqs, 3);
+  plan = BatchPlan::Build(std::vector<SeqChunk>{{a, 5, ta, true}, {b, 2, tb, true}, {c, 6, tc, true}}, Limits());
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->num_seqs, 3);
+}
+
 TEST(BatchPlanTest, LastTokenLogitsOnlyAndNoLogits) {
   std::vector<TokenId> a = {1, 2, 3}, b = {4, 5};
   std::vector<BlockId> ta = {0}, tb = {5};

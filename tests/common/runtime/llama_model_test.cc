@@ -35,8 +35,10 @@ std::vector<BlockId> Range(int first, int count) {
 }
 
 struct Fixture {
-  explicit Fixture(const std::string& family) : config(SmallConfig(family)), weights(config, 42) {
+  explicit Fixture(const std::string& family, bool pad_decode_batches = false)
+      : config(SmallConfig(family)), weights(config, 42) {
     RuntimeOptions options;
+    options.pad_decode_batches = pad_decode_batches;
     options.kv_block_size = kBlockSize;
     options.max_num_tokens = 128;
     options.max_num_seqs = 8;
@@ -64,6 +66,13 @@ struct Fixture {
     return rows;
   }
 
+  // The whole KV pool (fp32 on the CPU backend).
+  std::vector<float> CacheBytes() {
+    Tensor pool = cache->pool();
+    const float* p = static_cast<const float*>(pool.data);
+    return std::vector<float>(p, p + pool.NumBytes() / sizeof(float));
+  }
+
   CpuBackend backend;  // destroyed last
   model::ModelConfig config;
   FakeWeights weights;
@@ -72,6 +81,34 @@ struct Fixture {
 };
 
 class LlamaModelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LlamaModelTest, PaddedDecodeBatchGivesTheSameLogitsAndLeavesTheCacheAlone) {
+  // Three decodes padded to a batch of 4 (a padding sequence at position 0 that reads
+  // block 0 and writes no KV): the real rows equal an unpadded run, and the cache ends up
+  // the same as without padding.
+  Fixture padded(GetParam(), /*pad_decode_batches=*/true), plain(GetParam());
+  const int v = padded.config.vocab_size;
+  std::vector<std::vector<TokenId>> prompts = {Tokens(9, 1, v), Tokens(5, 2, v), Tokens(13, 3, v)};
+  std::vector<std::vector<BlockId>> tables = {Range(0, 4), Range(10, 4), Range(20, 4)};
+  for (Fixture* f : {&padded, &plain}) {
+    for (size_t i = 0; i < prompts.size(); ++i) f->Run({{prompts[i], 0, tables[i], false}});
+  }
+  std::vector<TokenId> next = {7, 8, 9};
+  auto decode = [&](Fixture& f) {
+    std::vector<SeqChunk> step;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      step.push_back({{&next[i], 1}, static_cast<int>(prompts[i].size()), tables[i], true});
+    }
+    return f.Run(step);
+  };
+  const std::vector<float> cache_before = padded.CacheBytes();
+  auto a = decode(padded), b = decode(plain);
+  ASSERT_EQ(a.size(), 3u * v);
+  EXPECT_EQ(a, b);
+  const std::vector<float> cache_after = padded.CacheBytes();
+  EXPECT_EQ(padded.CacheBytes(), plain.CacheBytes());
+  EXPECT_NE(cache_before, cache_after);
+}
 
 TEST_P(LlamaModelTest, ScatteredBlocksEqualContiguousBlocks) {
   Fixture f(GetParam());
