@@ -1,8 +1,10 @@
 #include "router/cluster/cluster_backend.h"
 
 #include <algorithm>
+#include <random>
 
 #include "common/base/logging.h"
+#include "common/metrics/metric_names.h"
 #include "common/proto/messages.h"
 #include "router/cluster/placement.h"
 #include "router/cluster/tenant_salt.h"
@@ -15,6 +17,12 @@ constexpr int64_t kLocalRetryMs = 20;
 constexpr int kMaxLocalRetries = 100;  // 2 s of AlreadyExists before giving up
 constexpr int64_t kTimerTickMs = 20;
 constexpr int kMaxRedispatches = 2;
+
+// A fresh 64-bit sampling seed (thread-safe: one random_device per call).
+uint64_t NewSeed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ static_cast<uint64_t>(device());
+}
 
 }  // namespace
 
@@ -68,6 +76,9 @@ ClusterBackend::ClusterBackend(net::EventLoop& loop, const ClusterConfig& config
     nodes_gauge_ = &metrics->AddGauge("tandem_router_nodes",
                                       "Live nodes registered with the router, by role (draining counted apart).",
                                       {"role"});
+    cached_blocks_gauge_ = &metrics->AddGauge(
+        metrics::kRouterNodeCachedBlocks, "Prefix-cache blocks the router knows a node holds (from heartbeats).",
+        {"node"});
   }
 }
 
@@ -261,7 +272,12 @@ void ClusterBackend::OnNodeDead(uint32_t node_id) {
 // kMaxRedispatches times; otherwise it ends with Unavailable.
 void ClusterBackend::Redispatch(const std::shared_ptr<Inflight>& r, uint32_t dead_node) {
   const Status dead = UnavailableError("decode node " + std::to_string(dead_node) + " died");
-  std::optional<uint32_t> decode = PickDecode(registry_.Views());
+  std::vector<TokenId> prompt = r->request.prompt_token_ids;  // what the local path will send
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    prompt.insert(prompt.end(), r->generated.begin(), r->generated.end());
+  }
+  std::optional<uint32_t> decode = PickDecode(registry_.ViewsFor(prompt, r->salt));
   Epoch next = 0;
   bool length_reached = false;
   {
@@ -298,6 +314,10 @@ void ClusterBackend::Redispatch(const std::shared_ptr<Inflight>& r, uint32_t dea
 void ClusterBackend::Submit(GenerateRequest request, StreamCallbacks callbacks) {
   auto r = std::make_shared<Inflight>();
   r->salt = TenantSalt(request.tenant_id);
+  // One seed per request, sent to prefill (first token) and decode (the rest) alike, so a
+  // disaggregated sample equals a single-process one with that seed. Explicit seeds stay
+  // (GenerationJob already made choice i of n use seed + i).
+  if (request.sampling.temperature > 0 && !request.sampling.seed) request.sampling.seed = NewSeed();
   r->request = std::move(request);
   r->callbacks = std::move(callbacks);
   const RequestId id = r->request.request_id;
@@ -320,7 +340,7 @@ void ClusterBackend::Submit(GenerateRequest request, StreamCallbacks callbacks) 
 }
 
 void ClusterBackend::Dispatch(const std::shared_ptr<Inflight>& r) {
-  const std::vector<NodeView> views = registry_.Views();
+  const std::vector<NodeView> views = registry_.ViewsFor(r->request.prompt_token_ids, r->salt);
   std::optional<uint32_t> decode = PickDecode(views);
   if (!decode) return EndWithError(r, UnavailableError("no live decode node"));
   const int32_t prompt_len = static_cast<int32_t>(r->request.prompt_token_ids.size());
@@ -569,6 +589,22 @@ void ClusterBackend::UpdateNodeGauge() {
   nodes_gauge_->WithLabels({"draining"}).Set(counts.draining);
 }
 
+void ClusterBackend::UpdateCacheGauge() {
+  if (!cached_blocks_gauge_) return;
+  std::map<std::string, int64_t> by_name;  // a restarted node may briefly be there twice
+  for (const auto& [name, blocks] : registry_.CachedBlocksByNode()) by_name[name] += blocks;
+  std::set<std::string> live;
+  for (const auto& [name, blocks] : by_name) {
+    cached_blocks_gauge_->WithLabels({name}).Set(static_cast<double>(blocks));
+    live.insert(name);
+  }
+  // Series cannot be removed: a node that left reads 0.
+  for (const std::string& name : cache_gauge_names_) {
+    if (live.count(name) == 0) cached_blocks_gauge_->WithLabels({name}).Set(0);
+  }
+  cache_gauge_names_.insert(live.begin(), live.end());
+}
+
 void ClusterBackend::RunAfter(int64_t delay_ms, std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(timer_mu_);
@@ -608,6 +644,7 @@ void ClusterBackend::RunTimer() {
     }
     for (RequestId id : expired) CancelWith(id, DeadlineExceededError("request deadline passed"));
     UpdateNodeGauge();
+    UpdateCacheGauge();
     lock.lock();
   }
 }

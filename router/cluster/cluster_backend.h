@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,7 +47,8 @@ class ClusterBackend final : public InferenceBackend {
  public:
   // Validates config, resolves the token, listens on config.control_address
   // and starts the timer thread. `metrics` (optional, not owned) gets the
-  // tandem_router_nodes gauge. Errors: InvalidArgument, Unavailable (bind).
+  // tandem_router_nodes and tandem_router_node_cached_blocks gauges. Errors:
+  // InvalidArgument, Unavailable (bind).
   static StatusOr<std::unique_ptr<ClusterBackend>> Start(net::EventLoop& loop, const ClusterConfig& config,
                                                          metrics::MetricsRegistry* metrics = nullptr,
                                                          const Clock& clock = Clock::Real());
@@ -103,6 +105,8 @@ class ClusterBackend final : public InferenceBackend {
   void RunTimer();
   // tandem_router_nodes{role} from the registry (registration, death, every tick).
   void UpdateNodeGauge();
+  // tandem_router_node_cached_blocks{node} from the registry (timer thread, every tick).
+  void UpdateCacheGauge();
   void RunAfter(int64_t delay_ms, std::function<void()> task);
 
   net::EventLoop& loop_;
@@ -110,6 +114,8 @@ class ClusterBackend final : public InferenceBackend {
   const Clock& clock_;
   NodeRegistry registry_;
   metrics::Family<metrics::Gauge>* nodes_gauge_ = nullptr;
+  metrics::Family<metrics::Gauge>* cached_blocks_gauge_ = nullptr;
+  std::set<std::string> cache_gauge_names_;  // timer thread only: node names the gauge has seen
   // Control-plane callbacks can run after the server stopped (closes complete on I/O
   // threads): they go through this guard, which Stop() clears first.
   struct HandlerGuard {
