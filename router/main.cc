@@ -58,7 +58,11 @@ constexpr char kMainHelp[] =
     "  --cluster-token-file PATH       file holding the token; YAML: cluster.cluster_token_file\n"
     "  --mode disaggregated|colocated  YAML: cluster.mode\n"
     "  --local-prefill-max-tokens N    prompts this short prefill on decode; YAML: cluster.local_prefill_max_tokens\n"
-    "  --heartbeat-interval-ms N       YAML: cluster.heartbeat_interval_ms\n";
+    "  --heartbeat-interval-ms N       YAML: cluster.heartbeat_interval_ms\n"
+    "  --control-tls-enabled BOOL      mutual TLS for nodes; YAML: cluster.tls.enabled\n"
+    "  --control-tls-cert-file PATH    router certificate (PEM); YAML: cluster.tls.cert_file\n"
+    "  --control-tls-key-file PATH     its private key (PEM); YAML: cluster.tls.key_file\n"
+    "  --control-tls-ca-file PATH      CA verifying node certificates; YAML: cluster.tls.ca_file\n";
 
 StatusOr<int32_t> ParseInt(const std::string& flag, const std::string& value) {
   char* end = nullptr;
@@ -113,7 +117,9 @@ StatusOr<MainOptions> ParseMainArgs(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> flags;
   static const char* const kOurs[] = {"--config",        "--model-dir",          "--max-model-len",
                                       "--control-address", "--cluster-token",    "--cluster-token-file",
-                                      "--mode",          "--local-prefill-max-tokens", "--heartbeat-interval-ms"};
+                                      "--mode",          "--local-prefill-max-tokens", "--heartbeat-interval-ms",
+                                      "--control-tls-enabled", "--control-tls-cert-file", "--control-tls-key-file",
+                                      "--control-tls-ca-file"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") o.help = true;
@@ -173,6 +179,15 @@ StatusOr<MainOptions> ParseMainArgs(int argc, char** argv) {
       TANDEM_ASSIGN_OR_RETURN(o.cluster.local_prefill_max_tokens, ParseInt(name, value));
     } else if (name == "--heartbeat-interval-ms") {
       TANDEM_ASSIGN_OR_RETURN(o.cluster.heartbeat_interval_ms, ParseInt(name, value));
+    } else if (name == "--control-tls-enabled") {
+      if (value != "true" && value != "false") return InvalidArgumentError(name + " must be true or false");
+      o.cluster.tls.enabled = value == "true";
+    } else if (name == "--control-tls-cert-file") {
+      o.cluster.tls.cert_file = value;
+    } else if (name == "--control-tls-key-file") {
+      o.cluster.tls.key_file = value;
+    } else if (name == "--control-tls-ca-file") {
+      o.cluster.tls.ca_file = value;
     }
   }
   return o;

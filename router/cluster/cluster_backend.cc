@@ -93,6 +93,7 @@ StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Start(net::EventLoop& 
   server_config.listen_address = config.control_address;
   server_config.rpc.cluster_token = std::move(token);
   server_config.rpc.peer_name = "router";
+  server_config.rpc.tls = config.tls.ForServer();
   backend->guard_->self = self;
   net::RpcHandlers handlers;
   handlers.on_request = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn,

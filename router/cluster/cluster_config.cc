@@ -9,6 +9,32 @@ const char* ServingModeName(ServingMode mode) {
   return mode == ServingMode::kColocated ? "colocated" : "disaggregated";
 }
 
+Status ControlTlsConfig::Validate() const {
+  if (!enabled) {
+    if (!cert_file.empty() || !key_file.empty() || !ca_file.empty()) {
+      return InvalidArgumentError(
+          "cluster.tls: cert_file/key_file/ca_file are set but cluster.tls.enabled is false "
+          "(set it to true, or remove the files)");
+    }
+    return Status::Ok();
+  }
+  if (cert_file.empty()) return InvalidArgumentError("cluster.tls.enabled needs cluster.tls.cert_file");
+  if (key_file.empty()) return InvalidArgumentError("cluster.tls.cert_file is set but cluster.tls.key_file is empty");
+  if (ca_file.empty()) {
+    return InvalidArgumentError("cluster.tls.enabled needs cluster.tls.ca_file (verifies the nodes' certificates)");
+  }
+  return Status::Ok();
+}
+
+net::TlsConfig ControlTlsConfig::ForServer() const {
+  net::TlsConfig t;
+  t.enabled = enabled;
+  t.cert_file = cert_file;
+  t.key_file = key_file;
+  t.ca_file = ca_file;  // set: every node must present a certificate signed by it
+  return t;
+}
+
 Status ClusterConfig::Validate() const {
   if (control_address.empty() || control_address.find(':') == std::string::npos) {
     return InvalidArgumentError("cluster.control_address must be host:port");
@@ -33,7 +59,7 @@ Status ClusterConfig::Validate() const {
   if (num_control_threads < 1 || num_control_threads > 64) {
     return InvalidArgumentError("cluster.num_control_threads must be in [1, 64]");
   }
-  return Status::Ok();
+  return tls.Validate();
 }
 
 StatusOr<std::string> ClusterConfig::ResolveToken() const {
@@ -64,6 +90,33 @@ Status Read(const YAML::Node& value, const std::string& key, T* out) {
   } catch (const std::exception&) {
     return InvalidArgumentError("cluster." + key + " has the wrong type");
   }
+}
+
+Status ParseTls(const YAML::Node& node, ControlTlsConfig* tls) {
+  if (!node || node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) return InvalidArgumentError("cluster.tls must be a map");
+  for (const auto& kv : node) {
+    std::string key;
+    try {
+      key = kv.first.as<std::string>();
+    } catch (const std::exception&) {
+      return InvalidArgumentError("cluster.tls has a non-string key");
+    }
+    const YAML::Node& v = kv.second;
+    const std::string name = "tls." + key;
+    if (key == "enabled") {
+      TANDEM_RETURN_IF_ERROR(Read(v, name, &tls->enabled));
+    } else if (key == "cert_file") {
+      TANDEM_RETURN_IF_ERROR(Read(v, name, &tls->cert_file));
+    } else if (key == "key_file") {
+      TANDEM_RETURN_IF_ERROR(Read(v, name, &tls->key_file));
+    } else if (key == "ca_file") {
+      TANDEM_RETURN_IF_ERROR(Read(v, name, &tls->ca_file));
+    } else {
+      return InvalidArgumentError("unknown key cluster.tls." + key);
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -98,6 +151,8 @@ StatusOr<ClusterConfig> ParseClusterConfig(const YAML::Node& node) {
       TANDEM_RETURN_IF_ERROR(Read(v, key, &c.reservation_lease_ms));
     } else if (key == "num_control_threads") {
       TANDEM_RETURN_IF_ERROR(Read(v, key, &c.num_control_threads));
+    } else if (key == "tls") {
+      TANDEM_RETURN_IF_ERROR(ParseTls(v, &c.tls));
     } else if (key == "mode") {
       std::string mode;
       TANDEM_RETURN_IF_ERROR(Read(v, key, &mode));

@@ -9,12 +9,33 @@
 #include <string>
 
 #include "common/base/status.h"
+#include "common/net/rpc_config.h"
 
 namespace tandem::router::cluster {
 
 enum class ServingMode {
   kDisaggregated,  // prefill nodes compute prompts, KV goes to decode
   kColocated,      // every request is prefilled on its decode node (local path)
+};
+
+// TLS on the control plane (the RpcServer nodes dial). It is mutual: the router
+// serves cert_file and accepts only nodes whose client certificate ca_file
+// verifies. Off: plaintext, guarded by the cluster token only.
+struct ControlTlsConfig {
+  // Turns TLS on. When true, cert_file, key_file and ca_file are all required.
+  bool enabled = false;
+  // PEM certificate chain of the router, signed by the cluster CA; subjectAltName
+  // must carry the host nodes dial (the host of control_address as they see it).
+  std::string cert_file;
+  // PEM private key of cert_file.
+  std::string key_file;
+  // PEM CA bundle that signed the nodes' certificates; a node without one is refused.
+  std::string ca_file;
+
+  // InvalidArgument for half-configured TLS (a file without enabled, cert without key, ...).
+  Status Validate() const;
+  // The server-side net::TlsConfig.
+  net::TlsConfig ForServer() const;
 };
 
 struct ClusterConfig {
@@ -41,6 +62,8 @@ struct ClusterConfig {
   int32_t reservation_lease_ms = 10000;
   // I/O threads of the control-plane event loop.
   int32_t num_control_threads = 1;
+  // Control-plane TLS (YAML map `cluster.tls:`, flags --control-tls-*).
+  ControlTlsConfig tls;
 
   // InvalidArgument naming the first bad field. Does not read the token file.
   Status Validate() const;
@@ -48,8 +71,8 @@ struct ClusterConfig {
   StatusOr<std::string> ResolveToken() const;
 };
 
-// Reads a `cluster:` YAML map (the keys above; mode as a string). Unknown keys
-// are an error. A null node gives the defaults.
+// Reads a `cluster:` YAML map (the keys above; mode as a string; tls as a map
+// of its keys). Unknown keys are an error. A null node gives the defaults.
 StatusOr<ClusterConfig> ParseClusterConfig(const YAML::Node& node);
 
 const char* ServingModeName(ServingMode mode);
