@@ -481,6 +481,9 @@ void DecodeNode::OnOutputs(std::vector<engine::EngineOutput>&& outputs) {
       entry->set_request_id(out.id);
       entry->set_epoch(r.epoch);
       entry->mutable_token_ids()->Add(out.tokens.begin(), out.tokens.end());
+      // The first token's entry reports the prompt's cache hits early: a router that ends
+      // the request itself (a stop string) never sees the final entry.
+      if (!out.finished && out.num_cached_tokens > 0) entry->set_num_cached_tokens(out.num_cached_tokens);
       if (out.finished) {
         proto::FinishReason reason = node::FinishReasonToProto(out.finish_reason);
         entry->set_finish_reason(reason);

@@ -50,6 +50,11 @@ StreamCallbacks GenerationJob::MakeCallbacks(int32_t index) {
       if (auto self = weak.lock()) self->OnFinish(index, result);
     });
   };
+  callbacks.on_cached = [weak, post, index](int32_t cached) {
+    post([weak, index, cached] {
+      if (auto self = weak.lock()) self->OnCached(index, cached);
+    });
+  };
   callbacks.on_error = [weak, post](const Status& status) {
     post([weak, status] {
       if (auto self = weak.lock()) self->OnError(status);
@@ -105,11 +110,16 @@ void GenerationJob::OnTokens(int32_t index, const std::vector<TokenId>& token_id
   }
 }
 
+void GenerationJob::OnCached(int32_t index, int32_t num_cached_prompt_tokens) {
+  Choice& choice = choices_[index];
+  if (finished_ || choice.done) return;
+  choice.cached = num_cached_prompt_tokens;
+}
+
 void GenerationJob::OnFinish(int32_t index, const GenerateResult& result) {
   Choice& choice = choices_[index];
   if (finished_ || choice.done) return;
-  // The prompt is counted once per prompt, so its cache hits are too (first choice).
-  if (index % spec_.n == 0) usage_.cached_tokens += result.num_cached_prompt_tokens;
+  choice.cached = result.num_cached_prompt_tokens;
   std::string tail = choice.utf8.Add(choice.decoder->Finish());
   tail += choice.utf8.Finish();
   if (Deliver(index, tail)) {
@@ -133,6 +143,8 @@ void GenerationJob::OnError(const Status& status) {
 
 void GenerationJob::FinishChoice(int32_t index, FinishReason reason) {
   choices_[index].done = true;
+  // The prompt is counted once per prompt, so its cache hits are too (first choice).
+  if (index % spec_.n == 0) usage_.cached_tokens += choices_[index].cached;
   outputs_[index].finish_reason = reason;
   if (events_.on_choice_done) events_.on_choice_done(index, reason);
   if (++num_done_ < static_cast<int32_t>(choices_.size()) || finished_) return;

@@ -67,6 +67,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     Utf8Assembler utf8;
     StopMatcher stop;
     bool done = false;
+    int32_t cached = 0;  // prompt tokens served from the prefix cache (on_cached / on_finish)
   };
 
   GenerationJob(InferenceBackend* backend, const TextCodec* codec, Post post, JobSpec spec,
@@ -74,6 +75,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   StreamCallbacks MakeCallbacks(int32_t index);
   void OnTokens(int32_t index, const std::vector<TokenId>& token_ids);
   void OnFinish(int32_t index, const GenerateResult& result);
+  void OnCached(int32_t index, int32_t num_cached_prompt_tokens);
   void OnError(const Status& status);
   // Runs text through the stop matcher and delivers what is safe; true on a stop match.
   bool Deliver(int32_t index, const std::string& text);

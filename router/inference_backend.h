@@ -62,6 +62,11 @@ struct StreamCallbacks {
   // final EOS or stop token (it is `usage.completion_tokens`).
   std::function<void(std::vector<TokenId> token_ids)> on_tokens;
   std::function<void(const GenerateResult& result)> on_finish;
+  // Optional: prompt tokens served from the prefix cache, as soon as the backend knows
+  // (with the first tokens). A request the router ends early (a stop string) gets no
+  // on_finish, so this is where its usage.cached_tokens comes from; on_finish's
+  // num_cached_prompt_tokens repeats it.
+  std::function<void(int32_t num_cached_prompt_tokens)> on_cached;
   // Status codes map to HTTP: InvalidArgument 400, ResourceExhausted 429,
   // Unavailable 503, DeadlineExceeded 504, anything else 500.
   std::function<void(const Status& status)> on_error;

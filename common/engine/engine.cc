@@ -198,6 +198,7 @@ void Engine::CompleteReservation(RequestId id, TokenId first_token) {
     EngineOutput out;
     out.id = id;
     out.tokens.push_back(first_token);
+    if (const scheduler::Sequence* seq = scheduler_->Find(id)) out.num_cached_tokens = seq->num_cached_prompt_tokens;
     outputs->push_back(std::move(out));
   });
   cv_.notify_one();

@@ -54,7 +54,7 @@ struct EngineOutput {
   Status status;                // non-OK when rejected or aborted
   int num_prompt_tokens = 0;    // with finished
   int num_generated_tokens = 0; // with finished
-  int num_cached_tokens = 0;    // with finished: prompt tokens served from the prefix cache
+  int num_cached_tokens = 0;    // with a request's first token and with finished: prompt tokens served from the prefix cache
 };
 
 using OutputSink = std::function<void(std::vector<EngineOutput>&&)>;

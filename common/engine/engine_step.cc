@@ -91,10 +91,14 @@ Status Engine::SampleStep(const scheduler::SchedulerOutput& step, runtime::Tenso
       outputs->push_back(EngineOutput{id, {}, true, "aborted", sampled[i].status});
       continue;
     }
+    const scheduler::Sequence* seq = scheduler_->Find(id);
+    const bool first_token = seq != nullptr && seq->tokens.size() == static_cast<size_t>(seq->num_prompt_tokens());
+    const int cached = seq != nullptr ? seq->num_cached_prompt_tokens : 0;
     TANDEM_RETURN_IF_ERROR(scheduler_->AppendToken(id, sampled[i].token).status());
     EngineOutput out;
     out.id = id;
     out.tokens.push_back(sampled[i].token);
+    if (first_token) out.num_cached_tokens = cached;
     outputs->push_back(std::move(out));
   }
   return Status::Ok();

@@ -213,6 +213,9 @@ void ClusterBackend::OnTokens(const net::RpcConnection* conn, const proto::Token
       ReleaseThenLocal(r, entry.epoch());
       continue;
     }
+    if (entry.num_cached_tokens() > 0 && entry.finish_reason() == proto::FINISH_REASON_NONE) {
+      DeliverCached(r, entry.epoch(), entry.num_cached_tokens());
+    }
     if (entry.token_ids_size() > 0) {
       DeliverTokens(r, entry.epoch(), std::vector<TokenId>(entry.token_ids().begin(), entry.token_ids().end()));
     }
@@ -554,6 +557,18 @@ void ClusterBackend::DeliverTokens(const std::shared_ptr<Inflight>& r, Epoch epo
     r->generated.insert(r->generated.end(), tokens.begin(), tokens.end());
   }
   if (r->callbacks.on_tokens) r->callbacks.on_tokens(std::move(tokens));
+}
+
+void ClusterBackend::DeliverCached(const std::shared_ptr<Inflight>& r, Epoch epoch, int32_t cached) {
+  std::lock_guard<std::recursive_mutex> cb_lock(r->cb_mu);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r->ended || r->epoch != epoch) return;
+  }
+  // After a re-dispatch the node's prompt includes generated tokens: only the client's count.
+  if (r->callbacks.on_cached) {
+    r->callbacks.on_cached(std::clamp(cached, 0, static_cast<int32_t>(r->request.prompt_token_ids.size())));
+  }
 }
 
 void ClusterBackend::End(const std::shared_ptr<Inflight>& r,

@@ -99,6 +99,8 @@ class ClusterBackend final : public InferenceBackend {
   // Delivery: exactly one End per request; tokens only before it.
   void DeliverTokens(const std::shared_ptr<Inflight>& r, Epoch epoch, std::vector<TokenId> tokens);
   void End(const std::shared_ptr<Inflight>& r, const std::function<void(const StreamCallbacks&)>& finish);
+  // A decode node's early report of the prompt's cache hits (StreamCallbacks::on_cached).
+  void DeliverCached(const std::shared_ptr<Inflight>& r, Epoch epoch, int32_t cached);
   void EndWithError(const std::shared_ptr<Inflight>& r, const Status& status);
   bool IsCurrent(const std::shared_ptr<Inflight>& r, Epoch epoch) const;
 

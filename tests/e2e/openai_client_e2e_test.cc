@@ -130,7 +130,9 @@ class OpenAiClientE2eTest : public ::testing::Test {
   // before the stop string's first occurrence; completion_tokens = the tokens
   // generated until the decoded text first contains it.
   static void StopStringCase(json* out) {
-    const std::string prompt = "A prompt of its own, so nothing of it is cached on decode yet.";
+    const std::string prompt =
+        "A prompt of its own, so nothing of it is cached on decode yet; it is long enough to fill a "
+        "block of sixteen tokens, so that sending it again finds that block cached.";
     auto prompt_ids = tokenizer_->Encode(prompt, /*add_special_tokens=*/true);
     ASSERT_TRUE(prompt_ids.ok());
     const std::vector<TokenId> tokens = ReferenceTokens(cluster_->model_dir(), *prompt_ids, 24);
@@ -207,6 +209,13 @@ TEST_F(OpenAiClientE2eTest, StreamsChatAndCompletionsThroughTheRealClusterWithEx
   // finish_reason "stop": a stop string taken from the greedy text of a fresh prompt.
   json stop_case;
   ASSERT_NO_FATAL_FAILURE(StopStringCase(&stop_case));
+  cases.push_back(stop_case);
+  // The same again: the router ends it on the stop string before decode's final entry,
+  // so cached_tokens must come from decode's first Tokens entry.
+  const int stop_prompt_tokens = stop_case["expect"]["prompt_tokens"].get<int>();
+  stop_case["name"] = "completion stopped, repeated";
+  stop_case["expect"]["cached_tokens"] = RepeatedPromptCachedTokens(stop_prompt_tokens);
+  ASSERT_GT(stop_case["expect"]["cached_tokens"].get<int>(), 0) << "the stop prompt spans a full block";
   cases.push_back(stop_case);
 
   json spec = {{"model", "tiny"}, {"check_errors", true}, {"cases", cases}};

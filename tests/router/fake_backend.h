@@ -105,6 +105,7 @@ class FakeBackend : public InferenceBackend {
     ++active_;
     int32_t produced = 0;
     size_t pos = 0;
+    if (script.cached_tokens > 0 && cb.on_cached) cb.on_cached(script.cached_tokens);
     for (;;) {
       if (IsCancelled(request.request_id)) break;
       if (script.hold_after >= 0 && produced >= script.hold_after) {

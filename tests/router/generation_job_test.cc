@@ -89,6 +89,30 @@ TEST(GenerationJobTest, StopStringCancelsAndCountsTokens) {
   backend.Shutdown();
 }
 
+TEST(GenerationJobTest, StopStringKeepsTheCachedTokensReportedEarly) {
+  // The router ends the request on the stop string, so the backend's on_finish never
+  // comes: usage.cached_tokens must come from on_cached (decode's first Tokens entry).
+  FakeBackend backend;
+  FakeTextCodec codec;
+  ManualExecutor exec;
+  Script script{ByteTokens("12STOP34"), /*batch_size=*/3};
+  script.cached_tokens = 16;
+  backend.SetScript(script);
+  JobSpec spec;
+  spec.prompts = {std::vector<TokenId>(20, 5)};
+  spec.base.max_tokens = 20;
+  spec.stop = {"STOP"};
+  Recorder rec;
+  rec.text.resize(1);
+  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec.Events());
+  job->Start();
+  ASSERT_TRUE(exec.RunUntil([&] { return rec.done.has_value(); }));
+  EXPECT_EQ(job->outputs()[0].finish_reason, FinishReason::kStop);
+  EXPECT_EQ(job->usage().cached_tokens, 16);
+  EXPECT_EQ(job->usage().prompt_tokens, 20);
+  backend.Shutdown();
+}
+
 TEST(GenerationJobTest, ErrorEndsJobAndCancelsOthers) {
   FakeBackend backend;
   FakeTextCodec codec;

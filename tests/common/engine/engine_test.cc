@@ -112,6 +112,19 @@ TEST(EngineTest, PrefixCacheIsPerTenant) {
   auto other = RunToCompletion(*engine, 1);
   EXPECT_EQ(other[3].final.num_cached_tokens, 0);
   EXPECT_EQ(other[3].tokens, first[1].tokens);
+
+  // The first token's output already carries the count (a router may end the request
+  // before its final output, on a stop string); later token outputs do not.
+  engine->Submit(Greedy(4, prompt, 4, "alice"));
+  std::vector<int> cached_per_token;
+  for (int step = 0; step < 100 && cached_per_token.size() < 4; ++step) {
+    std::vector<EngineOutput> outputs;
+    engine->StepOnce(&outputs);
+    for (const EngineOutput& out : outputs) {
+      if (out.id == 4 && !out.tokens.empty()) cached_per_token.push_back(out.num_cached_tokens);
+    }
+  }
+  EXPECT_EQ(cached_per_token, (std::vector<int>{32, 0, 0, 0}));
 }
 
 TEST(EngineTest, CancelAndBadRequestsEndCleanly) {
