@@ -16,6 +16,7 @@
 #include "router/cluster/placement.h"
 #include "router/cluster/tenant_salt.h"
 #include "router/http_server.h"
+#include "tests/router/cluster/cluster_http_fixture.h"
 #include "tests/router/cluster/fake_node.h"
 #include "tests/router/fake_text_codec.h"
 #include "tests/router/test_http_client.h"
@@ -174,47 +175,9 @@ TEST_F(CacheRegistryTest, SequenceGapDropsTheViewUntilTheNextReset) {
 
 // ---- through the HTTP server ----
 
-class CacheHttpTest : public ::testing::Test {
+class CacheHttpTest : public testing::ClusterHttpFixture {
  protected:
-  void SetUp() override {
-    ClusterConfig config;
-    config.control_address = "127.0.0.1:0";
-    config.cluster_token = testing::kToken;
-    config.heartbeat_interval_ms = 50;
-    auto backend = ClusterBackend::Start(loop_, config, &registry_);
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    backend_ = std::move(*backend);
-    RouterConfig rc;
-    rc.listen_port = 0;
-    RouterDeps deps;
-    deps.backend = backend_.get();
-    deps.codec = &codec_;
-    deps.model = {"tiny", 64, kFakeVocab, 1700000000};
-    deps.is_ready = [this] { return backend_->Ready(); };
-    deps.metrics_text = [this] { return registry_.RenderText(); };
-    deps.metrics = &serving_;
-    server_ = std::make_unique<HttpServer>(rc, std::move(deps));
-    ASSERT_TRUE(server_->Start().ok());
-    port_ = server_->port();
-  }
-  void TearDown() override {
-    if (server_) server_->Stop();
-    if (backend_) backend_->Stop();
-    nodes_.clear();
-  }
-  FakeNode& AddNode(proto::NodeRole role, const std::string& name) {
-    nodes_.push_back(std::make_unique<FakeNode>(loop_, backend_->control_address(), role, name, 100));
-    return *nodes_.back();
-  }
-
-  net::EventLoop loop_{2};
-  metrics::MetricsRegistry registry_;
-  metrics::ServingMetrics serving_ = metrics::ServingMetrics::Register(registry_);
-  router::testing::FakeTextCodec codec_;
-  std::unique_ptr<ClusterBackend> backend_;
-  std::unique_ptr<HttpServer> server_;
-  std::vector<std::unique_ptr<FakeNode>> nodes_;
-  uint16_t port_ = 0;
+  void SetUp() override { Start({}, /*heartbeat_interval_ms=*/50); }
 };
 
 // (request id -> seed) as Reserve reached decode and Prefill reached prefill.

@@ -9,6 +9,7 @@
 #include "common/metrics/serving_metrics.h"
 #include "router/cluster/cluster_backend.h"
 #include "router/http_server.h"
+#include "tests/router/cluster/cluster_http_fixture.h"
 #include "tests/router/cluster/fake_node.h"
 #include "tests/router/fake_text_codec.h"
 #include "tests/router/test_http_client.h"
@@ -34,55 +35,7 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-class ClusterHttpTest : public ::testing::Test {
- protected:
-  void Start(ClusterConfig config = {}) {
-    config.control_address = "127.0.0.1:0";
-    config.cluster_token = testing::kToken;
-    config.heartbeat_interval_ms = 100;
-    auto backend = ClusterBackend::Start(loop_, config, &registry_);
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    backend_ = std::move(*backend);
-    RouterConfig rc;
-    rc.listen_port = 0;
-    RouterDeps deps;
-    deps.backend = backend_.get();
-    deps.codec = &codec_;
-    deps.model = {"tiny", 64, kFakeVocab, 1700000000};
-    deps.is_ready = [this] { return backend_->Ready(); };
-    deps.metrics_text = [this] { return registry_.RenderText(); };
-    deps.metrics = &serving_;
-    server_ = std::make_unique<HttpServer>(rc, std::move(deps));
-    ASSERT_TRUE(server_->Start().ok());
-    port_ = server_->port();
-  }
-  void TearDown() override {
-    if (server_) server_->Stop();
-    if (backend_) backend_->Stop();
-    nodes_.clear();
-    server_.reset();
-    backend_.reset();
-  }
-  FakeNode& AddNode(proto::NodeRole role, const std::string& name, int64_t free_blocks = 100) {
-    nodes_.push_back(std::make_unique<FakeNode>(loop_, backend_->control_address(), role, name, free_blocks));
-    return *nodes_.back();
-  }
-  // A prefill node that "transfers" to `decode` and lets it stream.
-  FakeNode& AddPrefill(FakeNode& decode, const std::string& name = "p0") {
-    FakeNode& p = AddNode(proto::NODE_ROLE_PREFILL, name);
-    p.on_prefill = [&decode](const proto::PrefillRequest& req) { decode.StartStream(req.request_id(), req.epoch()); };
-    return p;
-  }
-
-  net::EventLoop loop_{2};
-  metrics::MetricsRegistry registry_;
-  metrics::ServingMetrics serving_ = metrics::ServingMetrics::Register(registry_);
-  router::testing::FakeTextCodec codec_;
-  std::unique_ptr<ClusterBackend> backend_;
-  std::unique_ptr<HttpServer> server_;
-  std::vector<std::unique_ptr<FakeNode>> nodes_;
-  uint16_t port_ = 0;
-};
+class ClusterHttpTest : public testing::ClusterHttpFixture {};
 
 TEST_F(ClusterHttpTest, NotReadyWithoutDecodeNode) {
   Start();
