@@ -65,6 +65,7 @@ Status Engine::SampleStep(const scheduler::SchedulerOutput& step, runtime::Tenso
   // AppendToken touches until the backend has sampled them all).
   std::vector<RequestId> ids;
   std::vector<runtime::SampleRequest> requests;
+  std::vector<int> first_token_cached;  // per row: the prompt's cache hits if this is its first token, else 0
   for (const scheduler::ScheduledSequence& s : step.scheduled) {
     if (!s.needs_logits) continue;
     const scheduler::Sequence* seq = scheduler_->Find(s.id);
@@ -78,6 +79,7 @@ Status Engine::SampleStep(const scheduler::SchedulerOutput& step, runtime::Tenso
     sample.seed = state->second.seed;
     ids.push_back(s.id);
     requests.push_back(sample);
+    first_token_cached.push_back(sample.output_tokens.empty() ? seq->num_cached_prompt_tokens : 0);
   }
   std::vector<runtime::SampledToken> sampled(requests.size());
   TANDEM_RETURN_IF_ERROR(backend_->SampleTokens(logits, requests, sampled));
@@ -91,14 +93,11 @@ Status Engine::SampleStep(const scheduler::SchedulerOutput& step, runtime::Tenso
       outputs->push_back(EngineOutput{id, {}, true, "aborted", sampled[i].status});
       continue;
     }
-    const scheduler::Sequence* seq = scheduler_->Find(id);
-    const bool first_token = seq != nullptr && seq->tokens.size() == static_cast<size_t>(seq->num_prompt_tokens());
-    const int cached = seq != nullptr ? seq->num_cached_prompt_tokens : 0;
     TANDEM_RETURN_IF_ERROR(scheduler_->AppendToken(id, sampled[i].token).status());
     EngineOutput out;
     out.id = id;
     out.tokens.push_back(sampled[i].token);
-    if (first_token) out.num_cached_tokens = cached;
+    out.num_cached_tokens = first_token_cached[i];
     outputs->push_back(std::move(out));
   }
   return Status::Ok();
