@@ -372,11 +372,7 @@ void PrefillNode::MaybeOpenLocked(uint64_t id, Job& job) {
     params.target = target;
     params.source_blocks = staging;
     params.on_done = [this, id, epoch](const Status& status) { OnSendDone(id, epoch, status); };
-    Outgoing& out = outgoing_[id];
-    if (out.epoch != epoch) {
-      out = Outgoing();
-      out.epoch = epoch;
-    }
+    Outgoing& out = OutgoingFor(id, epoch);
     Status opened = sender_->Open(std::move(params));
     if (!opened.ok()) return OnSendDone(id, epoch, opened);
     out.open = true;
@@ -392,13 +388,17 @@ void PrefillNode::OnLayerQueued(uint64_t id, Epoch epoch, int layer, std::shared
     auto it = jobs_.find(id);
     if (it == jobs_.end() || it->second.epoch != epoch || it->second.ended) return;
   }
+  OutgoingFor(id, epoch).layers.emplace_back(layer, std::move(fence));
+  SendReadyLayers();
+}
+
+PrefillNode::Outgoing& PrefillNode::OutgoingFor(uint64_t id, Epoch epoch) {
   Outgoing& out = outgoing_[id];
-  if (out.epoch != epoch) {
+  if (out.epoch != epoch) {  // new, or left over from an earlier epoch of the id
     out = Outgoing();
     out.epoch = epoch;
   }
-  out.layers.emplace_back(layer, std::move(fence));
-  SendReadyLayers();
+  return out;
 }
 
 void PrefillNode::SendReadyLayers() {

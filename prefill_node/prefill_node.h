@@ -124,6 +124,8 @@ class PrefillNode {
     bool open = false;  // KvSender session opened
     std::deque<std::pair<int, std::shared_ptr<runtime::CopyFence>>> layers;
   };
+  // Poll thread: the layer queue of (id, epoch), reset if it belonged to another epoch.
+  Outgoing& OutgoingFor(uint64_t id, Epoch epoch);
 
   node::NodeConfig config_;
   std::unique_ptr<engine::Engine> engine_;
