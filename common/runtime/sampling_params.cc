@@ -40,28 +40,12 @@ Status SamplingParams::Validate() const {
   return Status::Ok();
 }
 
-bool IsStopToken(const SamplingParams& params, std::span<const TokenId> eos_token_ids, TokenId token) {
-  if (!params.ignore_eos && std::find(eos_token_ids.begin(), eos_token_ids.end(), token) != eos_token_ids.end()) {
-    return true;
-  }
-  return std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), token) != params.stop_token_ids.end();
-}
-
 StatusOr<int> EffectiveMaxTokens(const SamplingParams& params, int prompt_len, int max_model_len) {
   if (prompt_len < 0 || prompt_len >= max_model_len) {
     return InvalidArgumentError(
         fmt::format("prompt of {} tokens leaves no room in a model length of {}", prompt_len, max_model_len));
   }
   return std::min(params.max_tokens, max_model_len - prompt_len);
-}
-
-FinishReason CheckFinish(const SamplingParams& params, std::span<const TokenId> eos_token_ids, TokenId last_token,
-                         int num_output_tokens, int max_tokens) {
-  if (num_output_tokens >= params.min_tokens && IsStopToken(params, eos_token_ids, last_token)) {
-    return FinishReason::kStop;
-  }
-  if (num_output_tokens >= max_tokens) return FinishReason::kLength;
-  return FinishReason::kNone;
 }
 
 }  // namespace tandem::runtime

@@ -58,20 +58,8 @@ struct SamplingParams {
   Status Validate() const;
 };
 
-enum class FinishReason { kNone, kStop, kLength };
-
-// True when `token` ends generation: one of `eos_token_ids` (unless
-// ignore_eos) or of params.stop_token_ids.
-bool IsStopToken(const SamplingParams& params, std::span<const TokenId> eos_token_ids, TokenId token);
-
 // min(max_tokens, max_model_len - prompt_len). InvalidArgument when the prompt
 // leaves no room for even one output token.
 StatusOr<int> EffectiveMaxTokens(const SamplingParams& params, int prompt_len, int max_model_len);
-
-// Whether a sequence is done after appending its newest output token
-// `last_token` (num_output_tokens counts it): kStop for a stop token (only
-// once min_tokens are out), kLength at `max_tokens` (from EffectiveMaxTokens).
-FinishReason CheckFinish(const SamplingParams& params, std::span<const TokenId> eos_token_ids, TokenId last_token,
-                         int num_output_tokens, int max_tokens);
 
 }  // namespace tandem::runtime

@@ -4,6 +4,13 @@
 #include "common/engine/engine.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/common/engine/engine_test_util.h"
 
@@ -153,6 +160,62 @@ TEST(EngineTest, CancelAndBadRequestsEndCleanly) {
   scheduler::SchedulerCounters c = engine->Counters();
   EXPECT_EQ(c.kv.device.referenced_blocks, 0);
   EXPECT_EQ(c.num_running + c.num_waiting, 0);
+}
+
+// A copy of a golden model directory whose config and generation config name `eos` as EOS.
+std::string GoldenCopyWithEos(const std::string& family, TokenId eos) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("tandem-eos-" + family + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::copy(testing::GoldenDir(family), dir, fs::copy_options::recursive);
+  for (const char* name : {"config.json", "generation_config.json"}) {
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / name));
+    config["eos_token_id"] = eos;
+    std::ofstream(dir / name) << config.dump(2);
+  }
+  return dir.string();
+}
+
+// The model's EOS ends a request with "stop" (EOS is its last token) unless
+// ignore_eos; min_tokens keeps EOS from being picked before that many outputs;
+// stop_token_ids end a request with ignore_eos too.
+TEST(EngineTest, EosIgnoreEosMinTokensAndStopTokenIds) {
+  const std::string golden = testing::GoldenDir("llama");
+  const std::vector<TokenId> prompt = testing::ReadI64(golden, "prompt_ids");
+  const std::vector<TokenId> greedy = testing::ReadI64(golden, "decode_ids");
+  // EOS := the first greedy token (after the first) that did not come earlier.
+  size_t at = 1;
+  while (at < greedy.size() && std::count(greedy.begin(), greedy.begin() + at, greedy[at]) > 0) ++at;
+  ASSERT_LT(at + 1, greedy.size()) << "the fixture's greedy tokens repeat too much for this test";
+  const TokenId eos = greedy[at];
+  const std::vector<TokenId> until_eos(greedy.begin(), greedy.begin() + at + 1);
+  const std::string dir = GoldenCopyWithEos("llama", eos);
+  auto engine = MakeEngine(SmallConfig(dir));
+  ASSERT_EQ(engine->eos_token_ids(), std::vector<TokenId>{eos});
+  const int n = static_cast<int>(greedy.size());
+
+  EngineRequest stops = Greedy(1, prompt, n);
+  stops.sampling.ignore_eos = false;
+  EngineRequest ignores = Greedy(2, prompt, n);
+  EngineRequest late = Greedy(3, prompt, n);
+  late.sampling.ignore_eos = false;
+  late.sampling.min_tokens = static_cast<int>(at) + 2;
+  EngineRequest stop_id = Greedy(4, prompt, n);
+  stop_id.sampling.stop_token_ids = {eos};
+  for (auto* r : {&stops, &ignores, &late, &stop_id}) engine->Submit(*r);
+  auto results = RunToCompletion(*engine, 4);
+
+  EXPECT_EQ(results[1].tokens, until_eos);
+  EXPECT_EQ(results[1].final.finish_reason, "stop");
+  EXPECT_EQ(results[2].tokens, greedy);
+  EXPECT_EQ(results[2].final.finish_reason, "length");
+  const std::vector<TokenId>& late_tokens = results[3].tokens;
+  ASSERT_GE(late_tokens.size(), at + 2);
+  EXPECT_TRUE(std::equal(greedy.begin(), greedy.begin() + at, late_tokens.begin())) << "same until EOS";
+  EXPECT_EQ(std::count(late_tokens.begin(), late_tokens.begin() + at + 1, eos), 0) << "EOS before min_tokens";
+  EXPECT_EQ(results[4].tokens, until_eos);
+  EXPECT_EQ(results[4].final.finish_reason, "stop");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(EngineTest, ReusedIdOfALiveRequestIsRejectedWithoutHarm) {

@@ -177,13 +177,6 @@ TEST(SamplerTest, MinTokensMasksStopTokensAndCheckFinish) {
   EXPECT_EQ(*s.Sample(kLogits, {.params = &p, .output_tokens = out, .eos_token_ids = eos}), 2);
   std::vector<TokenId> out2 = {7, 7};
   EXPECT_EQ(*s.Sample(kLogits, {.params = &p, .output_tokens = out2, .eos_token_ids = eos}), 1);
-  EXPECT_EQ(CheckFinish(p, eos, 1, 1, 4), FinishReason::kNone);  // before min_tokens
-  EXPECT_EQ(CheckFinish(p, eos, 1, 2, 4), FinishReason::kStop);
-  EXPECT_EQ(CheckFinish(p, eos, 5, 3, 4), FinishReason::kStop);
-  EXPECT_EQ(CheckFinish(p, eos, 7, 4, 4), FinishReason::kLength);
-  EXPECT_EQ(CheckFinish(p, eos, 7, 3, 4), FinishReason::kNone);
-  p.ignore_eos = true;
-  EXPECT_EQ(CheckFinish(p, eos, 1, 2, 4), FinishReason::kNone);
   EXPECT_EQ(*EffectiveMaxTokens(p, 10, 100), 4);
   EXPECT_EQ(*EffectiveMaxTokens(p, 98, 100), 2);
   EXPECT_FALSE(EffectiveMaxTokens(p, 100, 100).ok());
