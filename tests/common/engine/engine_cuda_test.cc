@@ -29,7 +29,7 @@ std::vector<TokenId> Prompt(int len, int salt) {
 TEST(EngineCudaTest, GreedyMatchesCpuWithGraphsAndPreemption) {
   std::string dir = testing::GoldenDir("qwen3");
   EngineConfig config = testing::SmallConfig(dir);
-  std::vector<std::vector<TokenId>> prompts = {testing::ReadI64(dir, "prompt_ids"), Prompt(5, 1),
+  std::vector<std::vector<TokenId>> prompts = {testing::ReadGoldenIds(dir, "prompt_ids"), Prompt(5, 1),
                                                Prompt(17, 2), Prompt(40, 3)};
   auto cpu = testing::MakeEngine(config);
   auto gpu = MakeCudaEngine(config);
@@ -40,7 +40,7 @@ TEST(EngineCudaTest, GreedyMatchesCpuWithGraphsAndPreemption) {
   }
   auto expected = testing::RunToCompletion(*cpu, prompts.size());
   auto got = testing::RunToCompletion(*gpu, prompts.size());
-  EXPECT_EQ(got[1].tokens, testing::ReadI64(dir, "decode_ids")) << "HF greedy tokens";
+  EXPECT_EQ(got[1].tokens, testing::ReadGoldenIds(dir, "decode_ids")) << "HF greedy tokens";
   int equal = 0;
   for (auto& [id, r] : expected) equal += got[id].tokens == r.tokens;
   EXPECT_GE(equal, 3) << "bf16 may split from fp32 on a near-tie, but not on most prompts";

@@ -27,8 +27,8 @@ class EngineGoldenTest : public ::testing::TestWithParam<std::string> {};
 // HF greedy continuation of the golden prompt, through the whole engine.
 TEST_P(EngineGoldenTest, GreedyMatchesTransformers) {
   std::string dir = testing::GoldenDir(GetParam());
-  std::vector<TokenId> prompt = testing::ReadI64(dir, "prompt_ids");
-  std::vector<TokenId> expected = testing::ReadI64(dir, "decode_ids");
+  std::vector<TokenId> prompt = testing::ReadGoldenIds(dir, "prompt_ids");
+  std::vector<TokenId> expected = testing::ReadGoldenIds(dir, "decode_ids");
   auto engine = MakeEngine(SmallConfig(dir));
   engine->Submit(Greedy(1, prompt, static_cast<int>(expected.size())));
   auto results = RunToCompletion(*engine, 1);
@@ -181,8 +181,8 @@ std::string GoldenCopyWithEos(const std::string& family, TokenId eos) {
 // stop_token_ids end a request with ignore_eos too.
 TEST(EngineTest, EosIgnoreEosMinTokensAndStopTokenIds) {
   const std::string golden = testing::GoldenDir("llama");
-  const std::vector<TokenId> prompt = testing::ReadI64(golden, "prompt_ids");
-  const std::vector<TokenId> greedy = testing::ReadI64(golden, "decode_ids");
+  const std::vector<TokenId> prompt = testing::ReadGoldenIds(golden, "prompt_ids");
+  const std::vector<TokenId> greedy = testing::ReadGoldenIds(golden, "decode_ids");
   // EOS := the first greedy token (after the first) that did not come earlier.
   size_t at = 1;
   while (at < greedy.size() && std::count(greedy.begin(), greedy.begin() + at, greedy[at]) > 0) ++at;

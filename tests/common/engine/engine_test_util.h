@@ -2,36 +2,19 @@
 // steps an engine on the test thread until its requests end.
 #pragma once
 
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/engine/engine.h"
-#include "common/model/safetensors_file.h"
 #include "common/runtime/cpu_backend.h"
+#include "tests/common/runtime/golden_data.h"
 
 namespace tandem::engine::testing {
 
-inline std::string GoldenDir(const std::string& family) {
-  const char* root = std::getenv("TANDEM_SOURCE_DIR");
-  return std::string(root ? root : ".") + "/tests/data/golden/" + family;
-}
-
-inline std::vector<TokenId> ReadI64(const std::string& dir, const std::string& name) {
-  auto file = model::SafetensorsFile::Open(dir + "/golden.safetensors");
-  TANDEM_CHECK(file.ok()) << file.status().ToString();
-  auto t = (*file)->Get(name);
-  TANDEM_CHECK(t.ok()) << name;
-  std::vector<TokenId> ids(t->num_bytes / 8);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    int64_t v;
-    std::memcpy(&v, t->data + 8 * i, 8);
-    ids[i] = static_cast<TokenId>(v);
-  }
-  return ids;
-}
+using runtime::testing::GoldenDir;
+using runtime::testing::ReadGoldenIds;
 
 inline EngineConfig SmallConfig(const std::string& dir) {
   EngineConfig c;

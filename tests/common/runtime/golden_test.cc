@@ -6,71 +6,24 @@
 //   max relative error = max_v |ours[v] - ref[v]| / max_v |ref[v]|  <= 1e-4.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "common/model/model_config.h"
-#include "common/model/safetensors_file.h"
-#include "common/model/weights.h"
 #include "common/runtime/cpu_backend.h"
 #include "common/runtime/llama_model.h"
+#include "tests/common/runtime/golden_data.h"
 #include "tests/common/runtime/test_util.h"
 
 namespace tandem::runtime {
 namespace {
 
+using testing::GoldenData;
+
 constexpr double kMaxRelError = 1e-4;
 
-std::string GoldenDir(const std::string& family) {
-  const char* root = std::getenv("TANDEM_SOURCE_DIR");
-  return std::string(root ? root : ".") + "/tests/data/golden/" + family;
-}
-
-std::vector<int32_t> ReadIds(const model::SafetensorsFile& f, const std::string& name) {
-  auto t = f.Get(name);
-  TANDEM_CHECK(t.ok() && t->dtype == DType::kI64) << name;
-  std::vector<int32_t> ids(t->num_bytes / 8);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    int64_t v;
-    std::memcpy(&v, t->data + 8 * i, 8);
-    ids[i] = static_cast<int32_t>(v);
-  }
-  return ids;
-}
-
-std::vector<float> ReadF32(const model::SafetensorsFile& f, const std::string& name) {
-  auto t = f.Get(name);
-  TANDEM_CHECK(t.ok() && t->dtype == DType::kF32) << name;
-  std::vector<float> v(t->num_bytes / 4);
-  std::memcpy(v.data(), t->data, t->num_bytes);
-  return v;
-}
-
-// One family's fixture: config, weights, HF's ids and logits, and our model.
-struct Golden {
-  explicit Golden(const std::string& family) {
-    const std::string dir = GoldenDir(family);
-    std::ifstream in(dir + "/config.json");
-    TANDEM_CHECK(in.good()) << "missing fixture " << dir;
-    std::stringstream text;
-    text << in.rdbuf();
-    auto parsed = model::ParseModelConfig(text.str());
-    TANDEM_CHECK(parsed.ok()) << parsed.status().ToString();
-    config = *parsed;
-    auto w = model::ModelWeights::Open(dir);
-    TANDEM_CHECK(w.ok()) << w.status().ToString();
-    weights = std::move(w).value();
-    auto g = model::SafetensorsFile::Open(dir + "/golden.safetensors");
-    TANDEM_CHECK(g.ok()) << g.status().ToString();
-    prompt = ReadIds(**g, "prompt_ids");
-    decode = ReadIds(**g, "decode_ids");
-    prefill_ref = ReadF32(**g, "prefill_logits");
-    decode_ref = ReadF32(**g, "decode_logits");
-    TANDEM_CHECK_EQ(prefill_ref.size(), prompt.size() * config.vocab_size);
-    TANDEM_CHECK_EQ(decode_ref.size(), decode.size() * config.vocab_size);
+// One family's fixture (config, weights, HF's ids and logits) and our model.
+struct Golden : GoldenData {
+  explicit Golden(const std::string& family) : GoldenData(family) {
     RuntimeOptions options;
     options.kv_block_size = 4;
     auto m = LlamaModel::Create(config, *weights, &backend, options);
@@ -98,11 +51,7 @@ struct Golden {
     return std::move(out).value();
   }
 
-  CpuBackend backend;  // destroyed last
-  model::ModelConfig config;
-  std::unique_ptr<model::ModelWeights> weights;
-  std::vector<int32_t> prompt, decode;
-  std::vector<float> prefill_ref, decode_ref;
+  CpuBackend backend;  // destroyed after the model and cache
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<PagedKvCache> cache;
 };

@@ -2,39 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 
 #include "common/cuda/cuda_status.h"
-#include "common/model/safetensors_file.h"
 
 namespace tandem::runtime::testing {
-namespace {
-
-std::vector<int32_t> ReadIds(const model::SafetensorsFile& f, const std::string& name) {
-  auto t = f.Get(name);
-  TANDEM_CHECK(t.ok() && t->dtype == DType::kI64) << name;
-  std::vector<int32_t> ids(t->num_bytes / 8);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    int64_t v;
-    std::memcpy(&v, t->data + 8 * i, 8);
-    ids[i] = static_cast<int32_t>(v);
-  }
-  return ids;
-}
-
-std::vector<float> ReadF32(const model::SafetensorsFile& f, const std::string& name) {
-  auto t = f.Get(name);
-  TANDEM_CHECK(t.ok() && t->dtype == DType::kF32) << name;
-  std::vector<float> v(t->num_bytes / 4);
-  std::memcpy(v.data(), t->data, t->num_bytes);
-  return v;
-}
-
-}  // namespace
 
 StatusOr<model::TensorView> Bf16RoundedWeights::Get(const std::string& name) const {
   TANDEM_ASSIGN_OR_RETURN(model::TensorView view, weights_.Get(name));
@@ -53,27 +26,6 @@ std::unique_ptr<CudaBackend> MakeCudaBackend() {
   auto b = CudaBackend::Create();
   TANDEM_CHECK(b.ok()) << b.status().ToString();
   return std::move(b).value();
-}
-
-GoldenData::GoldenData(const std::string& family) {
-  const char* root = std::getenv("TANDEM_SOURCE_DIR");
-  const std::string dir = std::string(root ? root : ".") + "/tests/data/golden/" + family;
-  std::ifstream in(dir + "/config.json");
-  TANDEM_CHECK(in.good()) << "missing fixture " << dir;
-  std::stringstream text;
-  text << in.rdbuf();
-  auto parsed = model::ParseModelConfig(text.str());
-  TANDEM_CHECK(parsed.ok()) << parsed.status().ToString();
-  config = *parsed;
-  auto w = model::ModelWeights::Open(dir);
-  TANDEM_CHECK(w.ok()) << w.status().ToString();
-  weights = std::move(w).value();
-  auto g = model::SafetensorsFile::Open(dir + "/golden.safetensors");
-  TANDEM_CHECK(g.ok()) << g.status().ToString();
-  prompt = ReadIds(**g, "prompt_ids");
-  decode = ReadIds(**g, "decode_ids");
-  prefill_ref = ReadF32(**g, "prefill_logits");
-  decode_ref = ReadF32(**g, "decode_logits");
 }
 
 ModelOn::ModelOn(Backend* backend, const model::ModelConfig& config, const model::ModelWeights& weights,

@@ -15,6 +15,7 @@
 #include "common/runtime/backend.h"
 #include "common/runtime/cuda_backend.h"
 #include "common/runtime/llama_model.h"
+#include "tests/common/runtime/golden_data.h"
 
 namespace tandem::runtime::testing {
 
@@ -28,15 +29,6 @@ namespace tandem::runtime::testing {
 bool NoGpu();
 
 std::unique_ptr<CudaBackend> MakeCudaBackend();
-
-// tests/data/golden/<family>: config, weights (fp32 on disk), HF's ids and logits.
-struct GoldenData {
-  explicit GoldenData(const std::string& family);
-  model::ModelConfig config;
-  std::unique_ptr<model::ModelWeights> weights;
-  std::vector<int32_t> prompt, decode;
-  std::vector<float> prefill_ref, decode_ref;  // [rows, vocab]
-};
 
 // `weights` with every tensor rounded to bf16 (served as F32): what the CUDA backend
 // stores, so the CPU fp32 backend over it computes the same function in higher precision.
