@@ -42,6 +42,9 @@ struct ClusterBackend::Inflight {
   int local_retries = 0;
   int redispatches = 0;            // moves to another decode node after a death
   std::vector<TokenId> generated;  // tokens delivered so far (for re-dispatch)
+  // Prefill nodes' cached prefix of the prompt at dispatch (node id -> tokens),
+  // so prefill placement after the reservation does not hash the prompt again.
+  std::vector<std::pair<uint32_t, int64_t>> prefill_hits;
   bool ended = false;
   // Serializes callbacks of this request (recursive: a callback may Cancel).
   std::recursive_mutex cb_mu;
@@ -349,12 +352,17 @@ void ClusterBackend::Dispatch(const std::shared_ptr<Inflight>& r) {
   if (!decode) return EndWithError(r, UnavailableError("no live decode node"));
   const int32_t prompt_len = static_cast<int32_t>(r->request.prompt_token_ids.size());
   const bool local = config_.mode == ServingMode::kColocated || prompt_len <= config_.local_prefill_max_tokens ||
-                     !PickPrefill(views).has_value();
+                     !PickPrefill(views, prompt_len).has_value();
+  std::vector<std::pair<uint32_t, int64_t>> prefill_hits;
+  for (const NodeView& v : views) {
+    if (ServesPrefill(v.role) && v.prefix_hit_tokens > 0) prefill_hits.emplace_back(v.node_id, v.prefix_hit_tokens);
+  }
   Epoch epoch;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (r->ended) return;
     r->decode_node = *decode;
+    r->prefill_hits = std::move(prefill_hits);
     r->phase = local ? Phase::kLocal : Phase::kReserving;
     epoch = r->epoch;
   }
@@ -417,17 +425,28 @@ void ClusterBackend::OnReserved(const std::shared_ptr<Inflight>& r, Epoch epoch,
     // The whole prompt is cached on decode: nothing to transfer.
     return ReleaseThenLocal(r, epoch);
   }
-  std::optional<uint32_t> prefill = PickPrefill(registry_.Views());
-  if (!prefill) return ReleaseThenLocal(r, epoch);
-  std::optional<NodeHandle> prefill_node = registry_.Get(*prefill);
+  std::vector<NodeView> views = registry_.Views();
   uint32_t decode_id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     decode_id = r->decode_node;
+    for (NodeView& v : views) {
+      for (const auto& [node, hit] : r->prefill_hits) {
+        if (v.node_id == node) v.prefix_hit_tokens = hit;
+      }
+    }
   }
+  const int64_t prompt_len = static_cast<int64_t>(r->request.prompt_token_ids.size());
+  std::optional<uint32_t> prefill = PickPrefill(views, prompt_len);
+  if (!prefill) return ReleaseThenLocal(r, epoch);
+  std::optional<NodeHandle> prefill_node = registry_.Get(*prefill);
   std::optional<NodeHandle> decode_node = registry_.Get(decode_id);
   if (!prefill_node || !decode_node) return ReleaseThenLocal(r, epoch);
-  const int64_t tokens = static_cast<int64_t>(r->request.prompt_token_ids.size());
+  // What the router counts as queued there: the tokens that node will compute.
+  int64_t tokens = prompt_len;
+  for (const NodeView& v : views) {
+    if (v.node_id == *prefill) tokens = UncachedTokens(v, prompt_len);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (r->ended || r->epoch != epoch) return;

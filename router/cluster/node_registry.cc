@@ -151,6 +151,7 @@ std::vector<NodeView> NodeRegistry::ViewsFor(std::span<const TokenId> prompt,
       ++hit;
     }
     views.back().prefix_hit_blocks = hit;
+    views.back().prefix_hit_tokens = hit * node.block_size;
   }
   return views;
 }

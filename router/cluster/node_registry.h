@@ -69,7 +69,7 @@ class NodeRegistry {
 
   // Placement inputs for every live node.
   std::vector<NodeView> Views() const;
-  // The same, with prefix_hit_blocks filled: how many leading full blocks of
+  // The same, with prefix_hit_blocks (and _tokens) filled: how many leading full blocks of
   // `prompt` (hashed as the node hashes them: tenant salt, its model id and
   // block size) the node reported cached.
   std::vector<NodeView> ViewsFor(std::span<const TokenId> prompt, const std::string& tenant_salt) const;

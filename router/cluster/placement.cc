@@ -26,15 +26,20 @@ std::optional<uint32_t> PickDecode(const std::vector<NodeView>& nodes) {
   return best;
 }
 
-std::optional<uint32_t> PickPrefill(const std::vector<NodeView>& nodes) {
+int64_t UncachedTokens(const NodeView& node, int64_t prompt_tokens) {
+  return std::max<int64_t>(prompt_tokens - std::max<int64_t>(node.prefix_hit_tokens, 0), 0);
+}
+
+std::optional<uint32_t> PickPrefill(const std::vector<NodeView>& nodes, int64_t prompt_tokens) {
   std::optional<uint32_t> best;
-  int64_t best_queued = 0;
+  int64_t best_work = 0;
   for (const NodeView& n : nodes) {
     if (!n.alive || n.draining || !ServesPrefill(n.role)) continue;
-    const int64_t queued = std::max(n.queued_prefill_tokens, n.router_prefill_tokens);
-    if (!best || queued < best_queued || (queued == best_queued && n.node_id < *best)) {
+    const int64_t work =
+        std::max(n.queued_prefill_tokens, n.router_prefill_tokens) + UncachedTokens(n, prompt_tokens);
+    if (!best || work < best_work || (work == best_work && n.node_id < *best)) {
       best = n.node_id;
-      best_queued = queued;
+      best_work = work;
     }
   }
   return best;

@@ -5,8 +5,10 @@
 //            on the node when that is higher, since heartbeats lag); a prompt
 //            prefix the node reported cached is worth its blocks, so a full
 //            or overloaded node still loses; ties -> lower node id.
-//   prefill: fewest queued prompt tokens (reported, or the router's own
-//            in-flight count when higher); ties -> lower node id.
+//   prefill: least work ahead of the prompt's first token: queued prompt
+//            tokens (reported, or the router's own in-flight count when
+//            higher) + the prompt tokens the node would compute (those past
+//            the prefix it reported cached); ties -> lower node id.
 // Both skip dead and draining nodes and nodes of other roles.
 // Thread rule: free functions over values; thread-safe.
 #pragma once
@@ -34,6 +36,7 @@ struct NodeView {
   int64_t router_prefill_tokens = 0;   // prompt tokens the router has queued on it now
   int64_t cached_blocks = 0;           // blocks in the router's view of its prefix cache
   int64_t prefix_hit_blocks = 0;       // leading blocks of this request's prompt it holds (per request)
+  int64_t prefix_hit_tokens = 0;       // the same in tokens (blocks x the node's block size)
 };
 
 // True for roles that serve decode (DECODE, COLOCATED).
@@ -43,7 +46,10 @@ bool ServesPrefill(proto::NodeRole role);
 
 // The decode node for the next request; nullopt when none is usable.
 std::optional<uint32_t> PickDecode(const std::vector<NodeView>& nodes);
-// The prefill node for a prompt; nullopt when none is usable.
-std::optional<uint32_t> PickPrefill(const std::vector<NodeView>& nodes);
+// The prefill node for a prompt of `prompt_tokens` tokens; nullopt when none is usable.
+std::optional<uint32_t> PickPrefill(const std::vector<NodeView>& nodes, int64_t prompt_tokens);
+
+// Prompt tokens `node` would compute: those past its cached prefix.
+int64_t UncachedTokens(const NodeView& node, int64_t prompt_tokens);
 
 }  // namespace tandem::router::cluster

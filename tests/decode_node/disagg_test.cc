@@ -348,7 +348,12 @@ TEST_P(DisaggTest, CancelInEveryPhaseEndsOnceAndLeavesKvClean) {
     cluster.Cancel(proto::NODE_ROLE_DECODE, id);
     RequestOutcome out = cluster.router_.Wait(id, 10000);
     ASSERT_TRUE(out.finished);
-    EXPECT_TRUE(out.reason == proto::FINISH_REASON_ABORT || out.reason == proto::FINISH_REASON_ERROR);
+    // The tiny model can decode all 400 tokens within the longer delays on an idle
+    // machine: a request that completed before the cancel arrived is fine, once.
+    const bool completed = out.reason == proto::FINISH_REASON_LENGTH && out.tokens.size() == 400u;
+    EXPECT_TRUE(out.reason == proto::FINISH_REASON_ABORT || out.reason == proto::FINISH_REASON_ERROR ||
+                (completed && delay_ms != 0))
+        << "reason " << out.reason << " after " << out.tokens.size() << " tokens";
     EXPECT_EQ(out.terminal_entries, 1);
     EXPECT_TRUE(cluster.WaitKvClean()) << "after cancel with delay " << delay_ms;
   }

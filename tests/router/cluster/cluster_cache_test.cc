@@ -279,5 +279,36 @@ TEST_F(CacheHttpTest, DecodeWithTheReportedPrefixWinsUnlessFull) {
   EXPECT_EQ(d0.prefills().size(), 2u);
 }
 
+// A prefill node that reported the prompt's prefix gets the prompt although its id is
+// higher (ties go to the lower id); the router counts only the rest as queued there.
+TEST_F(CacheHttpTest, PrefillWithTheReportedPrefixWins) {
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  FakeNode& p0 = AddNode(proto::NODE_ROLE_PREFILL, "p0");
+  FakeNode& p1 = AddNode(proto::NODE_ROLE_PREFILL, "p1");
+  for (FakeNode* p : {&p0, &p1}) {
+    p->on_prefill = [&d](const proto::PrefillRequest& req) { d.StartStream(req.request_id(), req.epoch()); };
+  }
+  d.SetScript({{kWordBase, kEos}});
+  const std::string text = "hello world again";  // BOS + 17 characters: 4 full blocks
+  std::vector<TokenId> prompt = {kBos};
+  for (char c : text) prompt.push_back(static_cast<unsigned char>(c));
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", text}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(p0.prefills().size(), 1u) << "without reports the tie goes to the lower id";
+  const std::vector<kv_cache::BlockHash> chain = Chain(prompt, p0.prefills()[0].tenant_salt());
+
+  p1.SetCacheReport(Report(true, {chain[0], chain[1]}));
+  ASSERT_TRUE(p1.WaitFor([&] {
+    for (const NodeView& v : backend_->registry().ViewsFor(prompt, p0.prefills()[0].tenant_salt())) {
+      if (v.node_id == p1.node_id() && v.prefix_hit_tokens == 2 * kFakeBlockSize) return true;
+    }
+    return false;
+  }));
+  r = router::testing::Post(port_, "/v1/completions", {{"prompt", text}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(p1.prefills().size(), 1u);
+  EXPECT_EQ(p0.prefills().size(), 1u);
+}
+
 }  // namespace
 }  // namespace tandem::router::cluster

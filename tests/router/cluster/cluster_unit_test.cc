@@ -58,18 +58,34 @@ TEST(PlacementTest, SkipsDrainingDeadAndWrongRoles) {
   NodeView colocated = Decode(5, 1, 0, 0);
   colocated.role = proto::NODE_ROLE_COLOCATED;
   EXPECT_EQ(PickDecode({colocated}), 5u);
-  EXPECT_FALSE(PickPrefill({colocated, Decode(1, 5, 0, 0)}).has_value());
+  EXPECT_FALSE(PickPrefill({colocated, Decode(1, 5, 0, 0)}, 10).has_value());
 }
 
 TEST(PlacementTest, PrefillByQueuedTokens) {
-  EXPECT_EQ(PickPrefill({Prefill(1, 500), Prefill(2, 100), Prefill(3, 300)}), 2u);
+  EXPECT_EQ(PickPrefill({Prefill(1, 500), Prefill(2, 100), Prefill(3, 300)}, 64), 2u);
   NodeView p2 = Prefill(2, 100);
   p2.router_prefill_tokens = 1000;  // the router just queued a long prompt there
-  EXPECT_EQ(PickPrefill({Prefill(1, 500), p2}), 1u);
+  EXPECT_EQ(PickPrefill({Prefill(1, 500), p2}, 64), 1u);
   NodeView draining = Prefill(3, 0);
   draining.draining = true;
-  EXPECT_EQ(PickPrefill({Prefill(1, 500), draining}), 1u);
-  EXPECT_EQ(PickPrefill({Prefill(4, 5), Prefill(2, 5)}), 2u);
+  EXPECT_EQ(PickPrefill({Prefill(1, 500), draining}, 64), 1u);
+  EXPECT_EQ(PickPrefill({Prefill(4, 5), Prefill(2, 5)}, 64), 2u);
+}
+
+// A prefill node's cached prefix is prompt it does not compute: placement weighs
+// queued tokens + the uncached rest of this prompt.
+TEST(PlacementTest, PrefillCountsTheCachedPrefixAsWorkSaved) {
+  NodeView cached = Prefill(2, 20);
+  cached.prefix_hit_tokens = 48;
+  EXPECT_EQ(PickPrefill({Prefill(1, 0), cached}, 64), 2u);  // 20 + 16 < 0 + 64
+  cached.queued_prefill_tokens = 100;
+  EXPECT_EQ(PickPrefill({Prefill(1, 0), cached}, 64), 1u);  // 100 + 16 > 64
+  cached.queued_prefill_tokens = 0;
+  cached.prefix_hit_tokens = 80;  // a hit longer than the prompt saves the whole prompt, no more
+  EXPECT_EQ(UncachedTokens(cached, 64), 0);
+  NodeView other = Prefill(1, 0);
+  other.router_prefill_tokens = 1;
+  EXPECT_EQ(PickPrefill({other, cached}, 64), 2u);
 }
 
 TEST(TenantSaltTest, MatchesSha256Oracle) {
@@ -186,7 +202,7 @@ TEST_F(RegistryTest, DrainingAndClosedNodes) {
   registry.OnHeartbeat(conn->get(), hb);
   EXPECT_EQ(registry.Counts().prefill, 0);
   EXPECT_EQ(registry.Counts().draining, 1);
-  EXPECT_FALSE(PickPrefill(registry.Views()).has_value());
+  EXPECT_FALSE(PickPrefill(registry.Views(), 10).has_value());
   EXPECT_TRUE(registry.OnConnectionClosed(conn->get()).has_value());
   EXPECT_FALSE(registry.OnConnectionClosed(conn->get()).has_value());
   EXPECT_TRUE(registry.Views().empty());
