@@ -5,7 +5,8 @@
 // is stopped (SIGSTOP) is dropped by the router's heartbeat watchdog, its stream
 // ends within 5 s (moved to the other node with the same greedy output, or a
 // terminal error), new requests go to the other node, and once continued the
-// node cleans up its KV and registers again.
+// node cleans up its KV and registers again; a prefill node that stops and then
+// dies holding a prompt leaves the request to be prefilled on decode (F3).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -192,6 +193,39 @@ TEST_F(NodeLifecycleE2eTest, StoppedDecodeNodeIsDroppedAndItsStreamEnds) {
            cluster_->Metric(node, "tandem_kv_reservations_active") == 0;
   })) << node << " is not KV clean";
   std::printf("stopped node: stream ended %.2f s after SIGSTOP (%s)\n", seconds, error ? "error event" : "moved");
+}
+
+// F3: a prefill node that stops answering (SIGSTOP) while it holds a prompt, then dies
+// (SIGKILL): the request is prefilled on decode instead and succeeds with the greedy output,
+// and decode's reservation for the lost prefill is freed.
+TEST_F(NodeLifecycleE2eTest, StoppedThenKilledPrefillNodeFallsBackToDecode) {
+  auto tokenizer = tokenizer::Tokenizer::FromFile(cluster_->model_dir() + "/tokenizer.json");
+  ASSERT_TRUE(tokenizer.ok());
+  auto complete = [&](int salt) {
+    std::vector<TokenId> prompt(200);
+    for (int i = 0; i < 200; ++i) prompt[i] = 40 + (i * 13 + salt) % 200;
+    json body = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}};
+    http::HttpResult r = http::Post(cluster_->http_port(), "/v1/completions", body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    const std::string expected =
+        *(*tokenizer)->Decode(ReferenceTokens(cluster_->model_dir(), prompt, 8), /*skip_special_tokens=*/true);
+    EXPECT_EQ(r.Json()["choices"][0]["text"], expected) << "salt " << salt;
+  };
+  complete(1);  // through the prefill node
+  ASSERT_GT(cluster_->Metric("prefill", "tandem_kv_transfer_bytes_total"), 0);
+
+  cluster_->procs().Signal("prefill", SIGSTOP);
+  const auto stopped = Clock::now();
+  complete(2);  // sent to the silent prefill node until the watchdog drops it
+  const double seconds = std::chrono::duration<double>(Clock::now() - stopped).count();
+  EXPECT_LT(seconds, 5.0) << "the request waited for the stopped prefill node";
+  cluster_->procs().Signal("prefill", SIGKILL);
+  complete(3);  // no prefill node: decode prefills
+  for (const char* name : {"d1", "d2"}) {
+    EXPECT_TRUE(WaitFor([&] { return cluster_->Metric(name, "tandem_kv_reservations_active") == 0; }))
+        << name << " holds a reservation for the lost prefill";
+  }
+  std::printf("stopped prefill node: request served %.2f s after SIGSTOP\n", seconds);
 }
 
 }  // namespace
