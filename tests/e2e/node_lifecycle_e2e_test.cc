@@ -1,4 +1,4 @@
-// RELIABILITY.md F2 and F8 on the real cluster (router, one prefill and two
+// RELIABILITY.md F2, F3, F6 and F8 on the real cluster (router, one prefill and two
 // decode processes on loopback): a decode node that gets SIGTERM in the middle
 // of a stream drains (readiness fails at once, liveness stays, the router sends
 // it nothing new, the stream finishes, the process exits 0); a decode node that
@@ -6,7 +6,8 @@
 // ends within 5 s (moved to the other node with the same greedy output, or a
 // terminal error), new requests go to the other node, and once continued the
 // node cleans up its KV and registers again; a prefill node that stops and then
-// dies holding a prompt leaves the request to be prefilled on decode (F3).
+// dies holding a prompt leaves the request to be prefilled on decode (F3); a killed
+// router leaves the nodes KV clean within 1 s, and a restarted one serves (F6).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -226,6 +227,36 @@ TEST_F(NodeLifecycleE2eTest, StoppedThenKilledPrefillNodeFallsBackToDecode) {
         << name << " holds a reservation for the lost prefill";
   }
   std::printf("stopped prefill node: request served %.2f s after SIGSTOP\n", seconds);
+}
+
+// F6: the router is killed with a stream in flight: the nodes abort its work within 1 s
+// and are KV clean; a router restarted on the same addresses is found again and serves.
+TEST_F(NodeLifecycleE2eTest, KilledRouterLeavesNodesCleanAndARestartedOneServes) {
+  std::future<http::HttpResult> stream = StartStream(Prompt(3));
+  const std::string node = DecodingNode();
+  ASSERT_FALSE(node.empty()) << cluster_->Logs();
+  cluster_->procs().Signal("router", SIGKILL);
+  ASSERT_EQ(cluster_->procs().Wait("router", std::chrono::seconds(5)), SIGKILL) << "router did not die";
+  const auto killed = Clock::now();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return cluster_->Metric(node, "tandem_num_requests_running") == 0 &&
+               cluster_->Metric(node, "tandem_kv_blocks_referenced") == 0;
+      },
+      std::chrono::milliseconds(1000)))
+      << node << " still runs the dead router's request";
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  EXPECT_NE(stream.get().status, 200) << "the client's connection died with the router";
+  for (const char* name : {"d1", "d2", "prefill"}) {
+    EXPECT_EQ(cluster_->Metric(name, "tandem_kv_reservations_active"), 0) << name;
+    EXPECT_EQ(cluster_->Metric(name, "tandem_kv_blocks_referenced"), 0) << name;
+  }
+
+  cluster_->StartRouter();
+  ASSERT_TRUE(cluster_->WaitReady(std::chrono::seconds(30))) << cluster_->Logs();
+  ASSERT_TRUE(WaitFor([&] { return cluster_->Metric("router", "tandem_router_nodes", "role=\"decode\"") == 2; }));
+  EXPECT_TRUE(ServeShortRequest(9));
+  std::printf("killed router: nodes clean %.2f s after the kill\n", seconds);
 }
 
 }  // namespace
