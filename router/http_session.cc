@@ -178,6 +178,8 @@ void HttpSession::WriteResponse(int http_status, std::string content_type, std::
   response->version(version_);
   response->set(http::field::server, "tandem-router");
   response->set(http::field::content_type, content_type);
+  // Every 429 and 503 says when to come back, whichever path refused.
+  if (retry_after_s < 0 && (http_status == 429 || http_status == 503)) retry_after_s = context_->config.retry_after_s;
   if (retry_after_s >= 0) response->set(http::field::retry_after, std::to_string(retry_after_s));
   response->keep_alive(keep_alive_ && !force_close);
   response->body() = std::move(body);

@@ -15,6 +15,8 @@ namespace {
 
 constexpr int64_t kLocalRetryMs = 20;
 constexpr int kMaxLocalRetries = 100;  // 2 s of AlreadyExists before giving up
+constexpr int64_t kMinNoRoomBackoffMs = 2;
+constexpr int64_t kMaxNoRoomBackoffMs = 50;
 constexpr int64_t kTimerTickMs = 20;
 constexpr int kMaxRedispatches = 2;
 
@@ -45,6 +47,8 @@ struct ClusterBackend::Inflight {
   // Prefill nodes' cached prefix of the prompt at dispatch (node id -> tokens),
   // so prefill placement after the reservation does not hash the prompt again.
   std::vector<std::pair<uint32_t, int64_t>> prefill_hits;
+  Nanos no_room_until = 0;         // set at the first "no room" refusal
+  int64_t no_room_backoff_ms = 0;
   bool ended = false;
   // Serializes callbacks of this request (recursive: a callback may Cancel).
   std::recursive_mutex cb_mu;
@@ -379,6 +383,30 @@ bool ClusterBackend::IsCurrent(const std::shared_ptr<Inflight>& r, Epoch epoch) 
   return !r->ended && r->epoch == epoch;
 }
 
+bool ClusterBackend::RetryWhenRoom(const std::shared_ptr<Inflight>& r, Epoch epoch) {
+  uint32_t decode;
+  Epoch next;
+  int64_t delay_ms;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r->ended || r->epoch != epoch) return true;  // over or moved on meanwhile
+    const Nanos now = clock_.NowNanos();
+    if (r->no_room_until == 0) r->no_room_until = now + int64_t{config_.no_room_retry_ms} * 1'000'000;
+    if (now >= r->no_room_until) return false;
+    r->no_room_backoff_ms = std::clamp<int64_t>(2 * r->no_room_backoff_ms, kMinNoRoomBackoffMs, kMaxNoRoomBackoffMs);
+    delay_ms = r->no_room_backoff_ms;
+    decode = r->decode_node;
+    r->decode_node = 0;
+    r->local_retries = 0;
+    next = ++r->epoch;
+  }
+  registry_.AddInflight(decode, -1, 0);  // Dispatch counts the next node
+  RunAfter(delay_ms, [this, r, next] {
+    if (IsCurrent(r, next)) Dispatch(r);
+  });
+  return true;
+}
+
 void ClusterBackend::SendReserve(const std::shared_ptr<Inflight>& r) {
   uint32_t decode;
   Epoch epoch;
@@ -418,7 +446,10 @@ void ClusterBackend::OnReserved(const std::shared_ptr<Inflight>& r, Epoch epoch,
     }
     return;
   }
-  if (!reply.ok()) return EndWithError(r, reply.status());
+  if (!reply.ok()) {
+    if (reply.status().code() == StatusCode::kResourceExhausted && RetryWhenRoom(r, epoch)) return;
+    return EndWithError(r, reply.status());
+  }
   const auto* reservation = proto::MessageAs<proto::ReserveReply>(**reply);
   if (!reservation) return EndWithError(r, InternalError("decode answered Reserve with " + (*reply)->GetTypeName()));
   if (reservation->needed_runs_size() == 0) {
@@ -532,6 +563,7 @@ void ClusterBackend::SendLocal(const std::shared_ptr<Inflight>& r, Epoch epoch) 
       // The decode still holds the released epoch; it lets go within a step.
       if (retry) return RunAfter(kLocalRetryMs, [this, r, epoch] { SendLocal(r, epoch); });
     }
+    if (ack.status().code() == StatusCode::kResourceExhausted && RetryWhenRoom(r, epoch)) return;
     EndWithError(r, ack.status());
   });
 }

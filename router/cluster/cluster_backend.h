@@ -103,6 +103,10 @@ class ClusterBackend final : public InferenceBackend {
   void DeliverCached(const std::shared_ptr<Inflight>& r, Epoch epoch, int32_t cached);
   void EndWithError(const std::shared_ptr<Inflight>& r, const Status& status);
   bool IsCurrent(const std::shared_ptr<Inflight>& r, Epoch epoch) const;
+  // A decode node refused `r` (at `epoch`) for lack of room: place it again, at a
+  // new epoch, after a backoff (2 ms doubling to 50 ms). False once
+  // config_.no_room_retry_ms has passed since the first refusal.
+  bool RetryWhenRoom(const std::shared_ptr<Inflight>& r, Epoch epoch);
 
   void RunTimer();
   // tandem_router_nodes{role} from the registry (registration, death, every tick).

@@ -56,6 +56,7 @@ Status ClusterConfig::Validate() const {
   }
   if (node_call_timeout_ms < 1) return InvalidArgumentError("cluster.node_call_timeout_ms must be >= 1");
   if (reservation_lease_ms < 0) return InvalidArgumentError("cluster.reservation_lease_ms must be >= 0");
+  if (no_room_retry_ms < 0) return InvalidArgumentError("cluster.no_room_retry_ms must be >= 0");
   if (num_control_threads < 1 || num_control_threads > 64) {
     return InvalidArgumentError("cluster.num_control_threads must be in [1, 64]");
   }
@@ -149,6 +150,8 @@ StatusOr<ClusterConfig> ParseClusterConfig(const YAML::Node& node) {
       TANDEM_RETURN_IF_ERROR(Read(v, key, &c.node_call_timeout_ms));
     } else if (key == "reservation_lease_ms") {
       TANDEM_RETURN_IF_ERROR(Read(v, key, &c.reservation_lease_ms));
+    } else if (key == "no_room_retry_ms") {
+      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.no_room_retry_ms));
     } else if (key == "num_control_threads") {
       TANDEM_RETURN_IF_ERROR(Read(v, key, &c.num_control_threads));
     } else if (key == "tls") {

@@ -60,6 +60,10 @@ struct ClusterConfig {
   int32_t node_call_timeout_ms = 5000;
   // KV reservation lease asked of decode nodes, ms (0 = the node's default).
   int32_t reservation_lease_ms = 10000;
+  // How long a request keeps being placed again (with backoff) when decode
+  // nodes refuse it for lack of room (no batch slot, KV blocks or queue
+  // space), ms; after that it ends with 429. 0 = answer 429 at once.
+  int32_t no_room_retry_ms = 30000;
   // I/O threads of the control-plane event loop.
   int32_t num_control_threads = 1;
   // Control-plane TLS (YAML map `cluster.tls:`, flags --control-tls-*).

@@ -296,6 +296,7 @@ TEST_F(HttpApiTest, BackendErrorsAreTerminalOutcomes) {
   backend_.SetScript({{kHello}, 1, 0, /*fail_after=*/2});
   HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}});
   EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.headers["retry-after"], "1") << "every 503 says when to retry";
   EXPECT_EQ(r.Json()["error"]["type"], "server_error");
   r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}, {"stream", true}});
   ASSERT_EQ(r.status, 200);

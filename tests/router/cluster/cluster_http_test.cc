@@ -167,6 +167,38 @@ TEST_F(ClusterHttpTest, FallsBackToLocalPathWhenPrefillRefuses) {
   EXPECT_FALSE(d.prefills().back().has_reservation());
 }
 
+// A decode node without room (full batch) refuses the reservation: the router places the
+// request again with backoff, at a new epoch, until there is room; past no_room_retry_ms
+// the client gets 429 with Retry-After.
+TEST_F(ClusterHttpTest, NoRoomOnDecodeIsRetriedThen429) {
+  ClusterConfig config;
+  config.no_room_retry_ms = 300;
+  Start(config);
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  AddPrefill(d);
+  d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0});
+  d.RefuseReserves(3);
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], "Hello world");
+  std::vector<proto::ReserveRequest> reserves = d.reserves();
+  ASSERT_EQ(reserves.size(), 4u);
+  for (size_t i = 0; i < reserves.size(); ++i) EXPECT_EQ(reserves[i].epoch(), i + 1) << "a new epoch per try";
+
+  d.RefuseReserves(1 << 20);
+  const auto start = std::chrono::steady_clock::now();
+  r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_EQ(r.headers["retry-after"], "1");
+  EXPECT_EQ(r.Json()["error"]["type"], "rate_limit_error");
+  EXPECT_GE(waited, std::chrono::milliseconds(300)) << "answered before no_room_retry_ms";
+  EXPECT_GT(d.reserves().size(), 6u) << "retried with backoff meanwhile";
+  for (const NodeView& v : backend_->registry().Views()) {
+    EXPECT_EQ(v.router_inflight, 0) << "node " << v.node_id << ": the retries left an in-flight count";
+  }
+}
+
 TEST_F(ClusterHttpTest, WholePromptCachedReleasesAndGoesLocal) {
   Start();
   FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
