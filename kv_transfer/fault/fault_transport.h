@@ -11,6 +11,8 @@
 // Thread rule: like every Transport, one owner thread.
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -52,6 +54,7 @@ class FaultTransport final : public Transport {
   FaultTransport(std::unique_ptr<Transport> inner, const FaultConfig& config, Clock& clock);
 
   void SetConfig(const FaultConfig& config) { config_ = config; }
+  // May be called from any thread (a test cutting and healing the link).
   void SetPartitioned(bool partitioned) { partitioned_ = partitioned; }
   const FaultStats& stats() const { return stats_; }
   Transport& inner() { return *inner_; }
@@ -93,7 +96,7 @@ class FaultTransport final : public Transport {
   std::unique_ptr<Transport> inner_;
   FaultConfig config_;
   Clock& clock_;
-  bool partitioned_ = false;
+  std::atomic<bool> partitioned_{false};
   FaultStats stats_;
   TransferId next_id_ = 1;
   std::map<TransferId, Batch> batches_;          // outer id -> batch, until its event

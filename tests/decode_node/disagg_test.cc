@@ -501,6 +501,52 @@ TEST(DisaggFaultTest, TransferFailuresFailOnlyTheAffectedRequests) {
   EXPECT_TRUE(cluster.WaitKvClean());
 }
 
+// RELIABILITY F5: the prefill -> decode link is cut (new connections refused, posted
+// writes never complete): requests end with an error by their lease, nothing hangs and
+// KV is clean; once healed, requests succeed with the single-engine output.
+TEST(DisaggFaultTest, PartitionEndsRequestsByTheLeaseAndTheLinkRecovers) {
+  std::atomic<kv_transfer::FaultTransport*> link{nullptr};
+  NodeSeams seams;
+  seams.wrap_transport = [&link](std::unique_ptr<kv_transfer::Transport> inner) {
+    auto fault = std::make_unique<kv_transfer::FaultTransport>(std::move(inner), kv_transfer::FaultConfig{},
+                                                               Clock::Real());
+    link = fault.get();
+    return std::unique_ptr<kv_transfer::Transport>(std::move(fault));
+  };
+  Cluster cluster("local", std::nullopt, seams);
+  ASSERT_NE(link.load(), nullptr);
+  // A request before the cut opens the connection, so the cut also meets a live peer.
+  std::vector<TokenId> first = Prompt(2 * kBlock + 1, 800);
+  ASSERT_TRUE(cluster.Start(800, first, 3).ok());
+  EXPECT_EQ(cluster.router_.Wait(800, 10000).tokens, Oracle(first, 3));
+
+  link.load()->SetPartitioned(true);
+  const auto cut = std::chrono::steady_clock::now();
+  for (uint64_t id = 801; id < 804; ++id) {
+    ASSERT_TRUE(cluster.Start(id, Prompt(2 * kBlock + 1, static_cast<int>(id)), 3).ok());
+  }
+  for (uint64_t id = 801; id < 804; ++id) {
+    RequestOutcome out = cluster.router_.Wait(id, 15000);
+    ASSERT_TRUE(out.finished) << "request " << id << " hangs across the partition";
+    EXPECT_EQ(out.reason, proto::FINISH_REASON_ERROR) << "request " << id;
+    EXPECT_EQ(out.terminal_entries, 1);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
+  EXPECT_LT(seconds, 5.0 + 3.0) << "ended later than the 5 s lease";
+  EXPECT_TRUE(cluster.WaitKvClean());
+
+  link.load()->SetPartitioned(false);
+  for (uint64_t id = 810; id < 813; ++id) {
+    std::vector<TokenId> prompt = Prompt(2 * kBlock + 1, static_cast<int>(id));
+    ASSERT_TRUE(cluster.Start(id, prompt, 3).ok());
+    RequestOutcome out = cluster.router_.Wait(id, 10000);
+    EXPECT_EQ(out.reason, proto::FINISH_REASON_LENGTH) << "request " << id << " after the heal";
+    EXPECT_EQ(out.tokens, Oracle(prompt, 3));
+  }
+  EXPECT_TRUE(cluster.WaitKvClean());
+  std::printf("partition: requests ended %.2f s after the cut\n", seconds);
+}
+
 // What the layer-streaming test watches: GatherRows calls (a forward makes them
 // only after its last layer, to pick the rows for the LM head), and how many
 // there had been when the prefill node posted its first KV write.
