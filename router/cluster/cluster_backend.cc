@@ -400,9 +400,32 @@ bool ClusterBackend::RetryWhenRoom(const std::shared_ptr<Inflight>& r, Epoch epo
     r->local_retries = 0;
     next = ++r->epoch;
   }
-  registry_.AddInflight(decode, -1, 0);  // Dispatch counts the next node
+  registry_.AddInflight(decode, -1, 0);  // the next placement counts its node
   RunAfter(delay_ms, [this, r, next] {
-    if (IsCurrent(r, next)) Dispatch(r);
+    if (!IsCurrent(r, next)) return;
+    bool local_only;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      local_only = r->fell_back;
+    }
+    // A request already on the local path (prefill failed, or moved after a decode death
+    // with tokens delivered) stays on it: prompt + tokens so far, to one decode node.
+    if (!local_only) return Dispatch(r);
+    std::vector<TokenId> prompt = r->request.prompt_token_ids;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      prompt.insert(prompt.end(), r->generated.begin(), r->generated.end());
+    }
+    std::optional<uint32_t> decode = PickDecode(registry_.ViewsFor(prompt, r->salt));
+    if (!decode) return EndWithError(r, UnavailableError("no live decode node"));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (r->ended || r->epoch != next) return;
+      r->decode_node = *decode;
+      r->phase = Phase::kLocal;
+    }
+    registry_.AddInflight(*decode, 1, 0);
+    SendLocal(r, next);
   });
   return true;
 }

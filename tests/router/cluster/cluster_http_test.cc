@@ -177,7 +177,7 @@ TEST_F(ClusterHttpTest, NoRoomOnDecodeIsRetriedThen429) {
   FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
   AddPrefill(d);
   d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0});
-  d.RefuseReserves(3);
+  d.RefuseForNoRoom(3);
   HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.Json()["choices"][0]["text"], "Hello world");
@@ -185,7 +185,7 @@ TEST_F(ClusterHttpTest, NoRoomOnDecodeIsRetriedThen429) {
   ASSERT_EQ(reserves.size(), 4u);
   for (size_t i = 0; i < reserves.size(); ++i) EXPECT_EQ(reserves[i].epoch(), i + 1) << "a new epoch per try";
 
-  d.RefuseReserves(1 << 20);
+  d.RefuseForNoRoom(1 << 20);
   const auto start = std::chrono::steady_clock::now();
   r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
   const auto waited = std::chrono::steady_clock::now() - start;
@@ -308,6 +308,44 @@ TEST_F(ClusterHttpTest, KilledDecodeRequestContinuesElsewhereWithExactUsage) {
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
   ASSERT_EQ(other.prefills().size(), 1u);
   EXPECT_EQ(other.prefills()[0].sampling().max_tokens(), 8);
+}
+
+// The node a request moves to after a decode death has no room at first: the request
+// stays on the local path (prompt + tokens so far) while it is placed again.
+TEST_F(ClusterHttpTest, MovedRequestRetriedForRoomKeepsItsTokens) {
+  Start();
+  FakeNode& doomed = AddNode(proto::NODE_ROLE_DECODE, "d-doomed", /*free_blocks=*/1000);
+  FakeNode& other = AddNode(proto::NODE_ROLE_DECODE, "d-other", /*free_blocks=*/10);
+  FakeNode& prefill = AddNode(proto::NODE_ROLE_PREFILL, "p0");
+  prefill.on_prefill = [&](const proto::PrefillRequest& req) {
+    (req.decode_address() == doomed.address() ? doomed : other).StartStream(req.request_id(), req.epoch());
+  };
+  doomed.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/2});
+  other.SetScript({{'!', kEos}, proto::FINISH_REASON_STOP, 0});
+  other.RefuseForNoRoom(2);
+  HttpResult result;
+  std::thread client([&] {
+    result = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}});
+  });
+  ASSERT_TRUE(doomed.WaitFor([&] { return !prefill.prefills().empty(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // two tokens streamed
+  doomed.Kill();
+  client.join();
+  ASSERT_EQ(result.status, 200) << result.body;
+  EXPECT_EQ(result.Json()["choices"][0]["text"], "Hello world!");
+  EXPECT_EQ(result.Json()["usage"]["completion_tokens"], 4);
+  ASSERT_EQ(doomed.reserves().size(), 1u) << "the first placement went through the prefill node";
+  EXPECT_TRUE(other.reserves().empty()) << "a retry for room left the local path";
+  const std::vector<proto::PrefillRequest> tries = other.prefills();
+  ASSERT_EQ(tries.size(), 3u);
+  for (size_t i = 0; i < tries.size(); ++i) {
+    EXPECT_FALSE(tries[i].has_reservation()) << "try " << i << " left the local path";
+    EXPECT_EQ(tries[i].token_ids_size(), 4) << "try " << i << ": prompt + the two tokens so far";
+    EXPECT_EQ(tries[i].sampling().max_tokens(), 8);
+    if (i > 0) {
+      EXPECT_GT(tries[i].epoch(), tries[i - 1].epoch());
+    }
+  }
 }
 
 TEST_F(ClusterHttpTest, ClientDisconnectCancelReachesTheNodes) {

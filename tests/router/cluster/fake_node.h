@@ -5,7 +5,7 @@
 //            cached); PrefillRequest without reservation (local path) -> Ack
 //            and stream; StartStream() (called when a fake prefill "finished")
 //            streams for a remote prefill; Cancel/Release -> Ack (+ ABORT entry).
-//            RefuseReserves(n) answers the next n Reserves "no room".
+//            RefuseForNoRoom(n) answers the next n of them "no room".
 //   prefill: PrefillRequest -> Ack (or refusal), then on_prefill.
 // Kill() closes the connection (a crash as the router sees it);
 // StopHeartbeats() keeps it open but silent. SetCacheReport() rides the next
@@ -98,8 +98,9 @@ class FakeNode {
   }
   void SetReserveNeedsNothing(bool v) { reserve_needs_nothing_ = v; }
   void SetRefusePrefill(bool v) { refuse_prefill_ = v; }
-  // The next `n` Reserves fail with ResourceExhausted (a full batch), as recorded requests.
-  void RefuseReserves(int n) { refuse_reserves_ = n; }
+  // Decode: the next `n` Reserves or local PrefillRequests fail with ResourceExhausted
+  // (a full batch); they are still recorded.
+  void RefuseForNoRoom(int n) { refuse_no_room_ = n; }
   void SetLoad(int running, int waiting, int64_t free_blocks, int64_t queued_prefill_tokens) {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = running;
@@ -167,8 +168,8 @@ class FakeNode {
     std::lock_guard<std::mutex> lock(mu_);
     if (const auto* reserve = proto::MessageAs<proto::ReserveRequest>(*m)) {
       reserves_.push_back(*reserve);
-      if (refuse_reserves_ > 0) {
-        --refuse_reserves_;
+      if (refuse_no_room_ > 0) {
+        --refuse_no_room_;
         return r.Fail(ResourceExhaustedError("no batch slot for a reservation"));
       }
       proto::ReserveReply reply;
@@ -196,6 +197,10 @@ class FakeNode {
           streams_.emplace_back([this, copy] { on_prefill(copy); });
         }
         return;
+      }
+      if (refuse_no_room_ > 0) {
+        --refuse_no_room_;
+        return r.Fail(ResourceExhaustedError("waiting queue full"));
       }
       auto it = active_.find(prefill->request_id());
       if (it != active_.end()) return r.Fail(AlreadyExistsError("request exists"));
@@ -305,7 +310,7 @@ class FakeNode {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> reserve_needs_nothing_{false};
   std::atomic<bool> refuse_prefill_{false};
-  std::atomic<int> refuse_reserves_{0};
+  std::atomic<int> refuse_no_room_{0};
   std::atomic<bool> draining_{false};
   std::atomic<bool> skip_sequence_{false};
   std::atomic<uint64_t> step_{0};
