@@ -517,8 +517,14 @@ void ClusterBackend::OnReserved(const std::shared_ptr<Inflight>& r, Epoch epoch,
   *request.mutable_reservation() = *reservation;
   request.set_decode_address(decode_node->address);
   request.set_tenant_salt(r->salt);
-  prefill_node->conn->Call(request, config_.node_call_timeout_ms, [this, r, epoch](StatusOr<net::MessagePtr> ack) {
-    if (ack.ok()) return;
+  const uint32_t prefill_id = *prefill;
+  prefill_node->conn->Call(request, config_.node_call_timeout_ms, [this, r, epoch, prefill_id](
+                                                                       StatusOr<net::MessagePtr> ack) {
+    if (ack.ok()) {
+      // A cancel sent while this PrefillRequest was in flight may have reached the node first.
+      if (!IsCurrent(r, epoch)) SendCancel(prefill_id, r->request.request_id, epoch, "request ended");
+      return;
+    }
     bool fallback = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -575,8 +581,14 @@ void ClusterBackend::SendLocal(const std::shared_ptr<Inflight>& r, Epoch epoch) 
   *request.mutable_sampling() = ToProtoSampling(r->request);
   request.mutable_sampling()->set_max_tokens(r->request.max_tokens - static_cast<int32_t>(generated.size()));
   request.set_tenant_salt(r->salt);
-  node->conn->Call(request, config_.node_call_timeout_ms, [this, r, epoch](StatusOr<net::MessagePtr> ack) {
-    if (ack.ok() || !IsCurrent(r, epoch)) return;
+  node->conn->Call(request, config_.node_call_timeout_ms, [this, r, epoch, decode](StatusOr<net::MessagePtr> ack) {
+    if (ack.ok()) {
+      // A cancel sent while this PrefillRequest was in flight may have reached the node
+      // first; then the node runs a request nobody waits for. Cancel it again.
+      if (!IsCurrent(r, epoch)) SendCancel(decode, r->request.request_id, epoch, "request ended");
+      return;
+    }
+    if (!IsCurrent(r, epoch)) return;
     if (ack.status().code() == StatusCode::kAlreadyExists) {
       bool retry = false;
       {
@@ -606,13 +618,17 @@ void ClusterBackend::CancelWith(RequestId request_id, const Status& status) {
     prefill = r->prefill_node;
     epoch = r->epoch;
   }
+  if (decode != 0) SendCancel(decode, request_id, epoch, "cancelled by the router");
+  if (prefill != 0) SendCancel(prefill, request_id, epoch, "cancelled by the router");
+  EndWithError(r, status);
+}
+
+void ClusterBackend::SendCancel(uint32_t node_id, RequestId request_id, Epoch epoch, const char* reason) {
   proto::Cancel cancel;
   cancel.set_request_id(request_id);
   cancel.set_epoch(epoch);
-  cancel.set_reason("cancelled by the router");
-  if (decode != 0) SendToNode(decode, cancel);
-  if (prefill != 0) SendToNode(prefill, cancel);
-  EndWithError(r, status);
+  cancel.set_reason(reason);
+  SendToNode(node_id, cancel);
 }
 
 void ClusterBackend::SendToNode(uint32_t node_id, const google::protobuf::Message& message) {

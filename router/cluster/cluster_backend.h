@@ -95,6 +95,8 @@ class ClusterBackend final : public InferenceBackend {
   // Cancel at the nodes, then end the request with `status`.
   void CancelWith(RequestId request_id, const Status& status);
   void SendToNode(uint32_t node_id, const google::protobuf::Message& message);
+  // Cancel{request_id, epoch} to `node_id` (no reply awaited).
+  void SendCancel(uint32_t node_id, RequestId request_id, Epoch epoch, const char* reason);
 
   // Delivery: exactly one End per request; tokens only before it.
   void DeliverTokens(const std::shared_ptr<Inflight>& r, Epoch epoch, std::vector<TokenId> tokens);

@@ -348,6 +348,31 @@ TEST_F(ClusterHttpTest, MovedRequestRetriedForRoomKeepsItsTokens) {
   }
 }
 
+// The client leaves while the decode node's Ack of the local PrefillRequest is still on
+// its way (as when the router's Cancel overtakes the request): the router's first Cancel
+// may have found nothing at the node, so the late Ack gets a second one.
+TEST_F(ClusterHttpTest, LateAckOfAnEndedRequestIsCancelledAgain) {
+  Start();
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/1});
+  d.SetLocalAckDelayMs(300);
+  {
+    boost::asio::io_context ioc;
+    auto socket = router::testing::Connect(ioc, port_);
+    const std::string body = json{{"prompt", "hello"}, {"stream", true}, {"max_tokens", 50}}.dump();
+    const std::string raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body;
+    boost::asio::write(socket, boost::asio::buffer(raw));
+    char buf[256];
+    socket.read_some(boost::asio::buffer(buf));  // the stream began; the Ack is still delayed
+  }
+  ASSERT_TRUE(d.WaitFor([&] { return d.cancels().size() >= 2; }, 3000)) << d.cancels().size() << " cancels";
+  const std::vector<proto::Cancel> cancels = d.cancels();
+  EXPECT_EQ(cancels[0].request_id(), cancels[1].request_id());
+  EXPECT_EQ(cancels[0].epoch(), cancels[1].epoch());
+  EXPECT_EQ(d.prefills().size(), 1u);
+}
+
 TEST_F(ClusterHttpTest, ClientDisconnectCancelReachesTheNodes) {
   Start();
   FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");

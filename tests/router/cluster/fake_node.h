@@ -101,6 +101,8 @@ class FakeNode {
   // Decode: the next `n` Reserves or local PrefillRequests fail with ResourceExhausted
   // (a full batch); they are still recorded.
   void RefuseForNoRoom(int n) { refuse_no_room_ = n; }
+  // Decode: the Ack of a local PrefillRequest leaves this late (the stream starts at once).
+  void SetLocalAckDelayMs(int ms) { local_ack_delay_ms_ = ms; }
   void SetLoad(int running, int waiting, int64_t free_blocks, int64_t queued_prefill_tokens) {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = running;
@@ -207,7 +209,14 @@ class FakeNode {
       active_[prefill->request_id()] = prefill->epoch();
       proto::Ack ack;
       ack.set_request_id(prefill->request_id());
-      r.Reply(ack);
+      if (const int delay = local_ack_delay_ms_; delay > 0) {
+        streams_.emplace_back([r, ack, delay] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+          r.Reply(ack);
+        });
+      } else {
+        r.Reply(ack);
+      }
       NodeScript script = script_;
       const uint64_t id = prefill->request_id();
       const uint32_t epoch = prefill->epoch();
@@ -311,6 +320,7 @@ class FakeNode {
   std::atomic<bool> reserve_needs_nothing_{false};
   std::atomic<bool> refuse_prefill_{false};
   std::atomic<int> refuse_no_room_{0};
+  std::atomic<int> local_ack_delay_ms_{0};
   std::atomic<bool> draining_{false};
   std::atomic<bool> skip_sequence_{false};
   std::atomic<uint64_t> step_{0};
