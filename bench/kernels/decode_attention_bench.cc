@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernels/bench_util.h"
 #include "common/base/dtype.h"
 #include "common/cuda/cuda_status.h"
 #include "common/cuda/device_buffer.h"
@@ -28,23 +29,8 @@
 namespace tandem {
 namespace {
 
+using bench::Alloc;
 using cuda::DeviceBuffer;
-
-#define BENCH_OK(expr)                                                        \
-  do {                                                                        \
-    const auto& _s = (expr);                                                  \
-    if (!::tandem::internal::GetStatus(_s).ok()) {                            \
-      std::fprintf(stderr, "%s failed: %s\n", #expr,                          \
-                   ::tandem::internal::GetStatus(_s).ToString().c_str());     \
-      std::exit(1);                                                           \
-    }                                                                         \
-  } while (0)
-
-DeviceBuffer Alloc(size_t bytes) {
-  auto b = DeviceBuffer::Allocate(bytes);
-  BENCH_OK(b.status());
-  return std::move(b).value();
-}
 
 // Median milliseconds of `reps` timed runs after `warmup` untimed ones.
 float MedianMs(const std::function<void()>& fn, int warmup, int reps, cudaStream_t stream) {
