@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "common/metrics/metrics_registry.h"
@@ -35,7 +36,22 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-class ClusterHttpTest : public testing::ClusterHttpFixture {};
+class ClusterHttpTest : public testing::ClusterHttpFixture {
+ protected:
+  // POST {"prompt": "x", "max_tokens": 10} to /v1/completions; once `started` holds and two
+  // tokens had time to stream, kill `doomed`; the response.
+  HttpResult CompleteWhileKilling(FakeNode& doomed, const std::function<bool()>& started) {
+    HttpResult result;
+    std::thread client([&] {
+      result = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}});
+    });
+    EXPECT_TRUE(doomed.WaitFor(started));
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));  // two tokens streamed
+    doomed.Kill();
+    client.join();
+    return result;
+  }
+};
 
 TEST_F(ClusterHttpTest, NotReadyWithoutDecodeNode) {
   Start();
@@ -291,14 +307,7 @@ TEST_F(ClusterHttpTest, KilledDecodeRequestContinuesElsewhereWithExactUsage) {
   FakeNode& other = AddNode(proto::NODE_ROLE_DECODE, "d-other", /*free_blocks=*/10);
   doomed.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/2});
   other.SetScript({{'!', kEos}, proto::FINISH_REASON_STOP, /*cached=*/5});  // prompt+generated cached
-  HttpResult result;
-  std::thread client([&] {
-    result = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}});
-  });
-  ASSERT_TRUE(doomed.WaitFor([&] { return !doomed.prefills().empty(); }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // two tokens streamed
-  doomed.Kill();
-  client.join();
+  HttpResult result = CompleteWhileKilling(doomed, [&] { return !doomed.prefills().empty(); });
   ASSERT_EQ(result.status, 200) << result.body;
   json body = result.Json();
   EXPECT_EQ(body["choices"][0]["text"], "Hello world!");
@@ -323,14 +332,7 @@ TEST_F(ClusterHttpTest, MovedRequestRetriedForRoomKeepsItsTokens) {
   doomed.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/2});
   other.SetScript({{'!', kEos}, proto::FINISH_REASON_STOP, 0});
   other.RefuseForNoRoom(2);
-  HttpResult result;
-  std::thread client([&] {
-    result = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}});
-  });
-  ASSERT_TRUE(doomed.WaitFor([&] { return !prefill.prefills().empty(); }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // two tokens streamed
-  doomed.Kill();
-  client.join();
+  HttpResult result = CompleteWhileKilling(doomed, [&] { return !prefill.prefills().empty(); });
   ASSERT_EQ(result.status, 200) << result.body;
   EXPECT_EQ(result.Json()["choices"][0]["text"], "Hello world!");
   EXPECT_EQ(result.Json()["usage"]["completion_tokens"], 4);
