@@ -283,12 +283,7 @@ void ClusterBackend::OnNodeDead(uint32_t node_id) {
 // kMaxRedispatches times; otherwise it ends with Unavailable.
 void ClusterBackend::Redispatch(const std::shared_ptr<Inflight>& r, uint32_t dead_node) {
   const Status dead = UnavailableError("decode node " + std::to_string(dead_node) + " died");
-  std::vector<TokenId> prompt = r->request.prompt_token_ids;  // what the local path will send
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    prompt.insert(prompt.end(), r->generated.begin(), r->generated.end());
-  }
-  std::optional<uint32_t> decode = PickDecode(registry_.ViewsFor(prompt, r->salt));
+  std::optional<uint32_t> decode = PickDecodeForLocalPath(r);
   Epoch next = 0;
   bool length_reached = false;
   {
@@ -383,6 +378,15 @@ bool ClusterBackend::IsCurrent(const std::shared_ptr<Inflight>& r, Epoch epoch) 
   return !r->ended && r->epoch == epoch;
 }
 
+std::optional<uint32_t> ClusterBackend::PickDecodeForLocalPath(const std::shared_ptr<Inflight>& r) {
+  std::vector<TokenId> prompt = r->request.prompt_token_ids;  // what the local path will send
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    prompt.insert(prompt.end(), r->generated.begin(), r->generated.end());
+  }
+  return PickDecode(registry_.ViewsFor(prompt, r->salt));
+}
+
 bool ClusterBackend::RetryWhenRoom(const std::shared_ptr<Inflight>& r, Epoch epoch) {
   uint32_t decode;
   Epoch next;
@@ -411,12 +415,7 @@ bool ClusterBackend::RetryWhenRoom(const std::shared_ptr<Inflight>& r, Epoch epo
     // A request already on the local path (prefill failed, or moved after a decode death
     // with tokens delivered) stays on it: prompt + tokens so far, to one decode node.
     if (!local_only) return Dispatch(r);
-    std::vector<TokenId> prompt = r->request.prompt_token_ids;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      prompt.insert(prompt.end(), r->generated.begin(), r->generated.end());
-    }
-    std::optional<uint32_t> decode = PickDecode(registry_.ViewsFor(prompt, r->salt));
+    std::optional<uint32_t> decode = PickDecodeForLocalPath(r);
     if (!decode) return EndWithError(r, UnavailableError("no live decode node"));
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -109,6 +110,8 @@ class ClusterBackend final : public InferenceBackend {
   // new epoch, after a backoff (2 ms doubling to 50 ms). False once
   // config_.no_room_retry_ms has passed since the first refusal.
   bool RetryWhenRoom(const std::shared_ptr<Inflight>& r, Epoch epoch);
+  // The decode node for `r`'s local path: placement over prompt + the tokens delivered so far.
+  std::optional<uint32_t> PickDecodeForLocalPath(const std::shared_ptr<Inflight>& r);
 
   void RunTimer();
   // tandem_router_nodes{role} from the registry (registration, death, every tick).
