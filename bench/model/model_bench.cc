@@ -2,8 +2,9 @@
 // 4096, 32 query / 8 KV heads of 128, FFN 14336, vocab 128256, bf16), random weights and
 // KV generated on the GPU (no checkpoint file). It runs the op sequence of
 // LlamaModel::RunLayer (RMSNorm(+residual) -> fused QKV GEMM -> RoPE + paged KV write ->
-// paged attention -> o GEMM -> RMSNorm+residual -> gate/up GEMM -> SiLU-mul -> down GEMM;
-// then gather of the logits rows -> final norm -> LM head, fp32 logits) on CudaBackend.
+// paged attention -> o GEMM -> RMSNorm+residual -> gate/up GEMM -> SiLU-mul -> down GEMM,
+// the residual stream and the o/down outputs in fp32; then gather of the logits rows ->
+// final norm -> LM head, fp32 logits) on CudaBackend.
 //
 // Prints, with ceilings measured in the same run (streaming-read HBM bandwidth, cuBLAS
 // bf16 GEMM 8192^3):
@@ -70,7 +71,7 @@ struct Model {
 };
 
 struct Work {
-  Buffer meta, slots, residual, hidden, normed, qkv, q, attn, gate_up, act, attn_ws, pick_h, pick_r, logits;
+  Buffer meta, slots, residual, hidden, normed, qkv, q, attn, gate_up, act, attn_ws, pick_h, pick_r, pick_n, logits;
 };
 
 // Step metadata on the device (views of Work::meta).
@@ -119,8 +120,8 @@ Work MakeWork(CudaBackend& b, int max_tokens, int max_seqs, int max_kv, const kv
   w.meta = Must(b.Allocate(DType::kI32, {4 * t + 3 * max_seqs + 1 + static_cast<int64_t>(max_seqs) *
                                                                        ((max_kv + kBlock - 1) / kBlock + 1)}));
   w.slots = Must(b.Allocate(DType::kI64, {t}));
-  w.residual = Must(b.Allocate(DType::kBF16, {t, kHidden}));
-  w.hidden = Must(b.Allocate(DType::kBF16, {t, kHidden}));
+  w.residual = Must(b.Allocate(DType::kF32, {t, kHidden}));  // fp32 residual stream, as LlamaModel
+  w.hidden = Must(b.Allocate(DType::kF32, {t, kHidden}));
   w.normed = Must(b.Allocate(DType::kBF16, {t, kHidden}));
   w.qkv = Must(b.Allocate(DType::kBF16, {t, kQkv}));
   w.q = Must(b.Allocate(DType::kBF16, {t, kHeads, kHeadDim}));
@@ -132,8 +133,9 @@ Work MakeWork(CudaBackend& b, int max_tokens, int max_seqs, int max_kv, const kv
                                  .max_kv_len = max_kv, .scale = 1.f};
   const size_t ws = b.AttentionWorkspaceBytes(max_shape);
   if (ws > 0) w.attn_ws = Must(b.Allocate(DType::kU8, {static_cast<int64_t>(ws)}));
-  w.pick_h = Must(b.Allocate(DType::kBF16, {max_seqs, kHidden}));
-  w.pick_r = Must(b.Allocate(DType::kBF16, {max_seqs, kHidden}));
+  w.pick_h = Must(b.Allocate(DType::kF32, {max_seqs, kHidden}));
+  w.pick_r = Must(b.Allocate(DType::kF32, {max_seqs, kHidden}));
+  w.pick_n = Must(b.Allocate(DType::kBF16, {max_seqs, kHidden}));
   w.logits = Must(b.Allocate(DType::kF32, {max_seqs, kVocab}));
   return w;
 }
@@ -222,14 +224,14 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
     TANDEM_RETURN_IF_ERROR(b.Linear({act, L.down.tensor(), Tensor(), hidden}));
   }
   const int64_t r = st.s;
-  Tensor ph = w.pick_h.tensor().Rows(0, r), pr = w.pick_r.tensor().Rows(0, r);
+  Tensor ph = w.pick_h.tensor().Rows(0, r), pr = w.pick_r.tensor().Rows(0, r), pn = w.pick_n.tensor().Rows(0, r);
   if (small_ops) {
     TANDEM_RETURN_IF_ERROR(b.GatherRows(hidden, st.logits_rows, ph));
     TANDEM_RETURN_IF_ERROR(b.GatherRows(residual, st.logits_rows, pr));
     TANDEM_RETURN_IF_ERROR(
-        b.RmsNorm({.x = ph, .residual = pr, .weight = m.final_norm.tensor(), .out = ph, .eps = kEps}));
+        b.RmsNorm({.x = ph, .residual = pr, .weight = m.final_norm.tensor(), .out = pn, .eps = kEps}));
   }
-  return b.Linear({ph, m.lm_head.tensor(), Tensor(), w.logits.tensor().Rows(0, r)});
+  return b.Linear({pn, m.lm_head.tensor(), Tensor(), w.logits.tensor().Rows(0, r)});
 }
 
 struct Timer {

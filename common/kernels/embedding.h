@@ -19,6 +19,7 @@ struct EmbeddingParams {
   int num_tokens = 0;
   int num_rows = 0;                         // vocab size; ids outside [0, num_rows) give zero rows
   int hidden = 0;                           // multiple of 8 (16-byte rows)
+  float* out_f32 = nullptr;                 // instead of out: fp32 rows (exact copies)
 };
 
 // Errors: InvalidArgument on null pointers or bad sizes; Internal on a launch failure.

@@ -228,12 +228,17 @@ Status CudaBackend::Embedding(Tensor ids, Tensor table, Tensor out) {
   TANDEM_RETURN_IF_ERROR(OnDevice("Embedding", table));
   if (ids.shape[0] == 0) return Status::Ok();
   if (table.shape[1] % 8 != 0) {
+    if (out.dtype == DType::kF32) return UnimplementedError("Embedding: CUDA fp32 rows need a multiple of 8");
     return GatherRows(table, ids, out);
   }
   auto p = Zeroed<kernels::EmbeddingParams>();
   p.ids = ids.As<int32_t>();
   p.table = Bf16(table);
-  p.out = MutBf16(out);
+  if (out.dtype == DType::kF32) {
+    p.out_f32 = out.As<float>();
+  } else {
+    p.out = MutBf16(out);
+  }
   p.num_tokens = static_cast<int>(ids.shape[0]);
   p.num_rows = static_cast<int>(table.shape[0]);
   p.hidden = static_cast<int>(table.shape[1]);
@@ -246,8 +251,9 @@ Status CudaBackend::RmsNorm(const RmsNormParams& rp) {
   if (rp.x.shape[0] == 0) return Status::Ok();
   if (rp.x.shape[1] % 8 != 0) return UnimplementedError("RmsNorm: CUDA needs a dim that is a multiple of 8");
   auto p = Zeroed<kernels::RmsNormParams>();
-  p.input = Bf16(rp.x);
-  p.residual = rp.residual.defined() ? MutBf16(rp.residual) : nullptr;
+  p.input = rp.x.data;
+  p.residual = rp.residual.defined() ? rp.residual.data : nullptr;
+  p.f32 = rp.x.dtype == DType::kF32;
   p.weight = Bf16(rp.weight);
   p.out = MutBf16(rp.out);
   p.num_rows = static_cast<int>(rp.x.shape[0]);

@@ -12,16 +12,18 @@ namespace tandem::runtime {
 struct LlamaModel::Workspace {
   Buffer meta;           // I32 [MaxPackedSize(limits)]
   Buffer slots;          // I64 [max_tokens]
-  Buffer residual;       // [max_tokens, hidden]
-  Buffer hidden;         // [max_tokens, hidden]: sub-layer outputs
+  Buffer residual;       // F32 [max_tokens, hidden]: the residual stream (fp32 on every backend:
+                         // fewer roundings between layers, closer to the reference)
+  Buffer hidden;         // F32 [max_tokens, hidden]: sub-layer outputs (o and down projections)
   Buffer normed;         // [max_tokens, hidden]
   Buffer qkv;            // [max_tokens, (heads + 2 * kv_heads) * head_dim]
   Buffer q, attn;        // [max_tokens, heads, head_dim]
   Buffer gate_up;        // [max_tokens, 2 * ffn]
   Buffer act;            // [max_tokens, ffn]
   Buffer attn_workspace; // U8 [Backend::AttentionWorkspaceBytes]
-  Buffer logits_hidden;  // [max_logits_rows, hidden]: picked sub-layer outputs, then normed
-  Buffer logits_residual;  // [max_logits_rows, hidden]: picked residual rows
+  Buffer logits_hidden;  // F32 [max_logits_rows, hidden]: picked sub-layer outputs
+  Buffer logits_residual;  // F32 [max_logits_rows, hidden]: picked residual rows
+  Buffer logits_normed;  // [max_logits_rows, hidden]: their final norm
   Buffer logits;         // F32 [max_logits_rows, vocab]
 
   // Views of `meta` for the current step.
@@ -85,8 +87,8 @@ Status LlamaModel::AllocateWorkspace() {
                      .max_logits_rows = options_.max_logits_rows};
   Workspace& w = *ws_;
   TANDEM_ASSIGN_OR_RETURN(w.meta, backend_->Allocate(DType::kI32, {static_cast<int64_t>(MaxPackedSize(limits))}));
-  TANDEM_ASSIGN_OR_RETURN(w.residual, backend_->Allocate(act, {t, h}));
-  TANDEM_ASSIGN_OR_RETURN(w.hidden, backend_->Allocate(act, {t, h}));
+  TANDEM_ASSIGN_OR_RETURN(w.residual, backend_->Allocate(DType::kF32, {t, h}));
+  TANDEM_ASSIGN_OR_RETURN(w.hidden, backend_->Allocate(DType::kF32, {t, h}));
   TANDEM_ASSIGN_OR_RETURN(w.normed, backend_->Allocate(act, {t, h}));
   TANDEM_ASSIGN_OR_RETURN(w.slots, backend_->Allocate(DType::kI64, {t}));
   TANDEM_ASSIGN_OR_RETURN(w.qkv, backend_->Allocate(act, {t, (config_.num_heads + 2 * config_.num_kv_heads) * d}));
@@ -103,8 +105,9 @@ Status LlamaModel::AllocateWorkspace() {
   if (attn_bytes > 0) {
     TANDEM_ASSIGN_OR_RETURN(w.attn_workspace, backend_->Allocate(DType::kU8, {static_cast<int64_t>(attn_bytes)}));
   }
-  TANDEM_ASSIGN_OR_RETURN(w.logits_hidden, backend_->Allocate(act, {r, h}));
-  TANDEM_ASSIGN_OR_RETURN(w.logits_residual, backend_->Allocate(act, {r, h}));
+  TANDEM_ASSIGN_OR_RETURN(w.logits_hidden, backend_->Allocate(DType::kF32, {r, h}));
+  TANDEM_ASSIGN_OR_RETURN(w.logits_residual, backend_->Allocate(DType::kF32, {r, h}));
+  TANDEM_ASSIGN_OR_RETURN(w.logits_normed, backend_->Allocate(act, {r, h}));
   TANDEM_ASSIGN_OR_RETURN(w.logits, backend_->Allocate(DType::kF32, {r, config_.vocab_size}));
   return Status::Ok();
 }
@@ -199,12 +202,13 @@ StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCa
   if (r == 0) return logits;
   // Final norm and LM head only for the rows that want logits.
   Tensor picked = w.logits_hidden.tensor().Rows(0, r), picked_residual = w.logits_residual.tensor().Rows(0, r);
+  Tensor normed = w.logits_normed.tensor().Rows(0, r);
   TANDEM_RETURN_IF_ERROR(backend_->GatherRows(w.hidden.tensor().Rows(0, n), w.logits_rows, picked));
   TANDEM_RETURN_IF_ERROR(backend_->GatherRows(residual, w.logits_rows, picked_residual));
   TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = picked, .residual = picked_residual,
-                                            .weight = weights_.final_norm.tensor(), .out = picked,
+                                            .weight = weights_.final_norm.tensor(), .out = normed,
                                             .eps = static_cast<float>(config_.rms_norm_eps)}));
-  TANDEM_RETURN_IF_ERROR(backend_->Linear({picked, weights_.LmHead(), Tensor(), logits}));
+  TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, weights_.LmHead(), Tensor(), logits}));
   return logits;
 }
 

@@ -44,21 +44,24 @@ Status CheckPool(std::string_view op, const Tensor& pool, const kv_cache::KvLayo
 Status CheckEmbedding(const Tensor& ids, const Tensor& table, const Tensor& out, DType act) {
   if (!Is(ids, DType::kI32, {-1})) return Bad("Embedding", "ids", ids);
   if (!Is(table, act, {-1, -1})) return Bad("Embedding", "table", table);
-  if (!Is(out, act, {ids.shape[0], table.shape[1]})) return Bad("Embedding", "out", out);
+  if (!Is(out, act, {ids.shape[0], table.shape[1]}) && !Is(out, DType::kF32, {ids.shape[0], table.shape[1]})) {
+    return Bad("Embedding", "out", out);
+  }
   return Status::Ok();
 }
 
 Status CheckRmsNorm(const RmsNormParams& p, DType act) {
-  if (!Is(p.x, act, {-1, -1})) return Bad("RmsNorm", "x", p.x);
+  if (!Is(p.x, act, {-1, -1}) && !Is(p.x, DType::kF32, {-1, -1})) return Bad("RmsNorm", "x", p.x);
   int64_t rows = p.x.shape[0], dim = p.x.shape[1];
   if (!Is(p.weight, act, {dim})) return Bad("RmsNorm", "weight", p.weight);
   if (!Is(p.out, act, {rows, dim})) return Bad("RmsNorm", "out", p.out);
   if (p.residual.defined()) {
-    if (!Is(p.residual, act, {rows, dim})) return Bad("RmsNorm", "residual", p.residual);
+    if (!Is(p.residual, p.x.dtype, {rows, dim})) return Bad("RmsNorm", "residual", p.residual);
     if (p.residual.data == p.out.data || p.residual.data == p.x.data) {
       return Bad("RmsNorm", "residual (aliases x or out)", p.residual);
     }
   }
+  if (p.out.data == p.x.data && p.out.dtype != p.x.dtype) return Bad("RmsNorm", "out (aliases an fp32 x)", p.out);
   if (!(p.eps > 0.0f)) return InvalidArgumentError("RmsNorm: eps must be positive");
   return Status::Ok();
 }

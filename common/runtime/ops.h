@@ -26,12 +26,13 @@ namespace tandem::runtime {
 // y = x / sqrt(mean(x^2) + eps) * weight (Hugging Face LlamaRMSNorm).
 // With `residual`: residual += x first, and the updated residual is normalized
 // (the fused "add + norm" between transformer sub-layers).
-// Per-head q/k norm (Qwen3) is this op on a [N * heads, head_dim] view.
+// x and residual may be F32 instead of the compute dtype (the model's residual stream is
+// fp32: fewer roundings between layers); weight and out are in the compute dtype.
 struct RmsNormParams {
-  Tensor x{};         // [rows, dim]
-  Tensor residual{};  // optional [rows, dim], updated in place
+  Tensor x{};         // [rows, dim], compute dtype or F32
+  Tensor residual{};  // optional [rows, dim], x's dtype, updated in place
   Tensor weight{};    // [dim]
-  Tensor out{};       // [rows, dim]; may alias x (never residual)
+  Tensor out{};       // [rows, dim]; may alias x of the same dtype (never residual)
   float eps = 1e-6f;
 };
 
@@ -94,7 +95,8 @@ class Ops {
  public:
   virtual ~Ops() = default;
 
-  // out[i] = table[ids[i]]. ids: I32 [N]; table: [vocab, hidden]; out: [N, hidden].
+  // out[i] = table[ids[i]]. ids: I32 [N]; table: [vocab, hidden]; out: [N, hidden], the
+  // compute dtype or F32.
   virtual Status Embedding(Tensor ids, Tensor table, Tensor out) = 0;
   virtual Status RmsNorm(const RmsNormParams& p) = 0;
   virtual Status Linear(const LinearParams& p) = 0;

@@ -30,11 +30,18 @@ TEST(EmbeddingTest, GathersRowsAndZeroesOutOfRangeIds) {
                       hidden};
     TANDEM_ASSERT_OK(LaunchEmbedding(p, nullptr));
     auto got = testing::Download<uint16_t>(out, static_cast<size_t>(n) * hidden);
+    // The fp32 variant: the same rows as exact floats.
+    auto out_f32 = testing::Poisoned<float>(static_cast<size_t>(n) * hidden);
+    p.out = nullptr;
+    p.out_f32 = out_f32.as<float>();
+    TANDEM_ASSERT_OK(LaunchEmbedding(p, nullptr));
+    auto got_f32 = testing::Download<float>(out_f32, static_cast<size_t>(n) * hidden);
     for (int t = 0; t < n; ++t)
       for (int d = 0; d < hidden; ++d) {
         const uint16_t want =
             ids[t] < 0 || ids[t] >= vocab ? 0 : table[static_cast<size_t>(ids[t]) * hidden + d];
         ASSERT_EQ(got[static_cast<size_t>(t) * hidden + d], want) << "t=" << t << " d=" << d;
+        ASSERT_EQ(got_f32[static_cast<size_t>(t) * hidden + d], BF16ToF32(want)) << "f32 t=" << t << " d=" << d;
       }
   }
 }
@@ -46,8 +53,8 @@ TEST(EmbeddingTest, RejectsBadShapes) {
   EXPECT_EQ(LaunchEmbedding(p, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
-void RunRmsNorm(int rows, int hidden, bool with_residual) {
-  std::mt19937 rng(rows * 1000 + hidden + with_residual);
+void RunRmsNorm(int rows, int hidden, bool with_residual, bool f32 = false) {
+  std::mt19937 rng(rows * 1000 + hidden + with_residual + 2 * f32);
   const size_t n = static_cast<size_t>(rows) * hidden;
   auto in = RandomBf16(n, rng, 2.f), res = RandomBf16(n, rng), w = RandomBf16(hidden, rng, 0.3f, 1.f);
   auto inf = ToFloat(in), resf = ToFloat(res), wf = ToFloat(w);
@@ -58,7 +65,8 @@ void RunRmsNorm(int rows, int hidden, bool with_residual) {
     std::vector<float> x(hidden);
     for (int d = 0; d < hidden; ++d) {
       const size_t i = static_cast<size_t>(r) * hidden + d;
-      x[d] = with_residual ? RoundBf16(inf[i] + resf[i]) : inf[i];
+      const float sum = inf[i] + resf[i];  // fp32: exact for these bf16 inputs
+      x[d] = with_residual ? (f32 ? sum : RoundBf16(sum)) : inf[i];
       ref_res[i] = x[d];
       ss += static_cast<double>(x[d]) * x[d];
     }
@@ -66,22 +74,26 @@ void RunRmsNorm(int rows, int hidden, bool with_residual) {
     for (int d = 0; d < hidden; ++d)
       ref_out[static_cast<size_t>(r) * hidden + d] = static_cast<float>(x[d] * inv * wf[d]);
   }
-  auto din = testing::Upload(in), dres = testing::Upload(res), dw = testing::Upload(w);
+  // The fp32 variant gets the same values as floats.
+  auto din = f32 ? testing::Upload(inf) : testing::Upload(in), dres = f32 ? testing::Upload(resf) : testing::Upload(res);
+  auto dw = testing::Upload(w);
   auto out = testing::Poisoned<uint16_t>(n);
-  RmsNormParams p{din.as<__nv_bfloat16>(), with_residual ? dres.as<__nv_bfloat16>() : nullptr,
-                  dw.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), rows, hidden, eps};
+  RmsNormParams p{din.data(), with_residual ? dres.data() : nullptr, dw.as<__nv_bfloat16>(),
+                  out.as<__nv_bfloat16>(), rows, hidden, eps, f32};
   TANDEM_ASSERT_OK(LaunchRmsNorm(p, nullptr));
   EXPECT_TRUE(AllClose(testing::DownloadBf16(out, n), ref_out, 1e-2f, 1e-2f, 5e-3))
-      << "rows " << rows << " hidden " << hidden;
+      << "rows " << rows << " hidden " << hidden << " f32 " << f32;
   if (with_residual) {
-    EXPECT_TRUE(AllClose(testing::DownloadBf16(dres, n), ref_res, 0.f, 0.f, 0.0));
+    const auto got_res = f32 ? testing::Download<float>(dres, n) : testing::DownloadBf16(dres, n);
+    EXPECT_TRUE(AllClose(got_res, ref_res, 0.f, 0.f, 0.0)) << "residual, f32 " << f32;
   }
 }
 
 TEST(RmsNormTest, MatchesCpuReference) {
   TANDEM_SKIP_WITHOUT_GPU();
   for (int hidden : {64, 1000, 4096, 8192})
-    for (bool residual : {false, true}) RunRmsNorm(13, hidden, residual);
+    for (bool residual : {false, true})
+      for (bool f32 : {false, true}) RunRmsNorm(13, hidden, residual, f32);
 }
 
 TEST(SiluMulTest, MatchesCpuReference) {

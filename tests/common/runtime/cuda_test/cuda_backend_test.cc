@@ -3,11 +3,13 @@
 //    that are exact bf16 values, so both sides run the same weights), one-shot and
 //    chunked+batched, with the max relative error per row (max_v |ours - ref| / max_v |ref|,
 //    as golden_test.cc). Issue #5 asks <= 2e-2 and top-1 on >= 99 % of rows. What is left
-//    with identical weights is bf16 activations / KV: we measure 0.021 .. 0.030 and one
-//    near-tie top-1 flip in 27 rows per family, and transformers' own bf16 run of these
-//    models (tools/gpu/hf_bf16_error.py) 0.015 .. 0.032 with top-1 0.89 .. 1.0. So the
-//    bound here is 3.5e-2, and top-1 must agree except at near-ties (HF's top two within
-//    kTie of max|ref|);
+//    with identical weights is bf16 rounding of activations and KV; with the residual
+//    stream and the o/down projection outputs in fp32 a CPU emulation of our roundings
+//    gives 0.019 / 0.017 / 0.017 and top-1 27/27 (bf16 everywhere: 0.030 / 0.021 / 0.0215,
+//    which is also what this test measured then; transformers' own bf16 run of these
+//    models, tools/gpu/hf_bf16_error.py, lands 0.015 .. 0.032 with top-1 0.89 .. 1.0).
+//    So the bound is the issue's 2e-2, and top-1 must agree except at near-ties (HF's top
+//    two within kTie of max|ref|);
 //  - greedy generation equal to the CPU fp32 backend over the same weights: token for
 //    token, up to a step where the CPU's top two are a near-tie;
 //  - a model shape that takes the tensor-core attention kernels (head_dim 64, blocks of 16)
@@ -25,7 +27,7 @@
 namespace tandem::runtime::testing {
 namespace {
 
-constexpr double kMaxRelError = 3.5e-2;   // see the file comment
+constexpr double kMaxRelError = 2e-2;     // see the file comment
 constexpr double kFastPathMaxRelError = 6e-2;  // random bf16 weights at larger scale vs the CPU backend
 constexpr double kTie = 5e-2;          // top-two gap (relative to max|ref|) that counts as a tie
 
