@@ -1,6 +1,7 @@
 #include "common/kernels/decode_attention.h"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 
@@ -256,6 +257,37 @@ Status LaunchPersistent(const DecodeAttentionParams& p, cudaStream_t stream) {
   return LaunchMerge(p, stream);
 }
 
+// Thread blocks of the (non-persistent) kernel for `p`'s head dim and pipeline depth that
+// fit on one SM at once (shared memory bound), from the CUDA occupancy calculator; 2 when
+// it cannot tell (no GPU).
+int ResidentBlocksPerSm(const DecodeAttentionParams& p) {
+  // [head_dim 64 | 128][stages 2 | 3 | 4], queried once (the smem attribute must be set
+  // first for the large variants, as LaunchTyped does).
+  static const std::array<std::array<int, 3>, 2> table = [] {
+    auto query = [](auto kernel, size_t smem, int fallback) {
+      if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) !=
+          cudaSuccess) {
+        cudaGetLastError();
+        return fallback;
+      }
+      int per_sm = 0;
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess) {
+        cudaGetLastError();
+        return fallback;
+      }
+      return std::max(per_sm, 1);
+    };
+    return std::array<std::array<int, 3>, 2>{
+        {{query(DecodeAttentionKernel<64, 2>, Smem<64, 2>::kBytes, 2), query(DecodeAttentionKernel<64, 3>, Smem<64, 3>::kBytes, 2),
+          query(DecodeAttentionKernel<64, 4>, Smem<64, 4>::kBytes, 2)},
+         {query(DecodeAttentionKernel<128, 2>, Smem<128, 2>::kBytes, 2),
+          query(DecodeAttentionKernel<128, 3>, Smem<128, 3>::kBytes, 2),
+          query(DecodeAttentionKernel<128, 4>, Smem<128, 4>::kBytes, 2)}}};
+  }();
+  const int stages = p.num_stages == 0 ? kDefaultStages : p.num_stages;
+  return table[p.head_dim == 64 ? 0 : 1][std::clamp(stages, 2, 4) - 2];
+}
+
 }  // namespace
 
 StatusOr<DecodeAttentionPlan> PlanDecodeAttention(const DecodeAttentionParams& p, int num_sms) {
@@ -264,11 +296,24 @@ StatusOr<DecodeAttentionPlan> PlanDecodeAttention(const DecodeAttentionParams& p
   DecodeAttentionPlan plan;
   const int64_t base_blocks = static_cast<int64_t>(p.num_seqs) * p.num_kv_heads;
   const int max_tiles = (p.max_context_len + kTile - 1) / kTile;
-  const int64_t target_blocks = 4ll * num_sms;  // ~2 waves at 2 resident blocks per SM
-  int64_t splits = base_blocks > 0 ? (target_blocks + base_blocks - 1) / base_blocks : 1;
-  const int64_t max_splits = std::max(1, (max_tiles + kMinTilesPerSplit - 1) / kMinTilesPerSplit);
-  splits = std::min<int64_t>(std::min<int64_t>(splits, max_splits), 256);
-  plan.num_splits = static_cast<int>(std::max<int64_t>(splits, 1));
+  const int max_splits = std::min(256, std::max(1, (max_tiles + kMinTilesPerSplit - 1) / kMinTilesPerSplit));
+  // Split count with the fullest waves of thread blocks: B * S blocks over `slots` resident
+  // ones run in ceil(B * S / slots) waves, and a last wave that is mostly empty costs
+  // almost a whole wave of time (8 x 32K at 9 splits: 576 blocks in 3 waves of 264, 0.73
+  // full). Up to 4 waves' worth; on a tie the fewer splits (less partial-output traffic).
+  const int64_t slots = static_cast<int64_t>(num_sms) * ResidentBlocksPerSm(p);
+  int best = 1;
+  double best_fill = 0.0;
+  for (int s = 1; s <= max_splits && (s == 1 || base_blocks * s <= 4 * slots); ++s) {
+    const int64_t blocks = base_blocks * s;
+    const int64_t waves = (blocks + slots - 1) / slots;
+    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
+    if (fill > best_fill + 0.01) {
+      best = s;
+      best_fill = fill;
+    }
+  }
+  plan.num_splits = best;
   plan.workspace_bytes = WorkspaceBytes(p, plan.num_splits);
   return plan;
 }

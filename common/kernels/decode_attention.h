@@ -51,7 +51,9 @@ struct DecodeAttentionPlan {
 };
 
 // Chooses the split count for `params` (pointers are ignored) on a GPU with
-// `num_sms` multiprocessors. Errors: InvalidArgument on bad shapes.
+// `num_sms` multiprocessors: the count (>= 4 tiles per split) whose blocks best fill whole
+// waves of the blocks that fit on the GPU at once (CUDA occupancy calculator; 2 per SM
+// without a GPU). Errors: InvalidArgument on bad shapes.
 StatusOr<DecodeAttentionPlan> PlanDecodeAttention(const DecodeAttentionParams& params,
                                                   int num_sms);
 

@@ -126,5 +126,31 @@ TEST(DecodeAttentionPlanTest, SplitsOnlyWhenTheBatchIsSmall) {
   EXPECT_EQ(PlanDecodeAttention(p, 132).status().code(), StatusCode::kInvalidArgument);
 }
 
+// The split count fills the waves of resident blocks (2 per SM for head dim 128 at the
+// default depth: the H200's occupancy, and the planner's guess without a GPU). 8 x 32K
+// used to get 9 splits: 576 blocks in 3 waves of 264, the last one 0.18 full.
+TEST(DecodeAttentionPlanTest, SplitsFillWholeWaves) {
+  DecodeAttentionParams p;
+  p.num_q_heads = 32;
+  p.num_kv_heads = 8;
+  p.head_dim = 128;
+  p.block_size = 16;
+  p.softmax_scale = 0.1f;
+  auto splits = [&](int seqs, int ctx) {
+    p.num_seqs = seqs;
+    p.max_context_len = ctx;
+    p.max_blocks_per_seq = (ctx + 15) / 16;
+    auto plan = PlanDecodeAttention(p, 132);
+    TANDEM_CHECK_OK(plan.status());
+    return plan->num_splits;
+  };
+  EXPECT_EQ(splits(8, 32768), 4);   // 256 blocks: one wave of 264, 0.97 full
+  EXPECT_EQ(splits(8, 8192), 4);
+  EXPECT_EQ(splits(8, 1040), 4);    // was 5: 320 blocks, 2 waves 0.61 full
+  EXPECT_EQ(splits(64, 4096), 1);   // 512 blocks, 2 waves 0.97 full; no merge pass
+  EXPECT_EQ(splits(1, 1040), 5);    // 17 tiles: at least 4 tiles per split
+  EXPECT_EQ(splits(1, 32768), 33);  // 264 blocks: exactly one wave
+}
+
 }  // namespace
 }  // namespace tandem::kernels
