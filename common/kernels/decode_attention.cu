@@ -43,11 +43,14 @@ __device__ __forceinline__ SplitRange RangeOf(const DecodeAttentionParams& p, in
 
 // Grid: (num_splits, num_kv_heads, num_seqs); kThreads threads. Each warp keeps its own
 // online-softmax state over its 16 tokens of every tile; the warps merge at the end.
+//
+// Launched with PDL, it prefetches the split's first tiles before waiting for the previous
+// kernel unless they hold the sequence's newest token: in a decode step that kernel (RoPE
+// + KV write) stores only that token's K/V, and every older one was written by earlier
+// steps (see DecodeAttentionParams).
 template <int kHeadDim, int kStages>
 __global__ void __launch_bounds__(kThreads)
     DecodeAttentionKernel(DecodeAttentionParams p, float scale_log2) {
-  detail::WaitForPreviousKernel();
-  detail::AllowNextKernel();
   using D = Dims<kHeadDim>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto k_stage = [&](int s) {
@@ -65,11 +68,22 @@ __global__ void __launch_bounds__(kThreads)
     const int s = (tile - range.tile_begin) % kStages;
     IssueTile<kHeadDim>(p, seq, kvh, range.ctx, tile, k_stage(s), v_stage(s));
   };
+  const int newest_tile = (range.ctx - 1) / kTile;
+  bool waited = false;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (range.tile_begin + s < range.tile_end) issue(range.tile_begin + s);
+    const int tile = range.tile_begin + s;
+    if (tile < range.tile_end) {
+      if (tile >= newest_tile && !waited) {
+        detail::WaitForPreviousKernel();
+        waited = true;
+      }
+      issue(tile);
+    }
     CpAsyncCommit();
   }
+  if (!waited) detail::WaitForPreviousKernel();
+  detail::AllowNextKernel();
   LoadQ<kHeadDim>(p, seq, kvh, group, q_s);  // after the K/V prefetch: its latency overlaps
   __syncthreads();
   WarpState<kHeadDim> st;

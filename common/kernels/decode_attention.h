@@ -7,6 +7,10 @@
 // num_splits > 1 each block writes a partial result (fp32 output + log-sum-exp) to the
 // workspace and a second kernel merges the splits.
 //
+// Under PDL the kernel may read K/V of every position but each sequence's newest before
+// the previous kernel has finished: that kernel may write the newest token's K/V (RoPE +
+// KV write in a decode step) and nothing else the attention reads.
+//
 // Plan/run split: PlanDecodeAttention picks num_splits and the workspace size from the
 // batch shape and an upper bound on the context length, so a captured CUDA graph can
 // replay one launch for any context lengths up to that bound.

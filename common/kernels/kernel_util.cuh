@@ -16,9 +16,12 @@ namespace tandem::kernels::detail {
 // scheduled while the kernel before it in the stream is still running; the hardware
 // only guarantees that grid's completion (and memory visibility) once
 // WaitForPreviousKernel returns. So every such kernel calls it before its first access
-// to memory another kernel writes or reads (reading weights nobody writes may come
-// first). AllowNextKernel lets the next PDL kernel be scheduled early (its blocks then
-// wait in WaitForPreviousKernel, or prefetch weights). Both are no-ops below sm_90 and
+// to memory another kernel writes or reads. What may come first: weights (nobody writes
+// them), and a forward step's metadata (positions, slots, block tables, context lengths):
+// host copies write it before the step's first kernel, a plain launch, and every kernel
+// here lets the next one start only after its own wait (so when kernel N starts, kernel
+// N - 2 and all before it have completed). AllowNextKernel lets the next PDL kernel be
+// scheduled early (its blocks then wait in WaitForPreviousKernel, or prefetch weights). Both are no-ops below sm_90 and
 // when the launch had no PDL attribute. Transitive: a kernel that waited has seen every
 // earlier kernel complete.
 __device__ __forceinline__ void WaitForPreviousKernel() {

@@ -1,5 +1,7 @@
 #include "common/kernels/rope_kv_write.h"
 
+#include <algorithm>
+
 #include "common/cuda/cuda_status.h"
 #include "common/kernels/kernel_util.cuh"
 
@@ -23,22 +25,27 @@ __device__ float InvFreq(const RopeConfig& c, int j, int head_dim) {
   return inv;
 }
 
-// One warp per (token, head). Lane handles rotation pairs j = lane + 32 * r.
+// One warp per (token, head); lane handles rotation pairs j = lane + 32 * r. The angles
+// depend only on the position (step metadata, copied before the step's first kernel) and
+// the config, so they are computed before waiting for the kernel that writes qkv.
 template <int kHeadDim>
 __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
-  detail::WaitForPreviousKernel();
-  detail::AllowNextKernel();
   constexpr int kPairs = kHeadDim / 64;  // pairs per lane
   constexpr int kHalf = kHeadDim / 2;
   const int lane = threadIdx.x & 31;
   const int t = blockIdx.x;
   const int num_heads = p.num_q_heads + 2 * p.num_kv_heads;
-  const __nv_bfloat16* row = p.qkv + t * p.qkv_stride;
   const int64_t slot = p.slot_mapping[t];
   const bool write_cache = slot >= 0 && slot / p.block_size < p.num_cache_blocks;
   const int64_t block = write_cache ? slot / p.block_size : 0;
   const int offset = write_cache ? static_cast<int>(slot % p.block_size) : 0;
   const float pos = static_cast<float>(p.positions[t]);
+  float sin_r[kPairs], cos_r[kPairs];
+#pragma unroll
+  for (int r = 0; r < kPairs; ++r) sincosf(pos * InvFreq(p.rope, lane + 32 * r, kHeadDim), &sin_r[r], &cos_r[r]);
+  detail::WaitForPreviousKernel();
+  detail::AllowNextKernel();
+  const __nv_bfloat16* row = p.qkv + t * p.qkv_stride;
   for (int h = threadIdx.x >> 5; h < num_heads; h += blockDim.x >> 5) {
     const __nv_bfloat16* src = row + h * kHeadDim;
     float x1[kPairs], x2[kPairs];
@@ -77,10 +84,8 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
       }
 #pragma unroll
       for (int r = 0; r < kPairs; ++r) {
-        float s, c;
-        sincosf(pos * InvFreq(p.rope, lane + 32 * r, kHeadDim), &s, &c);
-        const float a = x1[r] * c - x2[r] * s;
-        const float b = x2[r] * c + x1[r] * s;
+        const float a = x1[r] * cos_r[r] - x2[r] * sin_r[r];
+        const float b = x2[r] * cos_r[r] + x1[r] * sin_r[r];
         x1[r] = a;
         x2[r] = b;
       }
@@ -171,7 +176,9 @@ Status LaunchRopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
         r.original_max_position > 0.f))
     return InvalidArgumentError("RopeKvWrite: bad llama3 rope scaling");
   if (p.num_tokens == 0) return Status::Ok();
-  const int threads = 256;
+  // A warp per head where the block allows (at most 1024 threads): the heads of a token run
+  // side by side instead of one after another in a few warps.
+  const int threads = 32 * std::min(p.num_q_heads + 2 * p.num_kv_heads, 32);
   switch (p.head_dim) {
     case 64: return detail::LaunchPdl("RopeKvWriteKernel", RopeKvWriteKernel<64>, p.num_tokens, threads, 0, stream, p);
     case 128:
