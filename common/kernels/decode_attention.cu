@@ -16,6 +16,7 @@ using namespace decode_detail;  // NOLINT: this file is the implementation of th
 
 constexpr int kDefaultStages = 3;     // cp.async pipeline depth when params.num_stages == 0
 constexpr int kMinTilesPerSplit = 4;  // keeps the partial-output traffic small
+constexpr int kMaxSplits = 256;
 // Persistent variant: one block per SM, a deep pipeline that runs across work items.
 constexpr int kPersistentStages128 = 5;
 constexpr int kPersistentStages64 = 8;
@@ -193,22 +194,36 @@ __global__ void __launch_bounds__(kThreads, 1)
   CpAsyncWait<0>();
 }
 
-// Grid: num_seqs * num_q_heads blocks of head_dim threads.
+// Grid: num_seqs * num_q_heads blocks of head_dim threads. The splits' log-sum-exps go
+// through shared memory in one round of loads, and the partial outputs are read kBatch
+// at a time: a loop of dependent loads cost a global-memory round trip per split.
 __global__ void DecodeAttentionMergeKernel(DecodeAttentionParams p) {
+  constexpr int kBatch = 8;
+  __shared__ float weight[kMaxSplits];
   detail::WaitForPreviousKernel();
   detail::AllowNextKernel();
   const int64_t qh = blockIdx.x;
   const int d = threadIdx.x, hd = p.head_dim, S = p.num_splits;
-  const float* o_part = p.workspace;
-  const float* lse = p.workspace + static_cast<int64_t>(p.num_seqs) * p.num_q_heads * S * hd;
+  const float* o_part = p.workspace + qh * S * hd + d;
+  const float* lse = p.workspace + static_cast<int64_t>(p.num_seqs) * p.num_q_heads * S * hd + qh * S;
+  for (int s = d; s < S; s += blockDim.x) weight[s] = lse[s];
+  __syncthreads();
   float m = -INFINITY;
-  for (int s = 0; s < S; ++s) m = fmaxf(m, lse[qh * S + s]);
+  for (int s = 0; s < S; ++s) m = fmaxf(m, weight[s]);
+  __syncthreads();  // all have read the log-sum-exps
+  for (int s = d; s < S; s += blockDim.x) weight[s] = m == -INFINITY ? 0.f : exp2f(weight[s] - m);
+  __syncthreads();
   float num = 0.f, den = 0.f;
-  if (m != -INFINITY) {
-    for (int s = 0; s < S; ++s) {
-      const float w = exp2f(lse[qh * S + s] - m);
-      den += w;
-      num += w * o_part[(qh * S + s) * hd + d];
+  for (int s0 = 0; s0 < S; s0 += kBatch) {
+    float o[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) o[j] = s0 + j < S ? o_part[static_cast<int64_t>(s0 + j) * hd] : 0.f;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      if (s0 + j < S) {
+        den += weight[s0 + j];
+        num += weight[s0 + j] * o[j];
+      }
     }
   }
   p.out[qh * hd + d] = __float2bfloat16(den > 0.f ? num / den : 0.f);
@@ -310,7 +325,7 @@ StatusOr<DecodeAttentionPlan> PlanDecodeAttention(const DecodeAttentionParams& p
   DecodeAttentionPlan plan;
   const int64_t base_blocks = static_cast<int64_t>(p.num_seqs) * p.num_kv_heads;
   const int max_tiles = (p.max_context_len + kTile - 1) / kTile;
-  const int max_splits = std::min(256, std::max(1, (max_tiles + kMinTilesPerSplit - 1) / kMinTilesPerSplit));
+  const int max_splits = std::min(kMaxSplits, std::max(1, (max_tiles + kMinTilesPerSplit - 1) / kMinTilesPerSplit));
   // Split count with the fullest waves of thread blocks: B * S blocks over `slots` resident
   // ones run in ceil(B * S / slots) waves, and a last wave that is mostly empty costs
   // almost a whole wave of time (8 x 32K at 9 splits: 576 blocks in 3 waves of 264, 0.73
@@ -339,7 +354,7 @@ Status LaunchDecodeAttention(const DecodeAttentionParams& p, cudaStream_t stream
     return InvalidArgumentError("DecodeAttention: null pointer");
   if (p.num_stages != 0 && (p.num_stages < 2 || p.num_stages > 4))
     return InvalidArgumentError("DecodeAttention: num_stages must be 0 (auto) or 2..4");
-  if (p.num_splits < 1 || p.num_splits > 256)
+  if (p.num_splits < 1 || p.num_splits > kMaxSplits)
     return InvalidArgumentError("DecodeAttention: num_splits must be in [1, 256]");
   if (p.num_splits > 1 && p.workspace == nullptr)
     return InvalidArgumentError("DecodeAttention: num_splits > 1 needs the plan's workspace");
