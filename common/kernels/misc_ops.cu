@@ -61,16 +61,18 @@ __global__ void GenericAttentionKernel(GenericAttentionParams p) {
   }
 }
 
-__global__ void GatherRowsKernel(const unsigned char* src, int64_t num_src_rows, size_t row_bytes,
-                                 const int32_t* indices, unsigned char* out) {
+// One block per output row, copied in units of T (uint4 when everything is 16-byte aligned).
+template <typename T>
+__global__ void GatherRowsKernel(const T* src, int64_t num_src_rows, size_t row_units, const int32_t* indices,
+                                 T* out) {
   detail::WaitForPreviousKernel();
   detail::AllowNextKernel();
   const int i = blockIdx.x;
   const int32_t r = indices[i];
-  unsigned char* dst = out + static_cast<size_t>(i) * row_bytes;
+  T* dst = out + static_cast<size_t>(i) * row_units;
   const bool ok = r >= 0 && r < num_src_rows;
-  const unsigned char* from = src + (ok ? static_cast<size_t>(r) : 0) * row_bytes;
-  for (size_t b = threadIdx.x; b < row_bytes; b += blockDim.x) dst[b] = ok ? from[b] : 0;
+  const T* from = src + (ok ? static_cast<size_t>(r) : 0) * row_units;
+  for (size_t b = threadIdx.x; b < row_units; b += blockDim.x) dst[b] = ok ? from[b] : T{};
 }
 
 template <typename T>
@@ -133,7 +135,12 @@ Status LaunchGatherRows(const void* src, int64_t num_src_rows, size_t row_bytes,
   if (src == nullptr || indices == nullptr || out == nullptr || num_indices < 0 || row_bytes == 0)
     return InvalidArgumentError("GatherRows: null pointer or bad sizes");
   if (num_indices == 0) return Status::Ok();
-  return detail::LaunchPdl("GatherRowsKernel", GatherRowsKernel, num_indices, 256, 0, stream,
+  if (row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0) {
+    return detail::LaunchPdl("GatherRowsKernel", GatherRowsKernel<uint4>, num_indices, 256, 0, stream,
+                             static_cast<const uint4*>(src), num_src_rows, row_bytes / 16, indices,
+                             static_cast<uint4*>(out));
+  }
+  return detail::LaunchPdl("GatherRowsKernel", GatherRowsKernel<unsigned char>, num_indices, 256, 0, stream,
                            static_cast<const unsigned char*>(src), num_src_rows, row_bytes, indices,
                            static_cast<unsigned char*>(out));
 }

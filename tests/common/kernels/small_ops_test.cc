@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "common/kernels/embedding.h"
+#include "common/kernels/misc_ops.h"
 #include "common/kernels/rms_norm.h"
 #include "common/kernels/silu_mul.h"
 #include "tests/common/kernels/gpu_test_util.h"
@@ -51,6 +52,28 @@ TEST(EmbeddingTest, RejectsBadShapes) {
   EmbeddingParams p{reinterpret_cast<int32_t*>(&x), reinterpret_cast<__nv_bfloat16*>(&x),
                     reinterpret_cast<__nv_bfloat16*>(&x), 1, 10, 12};
   EXPECT_EQ(LaunchEmbedding(p, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+// Rows of any size, gathered by index (out-of-range indices give zero rows): 16-byte
+// multiples take the vector path, other sizes the byte path.
+TEST(GatherRowsTest, CopiesRowsAndZeroesOutOfRangeIndices) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  for (size_t row_bytes : {size_t{16384}, size_t{48}, size_t{13}}) {
+    const int rows = 20;
+    std::vector<uint8_t> src(rows * row_bytes);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+    const std::vector<int32_t> idx = {3, 19, -1, 0, 20, 3};
+    auto dsrc = testing::Upload(src), didx = testing::Upload(idx);
+    auto out = testing::Poisoned<uint8_t>(idx.size() * row_bytes);
+    TANDEM_ASSERT_OK(LaunchGatherRows(dsrc.data(), rows, row_bytes, didx.as<int32_t>(), static_cast<int>(idx.size()),
+                                      out.data(), nullptr));
+    const auto got = testing::Download<uint8_t>(out, idx.size() * row_bytes);
+    for (size_t i = 0; i < idx.size(); ++i)
+      for (size_t b = 0; b < row_bytes; ++b) {
+        const uint8_t want = idx[i] < 0 || idx[i] >= rows ? 0 : src[idx[i] * row_bytes + b];
+        ASSERT_EQ(got[i * row_bytes + b], want) << "row_bytes " << row_bytes << " row " << i << " byte " << b;
+      }
+  }
 }
 
 void RunRmsNorm(int rows, int hidden, bool with_residual, bool f32 = false) {
