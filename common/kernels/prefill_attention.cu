@@ -59,8 +59,9 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
   constexpr int kDimTiles = kHeadDim / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [kBlockM][kRow]
-  __nv_bfloat16* k_s = q_s + kBlockM * kRow;                         // [kBlockN][kRow]
-  __nv_bfloat16* v_s = k_s + kBlockN * kRow;                         // [kBlockN][kRow]
+  // K and V tiles, double-buffered: tile t lives in buffer t % 2 ([kBlockN][kRow] each).
+  auto k_buf = [&](int tile) { return q_s + (kBlockM + (tile & 1) * kBlockN) * kRow; };
+  auto v_buf = [&](int tile) { return q_s + (kBlockM + (2 + (tile & 1)) * kBlockN) * kRow; };
 
   const int seq = blockIdx.z, h = blockIdx.y;
   const int q_begin = p.cu_q_lens[seq];
@@ -84,7 +85,37 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
       *dst = make_uint4(0, 0, 0, 0);
     }
   }
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::);
+  asm volatile("cp.async.commit_group;\n" ::);
+
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+  const int64_t block_elems = 2ll * p.num_kv_heads * p.block_size * kHeadDim;
+  const int64_t head_off = static_cast<int64_t>(kvh) * p.block_size * kHeadDim;
+  const int64_t v_off = static_cast<int64_t>(p.num_kv_heads) * p.block_size * kHeadDim;
+  const int bs_shift = __ffs(p.block_size) - 1;
+  // Queues the loads of K/V tile `tile` into buffer tile % 2 (zeros past the context, so
+  // masked probabilities never meet garbage: 0 * NaN), as one cp.async group.
+  auto load_tile = [&](int tile) {
+    const int kv0 = tile * kBlockN;
+    __nv_bfloat16* k_s = k_buf(tile);
+    __nv_bfloat16* v_s = v_buf(tile);
+    for (int i = tid; i < kBlockN * kChunks; i += 32 * kWarps) {
+      const int r = i / kChunks, c = i % kChunks, tok = kv0 + r;
+      __nv_bfloat16* kd = k_s + r * kRow + c * 8;
+      __nv_bfloat16* vd = v_s + r * kRow + c * 8;
+      if (tok < ctx) {
+        const __nv_bfloat16* src = p.kv_cache + table[tok >> bs_shift] * block_elems + head_off +
+                                   (tok & (p.block_size - 1)) * kHeadDim + c * 8;
+        CpAsync16(kd, src);
+        CpAsync16(vd, src + v_off);
+      } else {
+        *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  };
+  load_tile(0);  // its loads overlap the q fragments below
+  asm volatile("cp.async.wait_group 1;\n" ::);  // the q group (committed first) has landed
   __syncthreads();
 
   uint32_t qf[kHeadDim / 16][4];
@@ -105,31 +136,19 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
 
   const int last_key = prefix + min(q_len, row0 + kBlockM) - 1;
   const int num_kv_tiles = last_key / kBlockN + 1;
-  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-  const int64_t block_elems = 2ll * p.num_kv_heads * p.block_size * kHeadDim;
-  const int64_t head_off = static_cast<int64_t>(kvh) * p.block_size * kHeadDim;
-  const int64_t v_off = static_cast<int64_t>(p.num_kv_heads) * p.block_size * kHeadDim;
-  const int bs_shift = __ffs(p.block_size) - 1;
 
   for (int tile = 0; tile < num_kv_tiles; ++tile) {
     const int kv0 = tile * kBlockN;
-    __syncthreads();  // previous tile fully consumed
-    for (int i = tid; i < kBlockN * kChunks; i += 32 * kWarps) {
-      const int r = i / kChunks, c = i % kChunks, tok = kv0 + r;
-      __nv_bfloat16* kd = k_s + r * kRow + c * 8;
-      __nv_bfloat16* vd = v_s + r * kRow + c * 8;
-      if (tok < ctx) {
-        const __nv_bfloat16* src = p.kv_cache + table[tok >> bs_shift] * block_elems + head_off +
-                                   (tok & (p.block_size - 1)) * kHeadDim + c * 8;
-        CpAsync16(kd, src);
-        CpAsync16(vd, src + v_off);
-      } else {  // zeros, so masked probabilities never meet garbage (0 * NaN)
-        *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
-      }
+    __syncthreads();  // every warp is done with tile - 1, whose buffer the next loads reuse
+    if (tile + 1 < num_kv_tiles) {
+      load_tile(tile + 1);
+    } else {
+      asm volatile("cp.async.commit_group;\n" ::);  // an empty group keeps the count uniform
     }
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::);
+    asm volatile("cp.async.wait_group 1;\n" ::);  // all but the newest group: this tile
     __syncthreads();
+    const __nv_bfloat16* k_s = k_buf(tile);
+    const __nv_bfloat16* v_s = v_buf(tile);
 
     float s[kBlockN / 8][4];
 #pragma unroll
@@ -221,7 +240,7 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
 
 template <int kHeadDim>
 Status LaunchTyped(const PrefillAttentionParams& p, cudaStream_t stream) {
-  const int smem = (kBlockM + 2 * kBlockN) * (kHeadDim + 8) * 2;
+  const int smem = (kBlockM + 4 * kBlockN) * (kHeadDim + 8) * 2;  // q + two K/V tiles
   auto kernel = PrefillAttentionKernel<kHeadDim>;
   TANDEM_RETURN_IF_CUDA_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
