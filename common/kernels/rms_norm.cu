@@ -7,10 +7,10 @@ namespace tandem::kernels {
 namespace {
 
 using detail::Bf16x8ToFloat;
+using detail::FloatToBf16x8;
 
 constexpr int kMaxThreads = 512;
 constexpr int kMaxHidden = 8 * 8 * kMaxThreads;  // 8 vectors of 8 per thread
-using detail::FloatToBf16x8;
 
 // 8 consecutive values of a bf16 or fp32 row as floats, and back (bf16: rounded).
 __device__ __forceinline__ void Load8(const __nv_bfloat16* row, int i, float (&x)[8]) {
