@@ -100,13 +100,19 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{128, 32, 8, 16, ManyLens(), 0, 0, true},
         DecodeCase{128, 32, 8, 16, ManyLens(), 0}));
 
-TEST(DecodeAttentionPlanTest, SplitsOnlyWhenTheBatchIsSmall) {
+// A Llama-3-8B layer (32 query heads, 8 KV heads of 128, blocks of 16), for planning.
+DecodeAttentionParams LlamaLayer() {
   DecodeAttentionParams p;
   p.num_q_heads = 32;
   p.num_kv_heads = 8;
   p.head_dim = 128;
   p.block_size = 16;
   p.softmax_scale = 0.1f;
+  return p;
+}
+
+TEST(DecodeAttentionPlanTest, SplitsOnlyWhenTheBatchIsSmall) {
+  DecodeAttentionParams p = LlamaLayer();
   p.num_seqs = 1;
   p.max_context_len = 32768;
   p.max_blocks_per_seq = 2048;
@@ -130,12 +136,7 @@ TEST(DecodeAttentionPlanTest, SplitsOnlyWhenTheBatchIsSmall) {
 // default depth: the H200's occupancy, and the planner's guess without a GPU). 8 x 32K
 // used to get 9 splits: 576 blocks in 3 waves of 264, the last one 0.18 full.
 TEST(DecodeAttentionPlanTest, SplitsFillWholeWaves) {
-  DecodeAttentionParams p;
-  p.num_q_heads = 32;
-  p.num_kv_heads = 8;
-  p.head_dim = 128;
-  p.block_size = 16;
-  p.softmax_scale = 0.1f;
+  DecodeAttentionParams p = LlamaLayer();
   auto splits = [&](int seqs, int ctx) {
     p.num_seqs = seqs;
     p.max_context_len = ctx;
