@@ -307,7 +307,8 @@ int ResidentBlocksPerSm(const DecodeAttentionParams& p) {
       return std::max(per_sm, 1);
     };
     return std::array<std::array<int, 3>, 2>{
-        {{query(DecodeAttentionKernel<64, 2>, Smem<64, 2>::kBytes, 2), query(DecodeAttentionKernel<64, 3>, Smem<64, 3>::kBytes, 2),
+        {{query(DecodeAttentionKernel<64, 2>, Smem<64, 2>::kBytes, 2),
+          query(DecodeAttentionKernel<64, 3>, Smem<64, 3>::kBytes, 2),
           query(DecodeAttentionKernel<64, 4>, Smem<64, 4>::kBytes, 2)},
          {query(DecodeAttentionKernel<128, 2>, Smem<128, 2>::kBytes, 2),
           query(DecodeAttentionKernel<128, 3>, Smem<128, 3>::kBytes, 2),

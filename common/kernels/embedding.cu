@@ -6,7 +6,9 @@
 namespace tandem::kernels {
 namespace {
 
-__device__ __forceinline__ void Store(__nv_bfloat16* out, int i, const uint4& v) { reinterpret_cast<uint4*>(out)[i] = v; }
+__device__ __forceinline__ void Store(__nv_bfloat16* out, int i, const uint4& v) {
+  reinterpret_cast<uint4*>(out)[i] = v;
+}
 __device__ __forceinline__ void Store(float* out, int i, const uint4& v) {
   float x[8];
   detail::Bf16x8ToFloat(v, x);
