@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,24 +22,24 @@
 
 namespace tandem::e2e {
 
-// A port that was free a moment ago (bind to 0, read, close), and that this
-// process has not handed out before: the kernel may offer a port again once it
-// is closed, and a child that has not bound its port yet leaves it free (two
-// nodes given one HTTP port made one answer for the other).
+// A loopback port reserved for this test process: the kernel picks a free one (bind to
+// 0) and the socket stays bound, never listening, until the process exits, with
+// SO_REUSEADDR set. Every server here binds with SO_REUSEADDR, so the child given the port
+// can bind and listen on it (again after a restart), while no other bind to port 0 — in
+// this process or in a test running beside it — can be handed the same port. (Closing the
+// socket right away let a parallel test's node take the port before ours bound it.)
 inline int FreePort() {
-  static std::set<int> handed_out;
-  for (;;) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    TANDEM_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    socklen_t len = sizeof(addr);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    close(fd);
-    const int port = ntohs(addr.sin_port);
-    if (handed_out.insert(port).second) return port;
-  }
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  TANDEM_CHECK(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  TANDEM_CHECK(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  const int one = 1;  // after the bind: the kernel picked a port nobody holds
+  TANDEM_CHECK(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
+  socklen_t len = sizeof(addr);
+  TANDEM_CHECK(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  return ntohs(addr.sin_port);  // fd stays open: the reservation
 }
 
 class ProcessGroup {
