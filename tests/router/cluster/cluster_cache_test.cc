@@ -178,6 +178,24 @@ TEST_F(CacheRegistryTest, SequenceGapDropsTheViewUntilTheNextReset) {
 class CacheHttpTest : public testing::ClusterHttpFixture {
  protected:
   void SetUp() override { Start({}, /*heartbeat_interval_ms=*/50); }
+
+  // The fake tokenizer's encoding of `text`: BOS, then one token per byte.
+  static std::vector<TokenId> PromptTokens(const std::string& text) {
+    std::vector<TokenId> prompt = {kBos};
+    for (char c : text) prompt.push_back(static_cast<unsigned char>(c));
+    return prompt;
+  }
+
+  // Waits until the router's view of `node` for (prompt, salt) satisfies `pred`.
+  template <typename Pred>
+  bool WaitForView(FakeNode& node, const std::vector<TokenId>& prompt, const std::string& salt, Pred pred) {
+    return node.WaitFor([&] {
+      for (const NodeView& v : backend_->registry().ViewsFor(prompt, salt)) {
+        if (v.node_id == node.node_id() && pred(v)) return true;
+      }
+      return false;
+    });
+  }
 };
 
 // (request id -> seed) as Reserve reached decode and Prefill reached prefill.
@@ -239,8 +257,7 @@ TEST_F(CacheHttpTest, DecodeWithTheReportedPrefixWinsUnlessFull) {
   d0.SetScript({{kWordBase, kEos}});
   d1.SetScript({{kWordBase, kEos}});
   const std::string text = "hello world again";  // BOS + 17 characters: 4 full blocks
-  std::vector<TokenId> prompt = {kBos};
-  for (char c : text) prompt.push_back(static_cast<unsigned char>(c));
+  const std::vector<TokenId> prompt = PromptTokens(text);
   // Without reports the tie goes to the lower id (d0).
   HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", text}});
   ASSERT_EQ(r.status, 200) << r.body;
@@ -251,12 +268,7 @@ TEST_F(CacheHttpTest, DecodeWithTheReportedPrefixWinsUnlessFull) {
 
   // d1 reports the first three blocks of the prompt (as a node's first full report).
   d1.SetCacheReport(Report(true, {chain[0], chain[1], chain[2]}));
-  ASSERT_TRUE(d1.WaitFor([&] {
-    for (const NodeView& v : backend_->registry().ViewsFor(prompt, used_salt)) {
-      if (v.node_id == d1.node_id() && v.prefix_hit_blocks == 3) return true;
-    }
-    return false;
-  }));
+  ASSERT_TRUE(WaitForView(d1, prompt, used_salt, [](const NodeView& v) { return v.prefix_hit_blocks == 3; }));
   r = router::testing::Post(port_, "/v1/completions", {{"prompt", text}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(d1.prefills().size(), 1u);
@@ -267,12 +279,7 @@ TEST_F(CacheHttpTest, DecodeWithTheReportedPrefixWinsUnlessFull) {
 
   // d1 nearly full: d0 wins again despite the hit.
   d1.SetLoad(0, 0, /*free_blocks=*/1, 0);
-  ASSERT_TRUE(d1.WaitFor([&] {
-    for (const NodeView& v : backend_->registry().Views()) {
-      if (v.node_id == d1.node_id() && v.free_gpu_blocks == 1) return true;
-    }
-    return false;
-  }));
+  ASSERT_TRUE(WaitForView(d1, prompt, used_salt, [](const NodeView& v) { return v.free_gpu_blocks == 1; }));
   r = router::testing::Post(port_, "/v1/completions", {{"prompt", text}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(d1.prefills().size(), 1u);
@@ -290,20 +297,15 @@ TEST_F(CacheHttpTest, PrefillWithTheReportedPrefixWins) {
   }
   d.SetScript({{kWordBase, kEos}});
   const std::string text = "hello world again";  // BOS + 17 characters: 4 full blocks
-  std::vector<TokenId> prompt = {kBos};
-  for (char c : text) prompt.push_back(static_cast<unsigned char>(c));
+  const std::vector<TokenId> prompt = PromptTokens(text);
   HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", text}});
   ASSERT_EQ(r.status, 200) << r.body;
   ASSERT_EQ(p0.prefills().size(), 1u) << "without reports the tie goes to the lower id";
   const std::vector<kv_cache::BlockHash> chain = Chain(prompt, p0.prefills()[0].tenant_salt());
 
   p1.SetCacheReport(Report(true, {chain[0], chain[1]}));
-  ASSERT_TRUE(p1.WaitFor([&] {
-    for (const NodeView& v : backend_->registry().ViewsFor(prompt, p0.prefills()[0].tenant_salt())) {
-      if (v.node_id == p1.node_id() && v.prefix_hit_tokens == 2 * kFakeBlockSize) return true;
-    }
-    return false;
-  }));
+  ASSERT_TRUE(WaitForView(p1, prompt, p0.prefills()[0].tenant_salt(),
+                          [](const NodeView& v) { return v.prefix_hit_tokens == 2 * kFakeBlockSize; }));
   r = router::testing::Post(port_, "/v1/completions", {{"prompt", text}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(p1.prefills().size(), 1u);

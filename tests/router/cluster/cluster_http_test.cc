@@ -51,6 +51,18 @@ class ClusterHttpTest : public testing::ClusterHttpFixture {
     client.join();
     return result;
   }
+
+  // Starts a streamed completion (max_tokens 50), reads its first bytes, and hangs up.
+  void StartStreamAndHangUp() {
+    boost::asio::io_context ioc;
+    auto socket = router::testing::Connect(ioc, port_);
+    const std::string body = json{{"prompt", "hello"}, {"stream", true}, {"max_tokens", 50}}.dump();
+    const std::string raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body;
+    boost::asio::write(socket, boost::asio::buffer(raw));
+    char buf[256];
+    socket.read_some(boost::asio::buffer(buf));  // the stream began
+  }
 };
 
 TEST_F(ClusterHttpTest, NotReadyWithoutDecodeNode) {
@@ -358,16 +370,7 @@ TEST_F(ClusterHttpTest, LateAckOfAnEndedRequestIsCancelledAgain) {
   FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
   d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/1});
   d.SetLocalAckDelayMs(300);
-  {
-    boost::asio::io_context ioc;
-    auto socket = router::testing::Connect(ioc, port_);
-    const std::string body = json{{"prompt", "hello"}, {"stream", true}, {"max_tokens", 50}}.dump();
-    const std::string raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body;
-    boost::asio::write(socket, boost::asio::buffer(raw));
-    char buf[256];
-    socket.read_some(boost::asio::buffer(buf));  // the stream began; the Ack is still delayed
-  }
+  StartStreamAndHangUp();  // the Ack is still delayed when the client leaves
   ASSERT_TRUE(d.WaitFor([&] { return d.cancels().size() >= 2; }, 3000)) << d.cancels().size() << " cancels";
   const std::vector<proto::Cancel> cancels = d.cancels();
   EXPECT_EQ(cancels[0].request_id(), cancels[1].request_id());
@@ -380,16 +383,7 @@ TEST_F(ClusterHttpTest, ClientDisconnectCancelReachesTheNodes) {
   FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
   AddPrefill(d);
   d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/1});
-  {
-    boost::asio::io_context ioc;
-    auto socket = router::testing::Connect(ioc, port_);
-    const std::string body = json{{"prompt", "hello"}, {"stream", true}, {"max_tokens", 50}}.dump();
-    const std::string raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body;
-    boost::asio::write(socket, boost::asio::buffer(raw));
-    char buf[256];
-    socket.read_some(boost::asio::buffer(buf));  // the stream began
-  }
+  StartStreamAndHangUp();
   ASSERT_TRUE(d.WaitFor([&] { return !d.cancels().empty(); }, 3000));
   EXPECT_EQ(d.cancels()[0].request_id(), d.reserves()[0].request_id());
   EXPECT_EQ(d.cancels()[0].epoch(), 1u);
