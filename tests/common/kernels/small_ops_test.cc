@@ -114,7 +114,7 @@ void RunRmsNorm(int rows, int hidden, bool with_residual, bool f32 = false) {
 
 TEST(RmsNormTest, MatchesCpuReference) {
   TANDEM_SKIP_WITHOUT_GPU();
-  for (int hidden : {64, 1000, 4096, 8192, 20000, 32768})  // 1, 2, 8 and 8 vectors per thread
+  for (int hidden : {64, 1000, 4096, 8192, 16384, 20000, 32768})  // 1, 1, 1, 2, 4, 8, 8 vectors per thread
     for (bool residual : {false, true})
       for (bool f32 : {false, true}) RunRmsNorm(13, hidden, residual, f32);
 }
