@@ -4,56 +4,30 @@
 
 #include "common/cuda/cuda_status.h"
 #include "common/kernels/kernel_util.cuh"
+#include "common/kernels/rope_util.cuh"
 
 namespace tandem::kernels {
 namespace {
 
-// Inverse frequency of rotation pair j, with the configured scaling (fp32 as in HF).
-__device__ float InvFreq(const RopeConfig& c, int j, int head_dim) {
-  float inv = 1.f / powf(c.theta, static_cast<float>(2 * j) / head_dim);
-  if (c.scaling == RopeScaling::kLinear) return inv / c.factor;
-  if (c.scaling == RopeScaling::kLlama3) {
-    const float low_wavelen = c.original_max_position / c.low_freq_factor;
-    const float high_wavelen = c.original_max_position / c.high_freq_factor;
-    const float wavelen = 2.f * 3.14159265358979f / inv;
-    if (wavelen < high_wavelen) return inv;
-    if (wavelen > low_wavelen) return inv / c.factor;
-    const float smooth = (c.original_max_position / wavelen - c.low_freq_factor) /
-                         (c.high_freq_factor - c.low_freq_factor);
-    return (1.f - smooth) * inv / c.factor + smooth * inv;
-  }
-  return inv;
-}
+using rope_detail::InvFreq;
 
-// One warp per (token, head); lane handles rotation pairs j = lane + 32 * r. The angles
-// depend only on the position (step metadata, copied before the step's first kernel) and
-// the config, so they are computed before waiting for the kernel that writes qkv.
+// One warp per (token, head) (rope_util.cuh). The angles depend only on the position (step
+// metadata, copied before the step's first kernel) and the config, so they are computed
+// before waiting for the kernel that writes qkv.
 template <int kHeadDim>
 __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
-  constexpr int kPairs = kHeadDim / 64;  // pairs per lane
-  constexpr int kHalf = kHeadDim / 2;
-  const int lane = threadIdx.x & 31;
+  constexpr int kPairs = rope_detail::LaneAngles<kHeadDim>::kPairs;
   const int t = blockIdx.x;
   const int num_heads = p.num_q_heads + 2 * p.num_kv_heads;
   const int64_t slot = p.slot_mapping[t];
   const bool write_cache = slot >= 0 && slot / p.block_size < p.num_cache_blocks;
   const int64_t block = write_cache ? slot / p.block_size : 0;
   const int offset = write_cache ? static_cast<int>(slot % p.block_size) : 0;
-  const float pos = static_cast<float>(p.positions[t]);
-  float sin_r[kPairs], cos_r[kPairs];
-#pragma unroll
-  for (int r = 0; r < kPairs; ++r) sincosf(pos * InvFreq(p.rope, lane + 32 * r, kHeadDim), &sin_r[r], &cos_r[r]);
+  const auto angles = rope_detail::AnglesAt<kHeadDim>(p.rope, static_cast<float>(p.positions[t]));
   detail::WaitForPreviousKernel();
   detail::AllowNextKernel();
   const __nv_bfloat16* row = p.qkv + t * p.qkv_stride;
   for (int h = threadIdx.x >> 5; h < num_heads; h += blockDim.x >> 5) {
-    const __nv_bfloat16* src = row + h * kHeadDim;
-    float x1[kPairs], x2[kPairs];
-#pragma unroll
-    for (int r = 0; r < kPairs; ++r) {
-      x1[r] = __bfloat162float(src[lane + 32 * r]);
-      x2[r] = __bfloat162float(src[lane + 32 * r + kHalf]);
-    }
     const bool is_q = h < p.num_q_heads;
     const bool is_v = h >= p.num_q_heads + p.num_kv_heads;
     __nv_bfloat16* dst;
@@ -66,35 +40,10 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
       dst = p.kv_cache + block * 2 * p.num_kv_heads * p.block_size * kHeadDim +
             ((static_cast<int64_t>(kv) * p.num_kv_heads + kh) * p.block_size + offset) * kHeadDim;
     }
-    if (!is_v) {
-      const __nv_bfloat16* nw = is_q ? p.q_norm_weight : p.k_norm_weight;
-      if (nw != nullptr) {
-        float ss = 0.f;
-#pragma unroll
-        for (int r = 0; r < kPairs; ++r) ss += x1[r] * x1[r] + x2[r] * x2[r];
-        const float inv_rms = rsqrtf(detail::WarpSum(ss) / kHeadDim + p.norm_eps);
-#pragma unroll
-        for (int r = 0; r < kPairs; ++r) {
-          // Rounded to bf16 as the norm's output would be stored before RoPE.
-          x1[r] = __bfloat162float(__float2bfloat16(x1[r] * inv_rms *
-                                                    __bfloat162float(nw[lane + 32 * r])));
-          x2[r] = __bfloat162float(__float2bfloat16(x2[r] * inv_rms *
-                                                    __bfloat162float(nw[lane + 32 * r + kHalf])));
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < kPairs; ++r) {
-        const float a = x1[r] * cos_r[r] - x2[r] * sin_r[r];
-        const float b = x2[r] * cos_r[r] + x1[r] * sin_r[r];
-        x1[r] = a;
-        x2[r] = b;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kPairs; ++r) {
-      dst[lane + 32 * r] = __float2bfloat16(x1[r]);
-      dst[lane + 32 * r + kHalf] = __float2bfloat16(x2[r]);
-    }
+    float x1[kPairs], x2[kPairs];
+    rope_detail::LoadHead<kHeadDim>(row + h * kHeadDim, is_q ? p.q_norm_weight : p.k_norm_weight, p.norm_eps,
+                                    !is_v, angles, x1, x2);
+    rope_detail::StoreHead<kHeadDim>(dst, x1, x2);
   }
 }
 
@@ -157,7 +106,7 @@ __global__ void RopeKvWriteGenericKernel(RopeKvWriteParams p) {
 
 }  // namespace
 
-Status LaunchRopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
+Status ValidateRopeKvWrite(const RopeKvWriteParams& p) {
   if (p.qkv == nullptr || p.positions == nullptr || p.slot_mapping == nullptr ||
       p.q_out == nullptr || p.kv_cache == nullptr)
     return InvalidArgumentError("RopeKvWrite: null pointer");
@@ -175,6 +124,11 @@ Status LaunchRopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
       !(r.high_freq_factor > r.low_freq_factor && r.low_freq_factor > 0.f &&
         r.original_max_position > 0.f))
     return InvalidArgumentError("RopeKvWrite: bad llama3 rope scaling");
+  return Status::Ok();
+}
+
+Status LaunchRopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
+  TANDEM_RETURN_IF_ERROR(ValidateRopeKvWrite(p));
   if (p.num_tokens == 0) return Status::Ok();
   // A warp per head where the block allows (at most 1024 threads): the heads of a token run
   // side by side instead of one after another in a few warps.

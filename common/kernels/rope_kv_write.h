@@ -49,7 +49,11 @@ struct RopeKvWriteParams {
   RopeConfig rope;
 };
 
-// Errors: InvalidArgument on null pointers, bad sizes or rope settings; Internal on launch.
+// InvalidArgument on null pointers, bad sizes or rope settings (LaunchRopeKvWrite's checks,
+// also used by the decode attention that fuses this op).
+Status ValidateRopeKvWrite(const RopeKvWriteParams& params);
+
+// Errors: ValidateRopeKvWrite's; Internal on launch.
 Status LaunchRopeKvWrite(const RopeKvWriteParams& params, cudaStream_t stream);
 
 }  // namespace tandem::kernels
