@@ -1,17 +1,18 @@
 // Whole-model benchmark of the CUDA backend at the Llama-3-8B shape (32 layers, hidden
 // 4096, 32 query / 8 KV heads of 128, FFN 14336, vocab 128256, bf16), random weights and
 // KV generated on the GPU (no checkpoint file). It runs the op sequence of
-// LlamaModel::RunLayer (RMSNorm(+residual) -> fused QKV GEMM -> RoPE + paged KV write ->
-// paged attention -> o GEMM -> RMSNorm+residual -> gate/up GEMM -> SiLU-mul -> down GEMM,
-// the residual stream and the o/down outputs in fp32; then gather of the logits rows ->
-// final norm -> LM head, fp32 logits) on CudaBackend.
+// LlamaModel::RunLayer (RMSNorm(+residual) -> fused QKV GEMM -> RoPE + paged KV write and
+// paged attention (one kernel in decode steps) -> o GEMM -> RMSNorm+residual -> gate/up
+// GEMM -> SiLU-mul -> down GEMM, the residual stream and the o/down outputs in fp32; then
+// gather of the logits rows -> final norm -> LM head, fp32 logits) on CudaBackend.
 //
 // Prints, with ceilings measured in the same run (streaming-read HBM bandwidth, cuBLAS
 // bf16 GEMM 8192^3):
 //  - decode tokens/s at batch 1/8/64/256 x context 1K/8K, each as the ratio of its memory
 //    floor (weights streamed + KV read, over the measured read bandwidth) to the step time;
 //    steps run as CUDA graphs (CudaBackend graph steps), median of many replays; at batch
-//    <= 8 also with cuBLAS instead of the skinny GEMM kernel, for comparison;
+//    <= 8 also with cuBLAS instead of the skinny GEMM kernel, and with RoPE + KV write as a
+//    kernel of its own before the attention, for comparison;
 //  - prefill of 512/2K/4K/8K tokens: model FLOPs / time over the measured GEMM rate;
 //  - KV swap through the host tier (CudaKvTierStorage: pinned memory, copy stream), 1 GiB
 //    out and in, against one pinned cudaMemcpyAsync of the same size.
@@ -183,13 +184,16 @@ Step Upload(CudaBackend& b, Work& w, int seqs, int q_len, int ctx, int blocks_pe
   return st;
 }
 
-// What a step runs: everything, or parts of it (to attribute the decode step's time).
-enum class Part { kAll, kGemmsOnly, kNoAttention };
+// What a step runs: everything, or parts of it (to attribute the decode step's time: each
+// part drops one kind of op from every layer), or everything with RoPE + KV write and
+// attention as two ops (the decode kernel fuses them).
+enum class Part { kAll, kGemmsOnly, kNoAttention, kNoNorms, kNoSilu, kUnfusedRope };
 
 // The forward of one step, op for op as LlamaModel::Forward / RunLayer.
 Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const PagedKvCache& cache,
                Part part = Part::kAll) {
-  const bool small_ops = part != Part::kGemmsOnly, attention = part == Part::kAll;
+  const bool small_ops = part != Part::kGemmsOnly, attention = small_ops && part != Part::kNoAttention;
+  const bool norms = small_ops && part != Part::kNoNorms, silu = small_ops && part != Part::kNoSilu;
   const int64_t n = st.n;
   Tensor residual = w.residual.tensor().Rows(0, n), hidden = w.hidden.tensor().Rows(0, n);
   Tensor normed = w.normed.tensor().Rows(0, n), qkv = w.qkv.tensor().Rows(0, n);
@@ -200,27 +204,31 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
                   .scaling = {model::RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192}};
   for (int l = 0; l < kLayers; ++l) {
     const Layer& L = m.layers[l];
-    if (small_ops) {
+    if (norms) {
       TANDEM_RETURN_IF_ERROR(b.RmsNorm({.x = l == 0 ? residual : hidden, .residual = l == 0 ? Tensor() : residual,
                                         .weight = L.input_norm.tensor(), .out = normed, .eps = kEps}));
     }
     TANDEM_RETURN_IF_ERROR(b.Linear({normed, L.qkv.tensor(), Tensor(), qkv}));
-    if (small_ops) TANDEM_RETURN_IF_ERROR(b.RopeKvWrite({.qkv = qkv, .q_out = q, .positions = st.positions,
-                                          .slot_mapping = st.slots, .kv_pool = cache.pool(),
-                                          .layout = cache.layout(), .layer = l, .rope = rope}));
-    if (attention) TANDEM_RETURN_IF_ERROR(b.PagedAttention({.q = q, .out = attn, .kv_pool = cache.pool(), .layout = cache.layout(),
-                                             .layer = l, .query_start = st.query_start, .kv_lens = st.kv_lens,
-                                             .block_tables = st.tables, .num_seqs = st.s, .max_query_len = st.max_q,
-                                             .max_kv_len = st.max_kv,
-                                             .scale = 1.f / std::sqrt(static_cast<float>(kHeadDim)),
-                                             .workspace = w.attn_ws.tensor()}));
+    const RopeKvWriteParams rope_write{.qkv = qkv, .q_out = q, .positions = st.positions, .slot_mapping = st.slots,
+                                       .kv_pool = cache.pool(), .layout = cache.layout(), .layer = l, .rope = rope};
+    const PagedAttentionParams attention_params{
+        .q = q, .out = attn, .kv_pool = cache.pool(), .layout = cache.layout(), .layer = l,
+        .query_start = st.query_start, .kv_lens = st.kv_lens, .block_tables = st.tables, .num_seqs = st.s,
+        .max_query_len = st.max_q, .max_kv_len = st.max_kv, .scale = 1.f / std::sqrt(static_cast<float>(kHeadDim)),
+        .workspace = w.attn_ws.tensor()};
+    if (attention && part != Part::kUnfusedRope) {
+      TANDEM_RETURN_IF_ERROR(b.RopeKvWriteAndAttention(rope_write, attention_params));
+    } else if (small_ops) {
+      TANDEM_RETURN_IF_ERROR(b.RopeKvWrite(rope_write));
+      if (attention) TANDEM_RETURN_IF_ERROR(b.PagedAttention(attention_params));
+    }
     TANDEM_RETURN_IF_ERROR(b.Linear({attn.Reshape({n, kHeads * kHeadDim}), L.o.tensor(), Tensor(), hidden}));
-    if (small_ops) {
+    if (norms) {
       TANDEM_RETURN_IF_ERROR(
           b.RmsNorm({.x = hidden, .residual = residual, .weight = L.post_norm.tensor(), .out = normed, .eps = kEps}));
     }
     TANDEM_RETURN_IF_ERROR(b.Linear({normed, L.gate_up.tensor(), Tensor(), gate_up}));
-    if (small_ops) TANDEM_RETURN_IF_ERROR(b.SiluAndMul(gate_up, act));
+    if (silu) TANDEM_RETURN_IF_ERROR(b.SiluAndMul(gate_up, act));
     TANDEM_RETURN_IF_ERROR(b.Linear({act, L.down.tensor(), Tensor(), hidden}));
   }
   const int64_t r = st.s;
@@ -356,6 +364,12 @@ int Run(bool quick) {
         b.set_skinny_gemm_max_m(CudaBackendOptions().skinny_gemm_max_m);
         rows.push_back({what + " (cuBLAS GEMMs)", cublas, bs / (cublas * 1e-3), floor_ms, floor_ms / cublas});
       }
+      if (bs <= 8) {
+        part = Part::kUnfusedRope;
+        const double unfused = MedianMs(s, 3, 30, graph_step);
+        part = Part::kAll;
+        rows.push_back({what + " (RoPE unfused)", unfused, bs / (unfused * 1e-3), floor_ms, floor_ms / unfused});
+      }
       if (bs == 1) {
         const double eager = MedianMs(s, 2, 10, [&] { CHECK_OK(Forward(b, m, w, st, cache)); });
         rows.push_back({what + " (eager)", eager, bs / (eager * 1e-3), floor_ms, floor_ms / eager});
@@ -369,6 +383,13 @@ int Run(bool quick) {
         part = Part::kNoAttention;
         const double no_attn = MedianMs(s, 3, 30, graph_step);
         rows.push_back({"  b=1 all but attention", no_attn, 1 / (no_attn * 1e-3), wfloor, wfloor / no_attn});
+        part = Part::kNoNorms;
+        const double no_norms = MedianMs(s, 3, 30, graph_step);
+        rows.push_back(
+            {"  b=1 all but layer RMSNorms", no_norms, 1 / (no_norms * 1e-3), floor_ms, floor_ms / no_norms});
+        part = Part::kNoSilu;
+        const double no_silu = MedianMs(s, 3, 30, graph_step);
+        rows.push_back({"  b=1 all but SiLU-mul", no_silu, 1 / (no_silu * 1e-3), floor_ms, floor_ms / no_silu});
         part = Part::kAll;
       }
     }

@@ -8,6 +8,7 @@
 #include "common/cuda/cuda_status.h"
 #include "common/kernels/decode_attention_impl.cuh"
 #include "common/kernels/kernel_util.cuh"
+#include "common/kernels/rope_util.cuh"
 
 namespace tandem::kernels {
 namespace {
@@ -15,7 +16,10 @@ namespace {
 using namespace decode_detail;  // NOLINT: this file is the implementation of that detail
 
 constexpr int kDefaultStages = 3;     // cp.async pipeline depth when params.num_stages == 0
-constexpr int kMinTilesPerSplit = 4;  // keeps the partial-output traffic small
+// With 2 tiles per split and the default 3 stages, a split's tiles are all in flight before
+// the previous kernel ends (H200, b=1 1K decode step, same run: 4.23-4.27 ms; at least 3
+// tiles 4.28, at least 4 4.33).
+constexpr int kMinTilesPerSplit = 2;
 constexpr int kMaxSplits = 256;
 // Persistent variant: one block per SM, a deep pipeline that runs across work items.
 constexpr int kPersistentStages128 = 5;
@@ -25,7 +29,10 @@ template <int kHeadDim, int kStages>
 struct Smem {
   using D = Dims<kHeadDim>;
   static constexpr size_t kKvBytes = kStages * D::kStageBytes;
-  static constexpr size_t kBytes = kKvBytes + D::kQBytes + D::kStateBytes;
+  static constexpr size_t kQOffset = kKvBytes;
+  static constexpr size_t kStateOffset = kQOffset + D::kQBytes;
+  static constexpr size_t kNewKvOffset = kStateOffset + D::kStateBytes;
+  static constexpr size_t kBytes = kNewKvOffset + D::kNewKvBytes;
   static_assert(D::kMergeBytes <= kKvBytes, "merge buffer fits in the K/V space");
 };
 
@@ -42,50 +49,105 @@ __device__ __forceinline__ SplitRange RangeOf(const DecodeAttentionParams& p, in
   return {begin, min(num_tiles, begin + tiles_per_split), ctx};
 }
 
+// After the previous kernel: the group's query heads into q_s (rows past the group zero) and,
+// when this block's split holds the newest position, that token's K and V into new_kv
+// ([K | V], head_dim each). With p.rope: both made from the QKV projection row (RoPE, the
+// optional q/k norm, and the K/V store into the cache, as LaunchRopeKvWrite does); without:
+// q from p.q and the newest K/V from the cache, where the previous kernel wrote them.
+template <int kHeadDim>
+__device__ __forceinline__ void LoadQAndNewest(const DecodeAttentionParams& p, int seq, int kvh, int group,
+                                               bool has_newest, int newest,
+                                               const rope_detail::LaneAngles<kHeadDim>& angles,
+                                               __nv_bfloat16* q_s, __nv_bfloat16* new_kv) {
+  using D = Dims<kHeadDim>;
+  if (p.rope.qkv == nullptr) {
+    LoadQ<kHeadDim>(p, seq, kvh, group, q_s);
+    if (!has_newest) return;
+    const int64_t page = p.block_tables[static_cast<int64_t>(seq) * p.max_blocks_per_seq + newest / p.block_size];
+    const __nv_bfloat16* k_row = p.kv_cache + page * 2 * p.num_kv_heads * p.block_size * kHeadDim +
+                                 (static_cast<int64_t>(kvh) * p.block_size + (newest & (p.block_size - 1))) * kHeadDim;
+    const int64_t v_off = static_cast<int64_t>(p.num_kv_heads) * p.block_size * kHeadDim;
+    for (int i = threadIdx.x; i < 2 * D::kChunks; i += kThreads) {
+      const int kv = i / D::kChunks, c = i % D::kChunks;
+      *reinterpret_cast<uint4*>(new_kv + kv * kHeadDim + c * 8) =
+          *reinterpret_cast<const uint4*>(k_row + kv * v_off + c * 8);
+    }
+    return;
+  }
+  constexpr int kPairs = rope_detail::LaneAngles<kHeadDim>::kPairs;
+  const RopeKvWriteParams& r = p.rope;
+  const __nv_bfloat16* row = r.qkv + seq * r.qkv_stride;
+  const int warp = threadIdx.x >> 5;
+  const int items = group + (has_newest ? 2 : 0);  // q heads, then the newest K and V
+  for (int it = warp; it < items; it += kWarps) {
+    float x1[kPairs], x2[kPairs];
+    if (it < group) {
+      rope_detail::LoadHead<kHeadDim>(row + (kvh * group + it) * kHeadDim, r.q_norm_weight, r.norm_eps, true,
+                                      angles, x1, x2);
+      rope_detail::StoreHead<kHeadDim>(q_s + it * D::kRow, x1, x2);
+      continue;
+    }
+    const int kv = it - group;
+    rope_detail::LoadHead<kHeadDim>(row + (p.num_q_heads + kv * p.num_kv_heads + kvh) * kHeadDim,
+                                    kv == 0 ? r.k_norm_weight : nullptr, r.norm_eps, kv == 0, angles, x1, x2);
+    rope_detail::StoreHead<kHeadDim>(new_kv + kv * kHeadDim, x1, x2);
+    const int64_t slot = r.slot_mapping[seq];
+    if (slot >= 0 && slot / r.block_size < r.num_cache_blocks) {
+      __nv_bfloat16* dst = r.kv_cache + slot / r.block_size * 2 * p.num_kv_heads * r.block_size * kHeadDim +
+                           ((static_cast<int64_t>(kv) * p.num_kv_heads + kvh) * r.block_size + slot % r.block_size) *
+                               kHeadDim;
+      rope_detail::StoreHead<kHeadDim>(dst, x1, x2);
+    }
+  }
+  for (int i = threadIdx.x; i < (kMaxGroup - group) * D::kChunks; i += kThreads) {
+    const int rr = group + i / D::kChunks, c = i % D::kChunks;
+    *reinterpret_cast<uint4*>(q_s + rr * D::kRow + c * 8) = make_uint4(0, 0, 0, 0);
+  }
+}
+
 // Grid: (num_splits, num_kv_heads, num_seqs); kThreads threads. Each warp keeps its own
 // online-softmax state over its 16 tokens of every tile; the warps merge at the end.
 //
-// Launched with PDL, it prefetches the split's first tiles before waiting for the previous
-// kernel unless they hold the sequence's newest token: in a decode step that kernel (RoPE
-// + KV write) stores only that token's K/V, and every older one was written by earlier
-// steps (see DecodeAttentionParams).
+// Launched with PDL, it loads the split's first tiles before waiting for the previous
+// kernel, all but the sequence's newest position: in a decode step that kernel (RoPE + KV
+// write) stores only that token's K/V, and every older one was written by earlier steps
+// (see DecodeAttentionParams). The newest row goes into its stage after the wait.
 template <int kHeadDim, int kStages>
 __global__ void __launch_bounds__(kThreads)
     DecodeAttentionKernel(DecodeAttentionParams p, float scale_log2) {
   using D = Dims<kHeadDim>;
+  using L = Smem<kHeadDim, kStages>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto k_stage = [&](int s) {
     return reinterpret_cast<__nv_bfloat16*>(smem_raw + s * D::kStageBytes);
   };
   auto v_stage = [&](int s) { return k_stage(s) + kTile * D::kRow; };
-  __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw + Smem<kHeadDim, kStages>::kKvBytes);
-  float* m_s = reinterpret_cast<float*>(smem_raw + Smem<kHeadDim, kStages>::kKvBytes + D::kQBytes);
+  __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw + L::kQOffset);
+  float* m_s = reinterpret_cast<float*>(smem_raw + L::kStateOffset);
   float* l_s = m_s + kWarps * kMaxGroup;
+  __nv_bfloat16* new_kv = reinterpret_cast<__nv_bfloat16*>(smem_raw + L::kNewKvOffset);
 
   const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads;
   const SplitRange range = RangeOf(p, seq, split);
+  const int newest = range.ctx - 1;  // -1 for an empty sequence
+  const int newest_tile = newest / kTile;
+  const bool has_newest = newest >= 0 && newest_tile >= range.tile_begin && newest_tile < range.tile_end;
   auto issue = [&](int tile) {
     const int s = (tile - range.tile_begin) % kStages;
-    IssueTile<kHeadDim>(p, seq, kvh, range.ctx, tile, k_stage(s), v_stage(s));
+    IssueTile<kHeadDim>(p, seq, kvh, range.ctx, tile, newest, k_stage(s), v_stage(s));
   };
-  const int newest_tile = (range.ctx - 1) / kTile;
-  bool waited = false;
+  rope_detail::LaneAngles<kHeadDim> angles{};
+  if (p.rope.qkv != nullptr)  // positions are step metadata: safe to read before the wait
+    angles = rope_detail::AnglesAt<kHeadDim>(p.rope.rope, static_cast<float>(p.rope.positions[seq]));
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    const int tile = range.tile_begin + s;
-    if (tile < range.tile_end) {
-      if (tile >= newest_tile && !waited) {
-        detail::WaitForPreviousKernel();
-        waited = true;
-      }
-      issue(tile);
-    }
+    if (range.tile_begin + s < range.tile_end) issue(range.tile_begin + s);
     CpAsyncCommit();
   }
-  if (!waited) detail::WaitForPreviousKernel();
+  detail::WaitForPreviousKernel();
   detail::AllowNextKernel();
-  LoadQ<kHeadDim>(p, seq, kvh, group, q_s);  // after the K/V prefetch: its latency overlaps
+  LoadQAndNewest<kHeadDim>(p, seq, kvh, group, has_newest, newest, angles, q_s, new_kv);
   __syncthreads();
   WarpState<kHeadDim> st;
   InitState<kHeadDim>(st, q_s);
@@ -95,6 +157,15 @@ __global__ void __launch_bounds__(kThreads)
     if (tile + kStages - 1 < range.tile_end) issue(tile + kStages - 1);
     CpAsyncCommit();
     const int s = (tile - range.tile_begin) % kStages;
+    if (tile == newest_tile) {  // the one row IssueTile skipped
+      const int r = newest - tile * kTile;
+      for (int i = threadIdx.x; i < 2 * D::kChunks; i += kThreads) {
+        const int kv = i / D::kChunks, c = i % D::kChunks;
+        *reinterpret_cast<uint4*>((kv == 0 ? k_stage(s) : v_stage(s)) + r * D::kRow + c * 8) =
+            *reinterpret_cast<const uint4*>(new_kv + kv * kHeadDim + c * 8);
+      }
+      __syncthreads();
+    }
     ComputeTile<kHeadDim>(st, k_stage(s), v_stage(s), min(kTile, range.ctx - tile * kTile),
                           scale_log2);
   }
@@ -160,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto issue_next = [&]() {
     if (ic_item < num_items) {
       const int s = issued % kStages;
-      IssueTile<kHeadDim>(p, ic_seq, ic_kvh, ic_ctx, ic_tile, k_stage(s), v_stage(s));
+      IssueTile<kHeadDim>(p, ic_seq, ic_kvh, ic_ctx, ic_tile, -1, k_stage(s), v_stage(s));
       ++issued;
       if (++ic_tile >= ic_end) next_issue_item();
     }
@@ -242,11 +313,6 @@ Status ValidateShapes(const DecodeAttentionParams& p) {
     return InvalidArgumentError("DecodeAttention: max_blocks_per_seq * block_size < max_context_len");
   if (!(p.softmax_scale > 0.f)) return InvalidArgumentError("DecodeAttention: softmax_scale <= 0");
   return Status::Ok();
-}
-
-size_t WorkspaceBytes(const DecodeAttentionParams& p, int splits) {
-  if (splits <= 1) return 0;
-  return static_cast<size_t>(p.num_seqs) * p.num_q_heads * splits * (p.head_dim + 1) * 4;
 }
 
 Status LaunchMerge(const DecodeAttentionParams& p, cudaStream_t stream) {
@@ -344,15 +410,31 @@ StatusOr<DecodeAttentionPlan> PlanDecodeAttention(const DecodeAttentionParams& p
     }
   }
   plan.num_splits = best;
-  plan.workspace_bytes = WorkspaceBytes(p, plan.num_splits);
+  DecodeAttentionParams planned = p;
+  planned.num_splits = best;
+  plan.workspace_bytes = DecodeAttentionWorkspaceBytes(planned);
   return plan;
+}
+
+size_t DecodeAttentionWorkspaceBytes(const DecodeAttentionParams& p) {
+  if (p.num_splits <= 1) return 0;
+  return static_cast<size_t>(p.num_seqs) * p.num_q_heads * p.num_splits * (p.head_dim + 1) * 4;
 }
 
 Status LaunchDecodeAttention(const DecodeAttentionParams& p, cudaStream_t stream) {
   TANDEM_RETURN_IF_ERROR(ValidateShapes(p));
-  if (p.q == nullptr || p.kv_cache == nullptr || p.block_tables == nullptr ||
+  const bool fused_rope = p.rope.qkv != nullptr;
+  if ((p.q == nullptr && !fused_rope) || p.kv_cache == nullptr || p.block_tables == nullptr ||
       p.context_lens == nullptr || p.out == nullptr)
     return InvalidArgumentError("DecodeAttention: null pointer");
+  if (fused_rope) {
+    const RopeKvWriteParams& r = p.rope;
+    TANDEM_RETURN_IF_ERROR(ValidateRopeKvWrite(r));
+    if (p.persistent) return InvalidArgumentError("DecodeAttention: fused RoPE needs the non-persistent kernel");
+    if (r.num_tokens != p.num_seqs || r.num_q_heads != p.num_q_heads || r.num_kv_heads != p.num_kv_heads ||
+        r.head_dim != p.head_dim || r.block_size != p.block_size || r.kv_cache != p.kv_cache)
+      return InvalidArgumentError("DecodeAttention: fused RoPE params disagree with the attention's");
+  }
   if (p.num_stages != 0 && (p.num_stages < 2 || p.num_stages > 4))
     return InvalidArgumentError("DecodeAttention: num_stages must be 0 (auto) or 2..4");
   if (p.num_splits < 1 || p.num_splits > kMaxSplits)

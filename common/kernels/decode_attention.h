@@ -5,11 +5,15 @@
 // tiles) and computes all query heads of that KV group from each load on tensor cores
 // (mma.sync m16n8k16: the group's heads are the rows of one 16-row tile). With
 // num_splits > 1 each block writes a partial result (fp32 output + log-sum-exp) to the
-// workspace and a second kernel merges the splits.
+// workspace and a second kernel merges the splits. (Measured slower on the H200 and not
+// kept: thread block clusters merging through distributed shared memory, and the last
+// block of each (sequence, KV head) merging behind an arrival counter; see docs/perf.md.)
 //
-// Under PDL the kernel may read K/V of every position but each sequence's newest before
-// the previous kernel has finished: that kernel may write the newest token's K/V (RoPE +
-// KV write in a decode step) and nothing else the attention reads.
+// Under PDL the kernel loads K/V of every position but each sequence's newest before the
+// previous kernel has finished: that kernel may write the newest token's K/V (RoPE + KV
+// write in a decode step) and nothing else the attention reads. The newest row is read
+// after the wait, or, with `rope` set, made by this kernel itself: RoPE + KV write fused in,
+// so a decode step runs QKV GEMM -> attention (-> merge) -> o GEMM.
 //
 // Plan/run split: PlanDecodeAttention picks num_splits and the workspace size from the
 // batch shape and an upper bound on the context length, so a captured CUDA graph can
@@ -24,6 +28,7 @@
 #include <cstdint>
 
 #include "common/base/status.h"
+#include "common/kernels/rope_kv_write.h"
 
 namespace tandem::kernels {
 
@@ -47,6 +52,14 @@ struct DecodeAttentionParams {
   bool persistent = false;                  // one block per SM looping over the work items,
                                             // its K/V pipeline running across items (deeper:
                                             // 5 stages at hd 128, 8 at hd 64); num_stages unused
+  // Optional, rope.qkv != nullptr: RoPE + K/V write of each sequence's newest token fused in
+  // (the decode step's LaunchRopeKvWrite, bit for bit). q is then unused: each block rotates
+  // its group's query heads from rope.qkv (rope.q_out is not written), and the block whose
+  // split holds the newest position stores that token's K and V at rope.slot_mapping[seq]
+  // and attends to them. REQUIRES: rope.num_tokens == num_seqs, each sequence's newest token
+  // at position context_lens[s] - 1, rope.kv_cache == kv_cache, the same head counts, head
+  // dim and block size; not with `persistent`.
+  RopeKvWriteParams rope;
 };
 
 struct DecodeAttentionPlan {
@@ -55,11 +68,14 @@ struct DecodeAttentionPlan {
 };
 
 // Chooses the split count for `params` (pointers are ignored) on a GPU with
-// `num_sms` multiprocessors: the count (>= 4 tiles per split) whose blocks best fill whole
+// `num_sms` multiprocessors: the count (>= 2 tiles per split) whose blocks best fill whole
 // waves of the blocks that fit on the GPU at once (CUDA occupancy calculator; 2 per SM
 // without a GPU). Errors: InvalidArgument on bad shapes.
 StatusOr<DecodeAttentionPlan> PlanDecodeAttention(const DecodeAttentionParams& params,
                                                   int num_sms);
+
+// Workspace bytes a launch of `params` with its num_splits needs (the plan's for its count).
+size_t DecodeAttentionWorkspaceBytes(const DecodeAttentionParams& params);
 
 // Runs attention. REQUIRES: params.num_splits and params.workspace from a plan made for the
 // same shapes. Context lengths must be in [0, max_context_len]; a sequence with 0 tokens

@@ -308,12 +308,11 @@ Status CudaBackend::Linear(const LinearParams& lp) {
   });
 }
 
-Status CudaBackend::RopeKvWrite(const RopeKvWriteParams& rp) {
-  TANDEM_RETURN_IF_ERROR(CheckRopeKvWrite(rp, DType::kBF16));
-  TANDEM_RETURN_IF_ERROR(OnDevice("RopeKvWrite", rp.kv_pool));
+namespace {
+
+// The kernel's parameters for a checked RopeKvWrite with at least one token.
+kernels::RopeKvWriteParams KernelRopeParams(const RopeKvWriteParams& rp) {
   const auto& l = rp.layout;
-  const int64_t n = rp.q_out.shape[0];
-  if (n == 0) return Status::Ok();
   auto p = Zeroed<kernels::RopeKvWriteParams>();
   p.qkv = Bf16(rp.qkv);
   p.qkv_stride = rp.qkv.shape[1];
@@ -325,7 +324,7 @@ Status CudaBackend::RopeKvWrite(const RopeKvWriteParams& rp) {
   p.q_norm_weight = rp.q_norm.defined() ? Bf16(rp.q_norm) : nullptr;
   p.k_norm_weight = rp.k_norm.defined() ? Bf16(rp.k_norm) : nullptr;
   p.norm_eps = rp.norm_eps;
-  p.num_tokens = static_cast<int>(n);
+  p.num_tokens = static_cast<int>(rp.q_out.shape[0]);
   p.num_q_heads = static_cast<int>(rp.q_out.shape[1]);
   p.num_kv_heads = l.num_kv_heads;
   p.head_dim = l.head_dim;
@@ -341,7 +340,77 @@ Status CudaBackend::RopeKvWrite(const RopeKvWriteParams& rp) {
   p.rope.low_freq_factor = static_cast<float>(sc.low_freq_factor);
   p.rope.high_freq_factor = static_cast<float>(sc.high_freq_factor);
   p.rope.original_max_position = static_cast<float>(sc.original_max_position_embeddings);
+  return p;
+}
+
+// A decode-only batch (one new token per sequence) of a shape the decode kernel takes.
+bool DecodeBatch(const PagedAttentionParams& ap) {
+  return FastAttentionShape(ap.layout, ap.q.shape[1]) && ap.max_query_len == 1 && ap.q.shape[0] == ap.num_seqs;
+}
+
+}  // namespace
+
+Status CudaBackend::RopeKvWrite(const RopeKvWriteParams& rp) {
+  TANDEM_RETURN_IF_ERROR(CheckRopeKvWrite(rp, DType::kBF16));
+  TANDEM_RETURN_IF_ERROR(OnDevice("RopeKvWrite", rp.kv_pool));
+  if (rp.q_out.shape[0] == 0) return Status::Ok();
+  const kernels::RopeKvWriteParams p = KernelRopeParams(rp);
   return Enqueue("rope", &p, sizeof(p), [p](cudaStream_t s) { return kernels::LaunchRopeKvWrite(p, s); });
+}
+
+Status CudaBackend::RopeKvWriteAndAttention(const RopeKvWriteParams& rp, const PagedAttentionParams& ap) {
+  TANDEM_RETURN_IF_ERROR(CheckRopeKvWrite(rp, DType::kBF16));
+  TANDEM_RETURN_IF_ERROR(CheckPagedAttention(ap, DType::kBF16));
+  TANDEM_RETURN_IF_ERROR(OnDevice("RopeKvWriteAndAttention", rp.kv_pool));
+  const bool same = rp.q_out.data == ap.q.data && rp.kv_pool.data == ap.kv_pool.data && rp.layer == ap.layer &&
+                    rp.q_out.shape[0] == ap.q.shape[0];
+  if (!same) {
+    return InvalidArgumentError("RopeKvWriteAndAttention: attention must read the rotated q of the same layer");
+  }
+  if (ap.q.shape[0] == 0 || ap.num_seqs == 0 || !DecodeBatch(ap)) {
+    TANDEM_RETURN_IF_ERROR(RopeKvWrite(rp));
+    return PagedAttention(ap);
+  }
+  TANDEM_ASSIGN_OR_RETURN(kernels::DecodeAttentionParams d, DecodeParams(ap));
+  const kernels::RopeKvWriteParams rope = KernelRopeParams(rp);
+  std::memcpy(static_cast<void*>(&d.rope), &rope, sizeof(rope));  // padding bytes too: d is a graph key
+  return Enqueue("rope_decode_attn", &d, sizeof(d),
+                 [d](cudaStream_t s) { return kernels::LaunchDecodeAttention(d, s); });
+}
+
+StatusOr<kernels::DecodeAttentionParams> CudaBackend::DecodeParams(const PagedAttentionParams& ap) const {
+  const auto& l = ap.layout;
+  const int64_t heads = ap.q.shape[1];
+  const int width = static_cast<int>(ap.block_tables.shape[1]);
+  auto d = Zeroed<kernels::DecodeAttentionParams>();
+  d.q = Bf16(ap.q);
+  d.kv_cache = LayerBase(ap.kv_pool, l, ap.layer);
+  d.block_tables = ap.block_tables.As<int32_t>();
+  d.context_lens = ap.kv_lens.As<int32_t>();
+  d.out = MutBf16(ap.out);
+  d.workspace = ap.workspace.defined() ? ap.workspace.As<float>() : nullptr;
+  d.num_seqs = ap.num_seqs;
+  d.num_q_heads = static_cast<int>(heads);
+  d.num_kv_heads = l.num_kv_heads;
+  d.head_dim = l.head_dim;
+  d.block_size = l.block_size;
+  d.max_blocks_per_seq = width;
+  d.softmax_scale = ap.scale;
+  const size_t have = ap.workspace.defined() ? ap.workspace.NumBytes() : 0;
+  // In a graph step the plan covers the whole table width, so the key (and graph) holds
+  // for every context length that fits the width; eagerly it covers max_kv_len.
+  d.max_context_len = recording_ ? width * l.block_size : ap.max_kv_len;
+  TANDEM_ASSIGN_OR_RETURN(kernels::DecodeAttentionPlan plan, kernels::PlanDecodeAttention(d, num_sms_));
+  if (plan.workspace_bytes > have && recording_) {
+    d.max_context_len = ap.max_kv_len;
+    TANDEM_ASSIGN_OR_RETURN(plan, kernels::PlanDecodeAttention(d, num_sms_));
+  }
+  if (plan.workspace_bytes > have) {
+    return InvalidArgumentError(fmt::format("PagedAttention: decode needs {} bytes of workspace, have {}",
+                                            plan.workspace_bytes, have));
+  }
+  d.num_splits = plan.num_splits;
+  return d;
 }
 
 Status CudaBackend::PagedAttention(const PagedAttentionParams& ap) {
@@ -352,35 +421,8 @@ Status CudaBackend::PagedAttention(const PagedAttentionParams& ap) {
   if (n == 0 || ap.num_seqs == 0) return Status::Ok();
   const int width = static_cast<int>(ap.block_tables.shape[1]);
   const bool fast = FastAttentionShape(l, heads);
-  if (fast && ap.max_query_len == 1 && n == ap.num_seqs) {
-    auto d = Zeroed<kernels::DecodeAttentionParams>();
-    d.q = Bf16(ap.q);
-    d.kv_cache = LayerBase(ap.kv_pool, l, ap.layer);
-    d.block_tables = ap.block_tables.As<int32_t>();
-    d.context_lens = ap.kv_lens.As<int32_t>();
-    d.out = MutBf16(ap.out);
-    d.workspace = ap.workspace.defined() ? ap.workspace.As<float>() : nullptr;
-    d.num_seqs = ap.num_seqs;
-    d.num_q_heads = static_cast<int>(heads);
-    d.num_kv_heads = l.num_kv_heads;
-    d.head_dim = l.head_dim;
-    d.block_size = l.block_size;
-    d.max_blocks_per_seq = width;
-    d.softmax_scale = ap.scale;
-    const size_t have = ap.workspace.defined() ? ap.workspace.NumBytes() : 0;
-    // In a graph step the plan covers the whole table width, so the key (and graph) holds
-    // for every context length that fits the width; eagerly it covers max_kv_len.
-    d.max_context_len = recording_ ? width * l.block_size : ap.max_kv_len;
-    TANDEM_ASSIGN_OR_RETURN(kernels::DecodeAttentionPlan plan, kernels::PlanDecodeAttention(d, num_sms_));
-    if (plan.workspace_bytes > have && recording_) {
-      d.max_context_len = ap.max_kv_len;
-      TANDEM_ASSIGN_OR_RETURN(plan, kernels::PlanDecodeAttention(d, num_sms_));
-    }
-    if (plan.workspace_bytes > have) {
-      return InvalidArgumentError(fmt::format("PagedAttention: decode needs {} bytes of workspace, have {}",
-                                              plan.workspace_bytes, have));
-    }
-    d.num_splits = plan.num_splits;
+  if (DecodeBatch(ap)) {
+    TANDEM_ASSIGN_OR_RETURN(const kernels::DecodeAttentionParams d, DecodeParams(ap));
     return Enqueue("decode_attn", &d, sizeof(d),
                    [d](cudaStream_t s) { return kernels::LaunchDecodeAttention(d, s); });
   }

@@ -37,6 +37,10 @@
 
 #include "common/runtime/backend.h"
 
+namespace tandem::kernels {
+struct DecodeAttentionParams;
+}  // namespace tandem::kernels
+
 namespace tandem::runtime {
 
 struct CudaBackendOptions {
@@ -73,6 +77,8 @@ class CudaBackend final : public Backend {
   Status Linear(const LinearParams& p) override;
   Status RopeKvWrite(const RopeKvWriteParams& p) override;
   Status PagedAttention(const PagedAttentionParams& p) override;
+  // Decode steps: one kernel (kernels::DecodeAttentionParams::rope); otherwise the two ops.
+  Status RopeKvWriteAndAttention(const RopeKvWriteParams& rope, const PagedAttentionParams& attn) override;
   Status SiluAndMul(Tensor gate_up, Tensor out) override;
   Status GatherRows(Tensor src, Tensor indices, Tensor out) override;
 
@@ -134,6 +140,8 @@ class CudaBackend final : public Backend {
 
   explicit CudaBackend(const CudaBackendOptions& options);
   Status Init();
+  // The decode kernel's parameters and plan for a checked decode-only PagedAttention.
+  StatusOr<kernels::DecodeAttentionParams> DecodeParams(const PagedAttentionParams& ap) const;
   // Runs `launch` now, or records it with `key` (the bytes of its parameters)
   // when inside a graph step (no std::function, so no host allocation, when eager).
   template <typename F>

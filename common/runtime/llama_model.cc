@@ -143,12 +143,10 @@ Status LlamaModel::RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cach
   TANDEM_RETURN_IF_ERROR(backend_->RmsNorm(in_norm));
   TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.qkv_proj.tensor(), lw.qkv_bias.tensor(), qkv}));
   const kv_cache::KvLayout& layout = cache.layout();
-  TANDEM_RETURN_IF_ERROR(backend_->RopeKvWrite({.qkv = qkv, .q_out = q, .q_norm = lw.q_norm.tensor(),
-                                                .k_norm = lw.k_norm.tensor(), .norm_eps = eps,
-                                                .positions = w.positions, .slot_mapping = w.slot_mapping,
-                                                .kv_pool = cache.pool(), .layout = layout, .layer = layer,
-                                                .rope = {config_.rope_theta, config_.rope_scaling}}));
-  TANDEM_RETURN_IF_ERROR(backend_->PagedAttention(
+  TANDEM_RETURN_IF_ERROR(backend_->RopeKvWriteAndAttention(
+      {.qkv = qkv, .q_out = q, .q_norm = lw.q_norm.tensor(), .k_norm = lw.k_norm.tensor(), .norm_eps = eps,
+       .positions = w.positions, .slot_mapping = w.slot_mapping, .kv_pool = cache.pool(), .layout = layout,
+       .layer = layer, .rope = {config_.rope_theta, config_.rope_scaling}},
       {.q = q, .out = attn, .kv_pool = cache.pool(), .layout = layout, .layer = layer,
        .query_start = w.query_start, .kv_lens = w.kv_lens, .block_tables = w.block_tables,
        .num_seqs = plan.num_seqs, .max_query_len = plan.max_query_len, .max_kv_len = plan.max_kv_len,

@@ -102,6 +102,13 @@ class Ops {
   virtual Status Linear(const LinearParams& p) = 0;
   virtual Status RopeKvWrite(const RopeKvWriteParams& p) = 0;
   virtual Status PagedAttention(const PagedAttentionParams& p) = 0;
+  // RopeKvWrite(rope) then PagedAttention(attn), for attn.q == rope.q_out and the same pool
+  // and layer. A backend may fuse the two (CUDA does in decode steps) and then need not
+  // write rope.q_out: read the attention's output, not q.
+  virtual Status RopeKvWriteAndAttention(const RopeKvWriteParams& rope, const PagedAttentionParams& attn) {
+    TANDEM_RETURN_IF_ERROR(RopeKvWrite(rope));
+    return PagedAttention(attn);
+  }
   // out = silu(gate) * up, silu(x) = x / (1 + exp(-x)), where each row of the
   // fused projection is [gate (ffn) | up (ffn)]. gate_up: [N, 2 * ffn]; out: [N, ffn].
   virtual Status SiluAndMul(Tensor gate_up, Tensor out) = 0;

@@ -65,7 +65,7 @@ if has memcheck; then
   MC="compute-sanitizer --tool memcheck --error-exitcode 9"
   run memcheck_skinny 150 $MC "$(find_bin skinny_gemm_test)"
   run memcheck_kernels 150 $MC "$(find_bin kernels_test)" \
-    --gtest_filter='*DecodeAttention*:*RmsNorm*:*Embedding*:*Silu*:-Cases/DecodeAttentionTest.MatchesCpuReference/11'
+    --gtest_filter='*DecodeAttention*:*FusedRope*:*RmsNorm*:*Embedding*:*Silu*:-Cases/DecodeAttentionTest.MatchesCpuReference/11'
   run memcheck_runtime 150 $MC "$(find_bin runtime_cuda_test)" \
     --gtest_filter='CudaHostCopyQueueTest.*:*Sampling*:CudaGraphTest.*:*PrefillAndDecode*/0'
 fi
