@@ -17,8 +17,8 @@ using namespace decode_detail;  // NOLINT: this file is the implementation of th
 
 constexpr int kDefaultStages = 3;     // cp.async pipeline depth when params.num_stages == 0
 // With 2 tiles per split and the default 3 stages, a split's tiles are all in flight before
-// the previous kernel ends (H200, b=1 1K decode step, same run: 4.23-4.27 ms; at least 3
-// tiles 4.28, at least 4 4.33).
+// the previous kernel ends (H200, b=1 1K decode step: 4.23-4.27 ms; at least 3 tiles 4.28 ms
+// in the same run; docs/perf.md, fifth session).
 constexpr int kMinTilesPerSplit = 2;
 constexpr int kMaxSplits = 256;
 // Persistent variant: one block per SM, a deep pipeline that runs across work items.
