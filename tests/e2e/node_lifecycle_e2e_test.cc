@@ -168,8 +168,15 @@ TEST_F(NodeLifecycleE2eTest, StoppedDecodeNodeIsDroppedAndItsStreamEnds) {
   // The watchdog (3 missed heartbeats of 200 ms) drops the node within 3 s.
   EXPECT_TRUE(WaitFor([&] { return cluster_->Metric("router", "tandem_router_nodes", "role=\"decode\"") == 1; },
                       std::chrono::seconds(3)));
-  // The stream ends: moved to the other node (same greedy output) or a terminal error, in 5 s.
-  ASSERT_EQ(stream.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "stream hangs";
+  // Within 5 s the stream moves to the other node or ends with a terminal error; then it
+  // completes. Finishing takes as long as the ~3000 tokens left take to generate, which
+  // depends on the build (seconds under ASan), so only the move is held to 5 s.
+  auto ended = [&] { return stream.wait_for(std::chrono::seconds(0)) == std::future_status::ready; };
+  ASSERT_TRUE(WaitFor([&] { return ended() || cluster_->Metric(other, "tandem_num_requests_running") >= 1; },
+                      std::chrono::seconds(5)))
+      << "the stream neither moved nor ended";
+  const double moved_after = std::chrono::duration<double>(Clock::now() - stopped).count();
+  ASSERT_EQ(stream.wait_for(std::chrono::seconds(120)), std::future_status::ready) << "stream hangs";
   http::HttpResult r = stream.get();
   const double seconds = std::chrono::duration<double>(Clock::now() - stopped).count();
   ASSERT_EQ(r.status, 200);
@@ -193,7 +200,8 @@ TEST_F(NodeLifecycleE2eTest, StoppedDecodeNodeIsDroppedAndItsStreamEnds) {
            cluster_->Metric(node, "tandem_kv_blocks_referenced") == 0 &&
            cluster_->Metric(node, "tandem_kv_reservations_active") == 0;
   })) << node << " is not KV clean";
-  std::printf("stopped node: stream ended %.2f s after SIGSTOP (%s)\n", seconds, error ? "error event" : "moved");
+  std::printf("stopped node: stream moved or ended %.2f s and ended %.2f s after SIGSTOP (%s)\n", moved_after, seconds,
+              error ? "error event" : "moved");
 }
 
 // F3: a prefill node that stops answering (SIGSTOP) while it holds a prompt, then dies
