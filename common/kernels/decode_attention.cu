@@ -64,13 +64,11 @@ __device__ __forceinline__ void LoadQAndNewest(const DecodeAttentionParams& p, i
     LoadQ<kHeadDim>(p, seq, kvh, group, q_s);
     if (!has_newest) return;
     const int64_t page = p.block_tables[static_cast<int64_t>(seq) * p.max_blocks_per_seq + newest / p.block_size];
-    const __nv_bfloat16* k_row = p.kv_cache + page * 2 * p.num_kv_heads * p.block_size * kHeadDim +
-                                 (static_cast<int64_t>(kvh) * p.block_size + (newest & (p.block_size - 1))) * kHeadDim;
-    const int64_t v_off = static_cast<int64_t>(p.num_kv_heads) * p.block_size * kHeadDim;
     for (int i = threadIdx.x; i < 2 * D::kChunks; i += kThreads) {
       const int kv = i / D::kChunks, c = i % D::kChunks;
-      *reinterpret_cast<uint4*>(new_kv + kv * kHeadDim + c * 8) =
-          *reinterpret_cast<const uint4*>(k_row + kv * v_off + c * 8);
+      const __nv_bfloat16* src = detail::KvCacheRow(p.kv_cache, page, kv, kvh, newest & (p.block_size - 1),
+                                                    p.num_kv_heads, p.block_size, kHeadDim);
+      *reinterpret_cast<uint4*>(new_kv + kv * kHeadDim + c * 8) = *reinterpret_cast<const uint4*>(src + c * 8);
     }
     return;
   }
@@ -93,10 +91,10 @@ __device__ __forceinline__ void LoadQAndNewest(const DecodeAttentionParams& p, i
     rope_detail::StoreHead<kHeadDim>(new_kv + kv * kHeadDim, x1, x2);
     const int64_t slot = r.slot_mapping[seq];
     if (slot >= 0 && slot / r.block_size < r.num_cache_blocks) {
-      __nv_bfloat16* dst = r.kv_cache + slot / r.block_size * 2 * p.num_kv_heads * r.block_size * kHeadDim +
-                           ((static_cast<int64_t>(kv) * p.num_kv_heads + kvh) * r.block_size + slot % r.block_size) *
-                               kHeadDim;
-      rope_detail::StoreHead<kHeadDim>(dst, x1, x2);
+      rope_detail::StoreHead<kHeadDim>(detail::KvCacheRow(r.kv_cache, slot / r.block_size, kv, kvh,
+                                                          static_cast<int>(slot % r.block_size), p.num_kv_heads,
+                                                          r.block_size, kHeadDim),
+                                       x1, x2);
     }
   }
   for (int i = threadIdx.x; i < (kMaxGroup - group) * D::kChunks; i += kThreads) {

@@ -74,6 +74,15 @@ Status LaunchPdl(const char* name, void (*kernel)(Params...), dim3 grid, dim3 bl
   return cuda::LastLaunchStatus(name);
 }
 
+// Row (block, kv: 0 K / 1 V, head, offset in the block) of one layer of the paged KV cache,
+// [num_blocks, 2, num_kv_heads, block_size, head_dim] (common/kv_cache/kv_layout.h).
+template <typename T>
+__device__ __forceinline__ T* KvCacheRow(T* layer, int64_t block, int kv, int head, int offset, int num_kv_heads,
+                                         int block_size, int head_dim) {
+  return layer + ((block * 2 + kv) * num_kv_heads + head) * static_cast<int64_t>(block_size) * head_dim +
+         static_cast<int64_t>(offset) * head_dim;
+}
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -37,8 +37,7 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
       if (!write_cache) continue;
       const int kv = is_v ? 1 : 0;
       const int kh = h - p.num_q_heads - kv * p.num_kv_heads;
-      dst = p.kv_cache + block * 2 * p.num_kv_heads * p.block_size * kHeadDim +
-            ((static_cast<int64_t>(kv) * p.num_kv_heads + kh) * p.block_size + offset) * kHeadDim;
+      dst = detail::KvCacheRow(p.kv_cache, block, kv, kh, offset, p.num_kv_heads, p.block_size, kHeadDim);
     }
     float x1[kPairs], x2[kPairs];
     rope_detail::LoadHead<kHeadDim>(row + h * kHeadDim, is_q ? p.q_norm_weight : p.k_norm_weight, p.norm_eps,
@@ -73,8 +72,7 @@ __global__ void RopeKvWriteGenericKernel(RopeKvWriteParams p) {
       if (!write_cache) continue;
       const int kv = is_v ? 1 : 0;
       const int kh = h - p.num_q_heads - kv * p.num_kv_heads;
-      dst = p.kv_cache + block * 2 * p.num_kv_heads * p.block_size * hd +
-            ((static_cast<int64_t>(kv) * p.num_kv_heads + kh) * p.block_size + offset) * hd;
+      dst = detail::KvCacheRow(p.kv_cache, block, kv, kh, offset, p.num_kv_heads, p.block_size, hd);
     }
     if (is_v) {
       for (int d = lane; d < hd; d += 32) dst[d] = src[d];
