@@ -306,7 +306,8 @@ void ClusterBackend::Redispatch(const std::shared_ptr<Inflight>& r, uint32_t dea
   if (length_reached) {
     GenerateResult result;
     result.finish_reason = FinishReason::kLength;
-    return End(r, [result](const StreamCallbacks& cb) { cb.on_finish(result); });
+    End(r, [result](const StreamCallbacks& cb) { cb.on_finish(result); });
+    return;
   }
   if (next == 0) return EndWithError(r, dead);
   TANDEM_LOG_WARN("request {}: {}; continuing on decode node {} (epoch {})", r->request.request_id,
@@ -606,20 +607,18 @@ void ClusterBackend::Cancel(RequestId request_id) { CancelWith(request_id, Cance
 
 void ClusterBackend::CancelWith(RequestId request_id, const Status& status) {
   std::shared_ptr<Inflight> r;
-  uint32_t decode = 0, prefill = 0;
-  Epoch epoch = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = requests_.find(request_id);
-    if (it == requests_.end() || it->second->ended) return;
+    if (it == requests_.end()) return;
     r = it->second;
-    decode = r->decode_node;
-    prefill = r->prefill_node;
-    epoch = r->epoch;
   }
-  if (decode != 0) SendCancel(decode, request_id, epoch, "cancelled by the router");
-  if (prefill != 0) SendCancel(prefill, request_id, epoch, "cancelled by the router");
-  EndWithError(r, status);
+  // Ended before the nodes hear of it: a node's answer to this cancel (a failed KV handoff)
+  // must not look like a prefill failure and start the local path at a newer epoch.
+  std::optional<Holders> held = End(r, [status](const StreamCallbacks& cb) { cb.on_error(status); });
+  if (!held) return;
+  if (held->decode != 0) SendCancel(held->decode, request_id, held->epoch, "cancelled by the router");
+  if (held->prefill != 0) SendCancel(held->prefill, request_id, held->epoch, "cancelled by the router");
 }
 
 void ClusterBackend::SendCancel(uint32_t node_id, RequestId request_id, Epoch epoch, const char* reason) {
@@ -660,24 +659,24 @@ void ClusterBackend::DeliverCached(const std::shared_ptr<Inflight>& r, Epoch epo
   }
 }
 
-void ClusterBackend::End(const std::shared_ptr<Inflight>& r,
-                         const std::function<void(const StreamCallbacks&)>& finish) {
+std::optional<ClusterBackend::Holders> ClusterBackend::End(
+    const std::shared_ptr<Inflight>& r, const std::function<void(const StreamCallbacks&)>& finish) {
   std::lock_guard<std::recursive_mutex> cb_lock(r->cb_mu);
-  uint32_t decode = 0, prefill = 0;
+  Holders held;
   int64_t prefill_tokens = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (r->ended) return;
+    if (r->ended) return std::nullopt;
     r->ended = true;
-    decode = r->decode_node;
-    prefill = r->prefill_node;
+    held = Holders{r->decode_node, r->prefill_node, r->epoch};
     prefill_tokens = r->prefill_tokens;
     auto it = requests_.find(r->request.request_id);
     if (it != requests_.end() && it->second == r) requests_.erase(it);
   }
-  if (decode != 0) registry_.AddInflight(decode, -1, 0);
-  if (prefill != 0) registry_.AddInflight(prefill, 0, -prefill_tokens);
+  if (held.decode != 0) registry_.AddInflight(held.decode, -1, 0);
+  if (held.prefill != 0) registry_.AddInflight(held.prefill, 0, -prefill_tokens);
   finish(r->callbacks);
+  return held;
 }
 
 void ClusterBackend::EndWithError(const std::shared_ptr<Inflight>& r, const Status& status) {

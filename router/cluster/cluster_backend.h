@@ -89,11 +89,11 @@ class ClusterBackend final : public InferenceBackend {
   void Dispatch(const std::shared_ptr<Inflight>& r);
   void SendReserve(const std::shared_ptr<Inflight>& r);
   void OnReserved(const std::shared_ptr<Inflight>& r, Epoch epoch, StatusOr<net::MessagePtr> reply);
-  void SendPrefill(const std::shared_ptr<Inflight>& r, Epoch epoch);
   void SendLocal(const std::shared_ptr<Inflight>& r, Epoch epoch);
   // Releases the current epoch on decode and goes down the local path with epoch + 1.
   void ReleaseThenLocal(const std::shared_ptr<Inflight>& r, Epoch epoch);
-  // Cancel at the nodes, then end the request with `status`.
+  // Ends the request with `status`, then cancels it at the nodes that held it. Ending
+  // first means no fallback, retry or re-dispatch can start a newer epoch afterwards.
   void CancelWith(RequestId request_id, const Status& status);
   void SendToNode(uint32_t node_id, const google::protobuf::Message& message);
   // Cancel{request_id, epoch} to `node_id` (no reply awaited).
@@ -101,7 +101,15 @@ class ClusterBackend final : public InferenceBackend {
 
   // Delivery: exactly one End per request; tokens only before it.
   void DeliverTokens(const std::shared_ptr<Inflight>& r, Epoch epoch, std::vector<TokenId> tokens);
-  void End(const std::shared_ptr<Inflight>& r, const std::function<void(const StreamCallbacks&)>& finish);
+  // The nodes a request was placed on when it ended, and its epoch there.
+  struct Holders {
+    uint32_t decode = 0;
+    uint32_t prefill = 0;
+    Epoch epoch = 0;
+  };
+  // Ends `r` and calls `finish`; nullopt when it had already ended.
+  std::optional<Holders> End(const std::shared_ptr<Inflight>& r,
+                             const std::function<void(const StreamCallbacks&)>& finish);
   // A decode node's early report of the prompt's cache hits (StreamCallbacks::on_cached).
   void DeliverCached(const std::shared_ptr<Inflight>& r, Epoch epoch, int32_t cached);
   void EndWithError(const std::shared_ptr<Inflight>& r, const Status& status);

@@ -390,6 +390,33 @@ TEST_F(ClusterHttpTest, ClientDisconnectCancelReachesTheNodes) {
   ASSERT_TRUE(d.WaitFor([&] { return backend_->num_inflight() == 0; }, 3000));
 }
 
+// The decode node answers the Cancel of a remote handoff with an error entry (its
+// receiver session failed). That must end nothing more: the router ended the request
+// before cancelling, so no "prefill failed, go local" starts a newer epoch on decode
+// (which nobody would cancel: the client is gone).
+TEST_F(ClusterHttpTest, CancelDuringHandoffStartsNoLocalPath) {
+  Start();
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  AddNode(proto::NODE_ROLE_PREFILL, "p0");  // acks and holds: the request stays in handoff
+  d.SetCancelFailsHandoff(true);
+  constexpr int kRequests = 20;
+  for (int i = 0; i < kRequests; ++i) {
+    boost::asio::io_context ioc;
+    auto socket = router::testing::Connect(ioc, port_);
+    const std::string body = json{{"prompt", "hello"}, {"stream", true}, {"max_tokens", 50}}.dump();
+    const std::string raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\n\r\n" + body;
+    boost::asio::write(socket, boost::asio::buffer(raw));
+    ASSERT_TRUE(d.WaitFor([&] { return d.reserves().size() == static_cast<size_t>(i + 1); }, 3000));
+    socket.close();
+    ASSERT_TRUE(d.WaitFor([&] { return d.cancels().size() == static_cast<size_t>(i + 1); }, 3000));
+  }
+  ASSERT_TRUE(d.WaitFor([&] { return backend_->num_inflight() == 0; }, 3000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // time for a wrong PrefillRequest
+  EXPECT_EQ(d.prefills().size(), 0u) << "a cancelled request went down the local path";
+  for (const proto::Cancel& c : d.cancels()) EXPECT_EQ(c.epoch(), 1u);
+}
+
 TEST_F(ClusterHttpTest, MetricsShowNodeCounts) {
   Start();
   AddNode(proto::NODE_ROLE_DECODE, "d0");

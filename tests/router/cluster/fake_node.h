@@ -4,7 +4,8 @@
 //   decode:  Reserve -> ReserveReply (needed runs, or none = whole prompt
 //            cached); PrefillRequest without reservation (local path) -> Ack
 //            and stream; StartStream() (called when a fake prefill "finished")
-//            streams for a remote prefill; Cancel/Release -> Ack (+ ABORT entry).
+//            streams for a remote prefill; Cancel/Release -> Ack (+ ABORT entry;
+//            with SetCancelFailsHandoff, an ERROR entry at once for a reservation).
 //            RefuseForNoRoom(n) answers the next n of them "no room".
 //   prefill: PrefillRequest -> Ack (or refusal), then on_prefill.
 // Kill() closes the connection (a crash as the router sees it);
@@ -101,6 +102,9 @@ class FakeNode {
   // Decode: the next `n` Reserves or local PrefillRequests fail with ResourceExhausted
   // (a full batch); they are still recorded.
   void RefuseForNoRoom(int n) { refuse_no_room_ = n; }
+  // Decode: a Cancel of a reservation is answered at once with an ERROR entry, as a real
+  // decode node's failed KV handoff (its receiver session cancelled) is.
+  void SetCancelFailsHandoff(bool v) { cancel_fails_handoff_ = v; }
   // Decode: the Ack of a local PrefillRequest leaves this late (the stream starts at once).
   void SetLocalAckDelayMs(int ms) { local_ack_delay_ms_ = ms; }
   void SetLoad(int running, int waiting, int64_t free_blocks, int64_t queued_prefill_tokens) {
@@ -185,6 +189,7 @@ class FakeNode {
         run->set_num_blocks(1);
       }
       active_[reserve->request_id()] = reserve->epoch();
+      reserved_[reserve->request_id()] = reserve->epoch();
       return r.Reply(reply);
     }
     if (const auto* prefill = proto::MessageAs<proto::PrefillRequest>(*m)) {
@@ -225,6 +230,17 @@ class FakeNode {
     }
     if (const auto* cancel = proto::MessageAs<proto::Cancel>(*m)) {
       cancels_.push_back(*cancel);
+      auto reserved = reserved_.find(cancel->request_id());
+      if (cancel_fails_handoff_ && reserved != reserved_.end() && reserved->second == cancel->epoch()) {
+        proto::Tokens tokens;
+        tokens.set_node_id(node_id_);
+        proto::TokenEntry* e = tokens.add_entries();
+        e->set_request_id(cancel->request_id());
+        e->set_epoch(cancel->epoch());
+        e->set_finish_reason(proto::FINISH_REASON_ERROR);
+        *e->mutable_error() = proto::ToErrorInfo(CancelledError("cancelled by the router"));
+        (void)conn_->Send(tokens);
+      }
       EndLocked(cancel->request_id(), cancel->epoch());
     } else if (const auto* release = proto::MessageAs<proto::Release>(*m)) {
       releases_.push_back(*release);
@@ -321,6 +337,7 @@ class FakeNode {
   std::atomic<bool> refuse_prefill_{false};
   std::atomic<int> refuse_no_room_{0};
   std::atomic<int> local_ack_delay_ms_{0};
+  std::atomic<bool> cancel_fails_handoff_{false};
   std::atomic<bool> draining_{false};
   std::atomic<bool> skip_sequence_{false};
   std::atomic<uint64_t> step_{0};
@@ -334,6 +351,7 @@ class FakeNode {
   std::optional<proto::CacheReport> cache_report_;  // guarded by mu_
   std::map<uint64_t, uint32_t> active_;     // id -> epoch, guarded by mu_
   std::map<uint64_t, uint32_t> cancelled_;  // guarded by mu_
+  std::map<uint64_t, uint32_t> reserved_;   // id -> epoch of its last Reserve, guarded by mu_
   std::vector<proto::ReserveRequest> reserves_;
   std::vector<proto::PrefillRequest> prefills_;
   std::vector<proto::Cancel> cancels_;
