@@ -197,6 +197,7 @@ void DecodeNode::HandleReserve(const proto::ReserveRequest& reserve, net::Respon
   const Epoch epoch = reserve.epoch();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (RefuseBuriedLocked(id, epoch, responder)) return;
     if (SupersedeLocked(id, epoch, [this, reserve, responder] { HandleReserve(reserve, responder); }, responder)) {
       return;
     }
@@ -204,13 +205,14 @@ void DecodeNode::HandleReserve(const proto::ReserveRequest& reserve, net::Respon
     r.epoch = epoch;
     r.remote = true;
     r.reserved_at = Clock::Real().NowNanos();
+    uint32_t lease_ms = reserve.lease_ms() > 0 ? reserve.lease_ms() : static_cast<uint32_t>(config_.lease_ms);
+    lease_ms = std::min<uint32_t>(lease_ms, 10 * 60 * 1000);
+    // Queued under mu_, as in HandleLocalPrefill.
+    engine_->Reserve(node::MakeEngineRequest(id, reserve.token_ids(), reserve.tenant_salt(), std::move(*sampling)),
+                     lease_ms, [this, id, epoch, lease_ms, responder](StatusOr<scheduler::Reservation> r) {
+                       OnReserved(id, epoch, lease_ms, std::move(r), responder);
+                     });
   }
-  uint32_t lease_ms = reserve.lease_ms() > 0 ? reserve.lease_ms() : static_cast<uint32_t>(config_.lease_ms);
-  lease_ms = std::min<uint32_t>(lease_ms, 10 * 60 * 1000);
-  engine_->Reserve(node::MakeEngineRequest(id, reserve.token_ids(), reserve.tenant_salt(), std::move(*sampling)),
-                   lease_ms, [this, id, epoch, lease_ms, responder](StatusOr<scheduler::Reservation> r) {
-                     OnReserved(id, epoch, lease_ms, std::move(r), responder);
-                   });
 }
 
 void DecodeNode::OnReserved(uint64_t id, Epoch epoch, uint32_t lease_ms,
@@ -306,14 +308,16 @@ void DecodeNode::HandleLocalPrefill(const proto::PrefillRequest& prefill, net::R
   const uint64_t id = prefill.request_id();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (RefuseBuriedLocked(id, prefill.epoch(), responder)) return;
     if (SupersedeLocked(id, prefill.epoch(), [this, prefill, responder] { HandleLocalPrefill(prefill, responder); },
                         responder)) {
       return;
     }
     requests_[id].epoch = prefill.epoch();
     requests_[id].decode_started_at = Clock::Real().NowNanos();
+    // Queued under mu_: a Cancel that finds the record queues its engine Cancel after this.
+    engine_->Submit(node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), std::move(*sampling)));
   }
-  engine_->Submit(node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), std::move(*sampling)));
   proto::Ack ack;
   ack.set_request_id(id);
   ack.set_epoch(prefill.epoch());
@@ -333,6 +337,9 @@ void DecodeNode::AbandonLocked(uint64_t id, Request& r, const Status& reason) {
 void DecodeNode::HandleCancel(uint64_t id, Epoch epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = requests_.find(id);
+  if (epoch != 0 && (it == requests_.end() || it->second.epoch < epoch)) {
+    tombstones_.Bury(id, epoch, Clock::Real().NowNanos());  // its request may still come
+  }
   if (it == requests_.end() || (epoch != 0 && it->second.epoch != epoch)) return;
   // The engine's finish record (cancelled) becomes the ABORT entry.
   AbandonLocked(id, it->second, CancelledError("cancelled by the router"));
@@ -340,6 +347,7 @@ void DecodeNode::HandleCancel(uint64_t id, Epoch epoch) {
 
 void DecodeNode::OnRouterLost() {
   std::lock_guard<std::mutex> lock(mu_);
+  tombstones_.Clear();  // the next router numbers its requests afresh
   for (auto& [id, r] : requests_) {
     if (!r.cancelled) AbandonLocked(id, r, UnavailableError("router connection lost"));
   }
@@ -511,6 +519,13 @@ void DecodeNode::OnOutputs(std::vector<engine::EngineOutput>&& outputs) {
   }
   if (tokens.entries_size() > 0) host_.SendToRouter(tokens).IgnoreError();
   for (auto& fn : then) fn();  // newer epochs of ended requests
+}
+
+bool DecodeNode::RefuseBuriedLocked(uint64_t id, Epoch epoch, const net::Responder& responder) {
+  if (!tombstones_.Buried(id, epoch, Clock::Real().NowNanos())) return false;
+  responder.Fail(CancelledError("request " + std::to_string(id) + " epoch " + std::to_string(epoch) +
+                                " was cancelled before it arrived"));
+  return true;
 }
 
 bool DecodeNode::SupersedeLocked(uint64_t id, Epoch epoch, std::function<void()> retry,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/engine/engine.h"
+#include "common/node/cancel_tombstones.h"
 #include "common/node/host_block_arena.h"
 #include "common/node/node_config.h"
 #include "common/node/node_host.h"
@@ -107,6 +108,9 @@ class DecodeNode {
   // `retry` until the engine ended it) and returns true; or fails `responder`
   // (AlreadyExists) and returns true. False when the id is free.
   bool SupersedeLocked(uint64_t id, Epoch epoch, std::function<void()> retry, const net::Responder& responder);
+  // REQUIRES: mu_ held. Fails `responder` (Cancelled) and returns true when a cancel of
+  // `id` at `epoch` came before the request did.
+  bool RefuseBuriedLocked(uint64_t id, Epoch epoch, const net::Responder& responder);
   void OnOutputs(std::vector<engine::EngineOutput>&& outputs);
   void SendEntry(const proto::TokenEntry& entry);
   void Refresh(node::NodeMetrics& metrics);
@@ -122,8 +126,9 @@ class DecodeNode {
   node::NodeHost host_;
   bool stopped_ = false;
 
-  std::mutex mu_;  // guards requests_, step_, bytes_landed_
+  std::mutex mu_;  // guards requests_, tombstones_, step_, bytes_landed_
   std::map<uint64_t, Request> requests_;
+  node::CancelTombstones tombstones_;  // cancels that found no record of their epoch
   uint64_t step_ = 0;
   uint64_t bytes_landed_ = 0;
 };

@@ -88,6 +88,7 @@ Status PrefillNode::Init(PrefillNodeOptions options) {
   };
   hooks.on_router_lost = [this] {
     std::lock_guard<std::mutex> lock(mu_);
+    tombstones_.Clear();  // the next router numbers its requests afresh
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       auto next = std::next(it);
       FailLocked(it->first, it->second, UnavailableError("router connection lost"));
@@ -201,6 +202,9 @@ void PrefillNode::OnRequest(const std::shared_ptr<net::RpcConnection>& conn, net
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(id);
+    if (epoch != 0 && (it == jobs_.end() || it->second.epoch < epoch)) {
+      tombstones_.Bury(id, epoch, Clock::Real().NowNanos());  // its PrefillRequest may still come
+    }
     if (it != jobs_.end() && (epoch == 0 || it->second.epoch == epoch)) {
       FailLocked(id, it->second, CancelledError("cancelled by the router"));
       MaybeEraseLocked(it);
@@ -253,6 +257,10 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
     if (static_cast<int>(jobs_.size()) >= config_.max_pending_jobs) {
       return responder.Fail(ResourceExhaustedError("prefill queue full"));
     }
+    if (tombstones_.Buried(id, prefill.epoch(), Clock::Real().NowNanos())) {
+      return responder.Fail(CancelledError("request " + std::to_string(id) + " epoch " +
+                                           std::to_string(prefill.epoch()) + " was cancelled before it arrived"));
+    }
     if (jobs_.count(id)) return responder.Fail(AlreadyExistsError("request " + std::to_string(id) + " exists"));
     Job& job = jobs_[id];
     job.epoch = prefill.epoch();
@@ -262,6 +270,8 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
     job.num_blocks = static_cast<int>(needed);
     job.prompt_len = prompt_len;
     job.submitted_at = Clock::Real().NowNanos();
+    // Queued under mu_: a Cancel that finds the job queues its engine Cancel after this.
+    engine_->Submit(node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), std::move(*sampling)));
   }
   const Epoch epoch = prefill.epoch();
   peers_->AsyncConnect(prefill.decode_address(),
@@ -277,7 +287,6 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
                          it->second.decode_conn = *conn;
                          MaybeOpenLocked(id, it->second);
                        });
-  engine_->Submit(node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), std::move(*sampling)));
   proto::Ack ack;
   ack.set_request_id(id);
   ack.set_epoch(epoch);

@@ -28,6 +28,7 @@
 
 #include "common/engine/engine.h"
 #include "common/net/rpc_client.h"
+#include "common/node/cancel_tombstones.h"
 #include "common/node/host_block_arena.h"
 #include "common/node/node_config.h"
 #include "common/node/node_host.h"
@@ -144,8 +145,9 @@ class PrefillNode {
   std::unique_ptr<net::RpcClient> peers_;  // connections to decode nodes
   bool stopped_ = false;
 
-  std::mutex mu_;  // guards jobs_, bytes_sent_
+  std::mutex mu_;  // guards jobs_, tombstones_, bytes_sent_
   std::map<uint64_t, Job> jobs_;
+  node::CancelTombstones tombstones_;  // cancels that found no job of their epoch
   uint64_t bytes_sent_ = 0;
 };
 

@@ -168,10 +168,10 @@ class Cluster {
     return reply;
   }
 
-  void Cancel(proto::NodeRole role, uint64_t id) {
+  void Cancel(proto::NodeRole role, uint64_t id, Epoch epoch = 1) {
     proto::Cancel c;
     c.set_request_id(id);
-    c.set_epoch(1);
+    c.set_epoch(epoch);
     c.set_reason("test");
     auto ack = router_.node(role)->CallAndWaitFor<proto::Ack>(c, 10000);
     EXPECT_TRUE(ack.ok()) << ack.status().ToString();
@@ -359,6 +359,50 @@ TEST_P(DisaggTest, CancelInEveryPhaseEndsOnceAndLeavesKvClean) {
   }
   // Cancel of an unknown id is acknowledged.
   cluster.Cancel(proto::NODE_ROLE_DECODE, 999999);
+}
+
+// The router's Cancel can overtake its request (sent from another thread), or come while
+// the request waits behind an older epoch: the node refuses it when it arrives instead
+// of running it for nobody.
+TEST_P(DisaggTest, CancelBeforeTheRequestArrivesRefusesItThere) {
+  Cluster cluster(GetParam());
+  auto decode = cluster.router_.node(proto::NODE_ROLE_DECODE);
+  auto prefill = cluster.router_.node(proto::NODE_ROLE_PREFILL);
+  const std::vector<TokenId> prompt = Prompt(2 * kBlock + 3, 41);
+  cluster.Cancel(proto::NODE_ROLE_DECODE, 900);
+  EXPECT_EQ(decode->CallAndWaitFor<proto::Ack>(cluster.MakePrefill(900, prompt, 400, nullptr), 10000).status().code(),
+            StatusCode::kCancelled);
+  EXPECT_EQ(decode->CallAndWaitFor<proto::ReserveReply>(cluster.MakeReserve(900, prompt, 400), 10000).status().code(),
+            StatusCode::kCancelled);
+  // A newer epoch of the id runs.
+  cluster.router_.ExpectEpoch(900, 2);
+  proto::PrefillRequest next = cluster.MakePrefill(900, prompt, 4, nullptr);
+  next.set_epoch(2);
+  ASSERT_TRUE(decode->CallAndWaitFor<proto::Ack>(next, 10000).ok());
+  RequestOutcome out = cluster.router_.Wait(900);
+  EXPECT_EQ(out.reason, proto::FINISH_REASON_LENGTH) << out.error.ToString();
+  EXPECT_EQ(out.tokens, Oracle(prompt, 4));
+
+  // A cancel of an epoch newer than the one the node holds: the newer one, when it
+  // comes (here after the old one ended), is refused.
+  ASSERT_TRUE(decode->CallAndWaitFor<proto::ReserveReply>(cluster.MakeReserve(901, prompt, 400), 10000).ok());
+  cluster.Cancel(proto::NODE_ROLE_DECODE, 901, 2);
+  cluster.Cancel(proto::NODE_ROLE_DECODE, 901, 1);
+  EXPECT_TRUE(cluster.router_.Wait(901).finished);
+  proto::PrefillRequest late = cluster.MakePrefill(901, prompt, 400, nullptr);
+  late.set_epoch(2);
+  EXPECT_EQ(decode->CallAndWaitFor<proto::Ack>(late, 10000).status().code(), StatusCode::kCancelled);
+
+  // The prefill node likewise, for a well-formed reservation.
+  cluster.Cancel(proto::NODE_ROLE_PREFILL, 902);
+  proto::ReserveReply fake;
+  proto::BlockRun* run = fake.add_needed_runs();
+  run->set_first_block(0);
+  run->set_num_blocks(3);
+  fake.set_transport_descriptor("never opened");
+  EXPECT_EQ(prefill->CallAndWaitFor<proto::Ack>(cluster.MakePrefill(902, prompt, 400, &fake), 10000).status().code(),
+            StatusCode::kCancelled);
+  EXPECT_TRUE(cluster.WaitKvClean());
 }
 
 TEST_P(DisaggTest, RouterConnectionDropCancelsEverythingAndNodesReRegister) {

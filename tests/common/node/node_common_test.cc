@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/node/admin_http_server.h"
+#include "common/node/cancel_tombstones.h"
 #include "common/node/host_block_arena.h"
 #include "common/node/node_config.h"
 #include "common/node/node_protocol.h"
@@ -130,6 +131,41 @@ TEST(HostBlockArenaTest, AllocateFreeAndQuarantine) {
   clock.AdvanceMs(100);
   EXPECT_EQ(arena.num_in_use(), 0);
   EXPECT_TRUE(arena.Allocate(6).has_value());
+}
+
+TEST(CancelTombstonesTest, RefusesThatEpochAndOlderUntilTheTtl) {
+  CancelTombstones t(/*capacity=*/8, /*ttl=*/1000);
+  EXPECT_FALSE(t.Buried(5, 1, 0));
+  t.Bury(5, 2, 100);
+  EXPECT_TRUE(t.Buried(5, 1, 100));
+  EXPECT_TRUE(t.Buried(5, 2, 1100));
+  EXPECT_FALSE(t.Buried(5, 3, 100)) << "a newer epoch of the id is not cancelled";
+  EXPECT_FALSE(t.Buried(6, 1, 100)) << "another id";
+  EXPECT_FALSE(t.Buried(5, 2, 1101)) << "past the ttl";
+  t.Bury(5, 1, 200);  // an older epoch cancelled later keeps the newest
+  EXPECT_TRUE(t.Buried(5, 2, 200));
+  t.Clear();
+  EXPECT_FALSE(t.Buried(5, 1, 200));
+  EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(CancelTombstonesTest, BoundedByCapacityAndTtlOldestFirst) {
+  CancelTombstones t(/*capacity=*/4, /*ttl=*/1000);
+  for (uint64_t id = 1; id <= 6; ++id) t.Bury(id, 1, static_cast<Nanos>(id));
+  EXPECT_EQ(t.size(), 4u);
+  EXPECT_FALSE(t.Buried(1, 1, 10));
+  EXPECT_FALSE(t.Buried(2, 1, 10));
+  EXPECT_TRUE(t.Buried(3, 1, 10));
+  EXPECT_TRUE(t.Buried(6, 1, 10));
+  // Renewed ids stay: their older queue entries leave without taking them along.
+  t.Bury(3, 1, 20);
+  t.Bury(3, 1, 21);
+  t.Bury(3, 1, 22);
+  EXPECT_TRUE(t.Buried(3, 1, 22));
+  // A bury past everyone's ttl sweeps them out.
+  t.Bury(9, 1, 5000);
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_TRUE(t.Buried(9, 1, 5000));
 }
 
 TEST(PollThreadTest, RunsPostedWorkInOrderAndPolls) {
