@@ -52,14 +52,20 @@ class ClusterHttpTest : public testing::ClusterHttpFixture {
     return result;
   }
 
-  // Starts a streamed completion (max_tokens 50), reads its first bytes, and hangs up.
-  void StartStreamAndHangUp() {
-    boost::asio::io_context ioc;
+  // Sends a streamed completion (max_tokens 50) on a new connection, returned open.
+  boost::asio::ip::tcp::socket SendStreamRequest(boost::asio::io_context& ioc) {
     auto socket = router::testing::Connect(ioc, port_);
     const std::string body = json{{"prompt", "hello"}, {"stream", true}, {"max_tokens", 50}}.dump();
     const std::string raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
                             std::to_string(body.size()) + "\r\n\r\n" + body;
     boost::asio::write(socket, boost::asio::buffer(raw));
+    return socket;
+  }
+
+  // Starts a streamed completion, reads its first bytes, and hangs up.
+  void StartStreamAndHangUp() {
+    boost::asio::io_context ioc;
+    auto socket = SendStreamRequest(ioc);
     char buf[256];
     socket.read_some(boost::asio::buffer(buf));  // the stream began
   }
@@ -402,11 +408,7 @@ TEST_F(ClusterHttpTest, CancelDuringHandoffStartsNoLocalPath) {
   constexpr int kRequests = 20;
   for (int i = 0; i < kRequests; ++i) {
     boost::asio::io_context ioc;
-    auto socket = router::testing::Connect(ioc, port_);
-    const std::string body = json{{"prompt", "hello"}, {"stream", true}, {"max_tokens", 50}}.dump();
-    const std::string raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body;
-    boost::asio::write(socket, boost::asio::buffer(raw));
+    auto socket = SendStreamRequest(ioc);
     ASSERT_TRUE(d.WaitFor([&] { return d.reserves().size() == static_cast<size_t>(i + 1); }, 3000));
     socket.close();
     ASSERT_TRUE(d.WaitFor([&] { return d.cancels().size() == static_cast<size_t>(i + 1); }, 3000));
