@@ -12,53 +12,16 @@
 #include <cstdint>
 
 #include "common/kernels/decode_attention.h"
+#include "common/kernels/mma_util.cuh"
 
 namespace tandem::kernels::decode_detail {
+
+using namespace detail;  // NOLINT: the shared mma/cp.async helpers
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kTile = 64;       // tokens per shared-memory tile
 constexpr int kMaxGroup = 16;   // query heads per KV head: the rows of one mma tile
-constexpr float kLog2e = 1.4426950408889634f;
-
-// The L2::128B prefetch hint: L2 fetches whole 128-byte lines (a K/V row is 128 or 256
-// bytes, read by 8 or 16 neighbouring threads). H200, same run: 2-3 % more bandwidth on the
-// >= 1 GB shapes (64 x 4K: 277 -> 271 us); L2::256B gave nothing.
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
-__device__ __forceinline__ void Mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Four 8x8 bf16 matrices, transposed: B fragments of V for two n-tiles of the P·V mma.
-__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* smem_row) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-
-__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-__device__ __forceinline__ uint32_t Ld32(const __nv_bfloat16* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
 
 template <int kHeadDim>
 struct Dims {
@@ -149,8 +112,8 @@ __device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int se
       if (start + tt == skip) continue;
       const __nv_bfloat16* src = p.kv_cache + page[k] * block_elems + head_off +
                                  ((start + tt) & (p.block_size - 1)) * kHeadDim + c * 8;
-      CpAsync16(k_stage + dst, src);
-      CpAsync16(v_stage + dst, src + v_off);
+      CpAsync16L2(k_stage + dst, src);
+      CpAsync16L2(v_stage + dst, src + v_off);
     } else {
       *reinterpret_cast<uint4*>(v_stage + dst) = make_uint4(0, 0, 0, 0);
     }

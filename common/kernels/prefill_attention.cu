@@ -4,51 +4,16 @@
 
 #include "common/cuda/cuda_status.h"
 #include "common/kernels/kernel_util.cuh"
+#include "common/kernels/mma_util.cuh"
 
 namespace tandem::kernels {
 namespace {
 
+using namespace detail;  // NOLINT: the shared mma/cp.async helpers
+
 constexpr int kWarps = 4;
 constexpr int kBlockM = 16 * kWarps;  // query rows per block
 constexpr int kBlockN = 64;           // keys per tile
-constexpr float kLog2e = 1.4426950408889634f;
-
-__device__ __forceinline__ void Mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-__device__ __forceinline__ uint32_t Ld32(const __nv_bfloat16* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-
-// Four 8x8 bf16 matrices from shared memory; each lane gives one row address.
-__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const void* smem_row) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* smem_row) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
 
 // Grid: (ceil(max_q_len / kBlockM), num_q_heads, num_seqs); 32 * kWarps threads.
 template <int kHeadDim>
@@ -85,7 +50,7 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
       *dst = make_uint4(0, 0, 0, 0);
     }
   }
-  asm volatile("cp.async.commit_group;\n" ::);
+  CpAsyncCommit();
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   const int64_t block_elems = 2ll * p.num_kv_heads * p.block_size * kHeadDim;
@@ -112,10 +77,10 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
         *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
       }
     }
-    asm volatile("cp.async.commit_group;\n" ::);
+    CpAsyncCommit();
   };
   load_tile(0);  // its loads overlap the q fragments below
-  asm volatile("cp.async.wait_group 1;\n" ::);  // the q group (committed first) has landed
+  CpAsyncWait<1>();  // the q group (committed first) has landed
   __syncthreads();
 
   uint32_t qf[kHeadDim / 16][4];
@@ -143,9 +108,9 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
     if (tile + 1 < num_kv_tiles) {
       load_tile(tile + 1);
     } else {
-      asm volatile("cp.async.commit_group;\n" ::);  // an empty group keeps the count uniform
+      CpAsyncCommit();  // an empty group keeps the count uniform
     }
-    asm volatile("cp.async.wait_group 1;\n" ::);  // all but the newest group: this tile
+    CpAsyncWait<1>();  // all but the newest group: this tile
     __syncthreads();
     const __nv_bfloat16* k_s = k_buf(tile);
     const __nv_bfloat16* v_s = v_buf(tile);
