@@ -55,9 +55,9 @@ StreamCallbacks GenerationJob::MakeCallbacks(int32_t index) {
       if (auto self = weak.lock()) self->OnCached(index, cached);
     });
   };
-  callbacks.on_error = [weak, post](const Status& status) {
-    post([weak, status] {
-      if (auto self = weak.lock()) self->OnError(status);
+  callbacks.on_error = [weak, post, index](const Status& status) {
+    post([weak, index, status] {
+      if (auto self = weak.lock()) self->OnError(index, status);
     });
   };
   return callbacks;
@@ -134,8 +134,9 @@ void GenerationJob::OnFinish(int32_t index, const GenerateResult& result) {
   FinishChoice(index, result.finish_reason);
 }
 
-void GenerationJob::OnError(const Status& status) {
-  if (finished_) return;
+void GenerationJob::OnError(int32_t index, const Status& status) {
+  // A choice the job ended itself (a stop string cancels it) may still report the cancel.
+  if (finished_ || choices_[index].done) return;
   JobEvents events = std::move(events_);
   Cancel();
   if (events.on_done) events.on_done(status.ok() ? InternalError("backend error") : status);

@@ -76,7 +76,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void OnTokens(int32_t index, const std::vector<TokenId>& token_ids);
   void OnFinish(int32_t index, const GenerateResult& result);
   void OnCached(int32_t index, int32_t num_cached_prompt_tokens);
-  void OnError(const Status& status);
+  void OnError(int32_t index, const Status& status);
   // Runs text through the stop matcher and delivers what is safe; true on a stop match.
   bool Deliver(int32_t index, const std::string& text);
   void FinishChoice(int32_t index, FinishReason reason);

@@ -3,7 +3,9 @@
 // Each request runs on its own thread: it emits the script (cycled as needed)
 // in batches of `batch_size`, ends with kStop after an EOS (unless
 // ignore_eos) or kLength at max_tokens, or fails after `fail_after` tokens.
-// `hold_after` tokens it waits until cancelled (for disconnect tests).
+// `hold_after` tokens it waits until cancelled (for disconnect tests). With
+// `error_on_cancel` a cancelled request ends with on_error(Cancelled), as the
+// cluster backend's do.
 // Records every request and every Cancel. Thread rule: thread-safe.
 #pragma once
 
@@ -30,6 +32,7 @@ struct Script {
   int32_t fail_after = -1;      // >= 0: on_error(Unavailable) after this many tokens
   int32_t hold_after = -1;      // >= 0: stop emitting after this many tokens until cancelled
   int32_t step_delay_ms = 0;
+  bool error_on_cancel = false;
 };
 
 class FakeBackend : public InferenceBackend {
@@ -107,10 +110,15 @@ class FakeBackend : public InferenceBackend {
     size_t pos = 0;
     if (script.cached_tokens > 0 && cb.on_cached) cb.on_cached(script.cached_tokens);
     for (;;) {
-      if (IsCancelled(request.request_id)) break;
+      if (IsCancelled(request.request_id)) {
+        if (script.error_on_cancel) cb.on_error(CancelledError("request cancelled"));
+        break;
+      }
       if (script.hold_after >= 0 && produced >= script.hold_after) {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return cancelled_.count(request.request_id) > 0 || shutdown_; });
+        lock.unlock();
+        if (script.error_on_cancel) cb.on_error(CancelledError("request cancelled"));
         break;
       }
       if (script.fail_after >= 0 && produced >= script.fail_after) {

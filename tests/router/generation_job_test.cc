@@ -113,6 +113,40 @@ TEST(GenerationJobTest, StopStringKeepsTheCachedTokensReportedEarly) {
   backend.Shutdown();
 }
 
+// The cluster backend ends a cancelled request with on_error(Cancelled). After a stop
+// string that error belongs to a finished choice: it must not end the job or its siblings.
+TEST(GenerationJobTest, CancelledErrorOfAStoppedChoiceLeavesTheOthersRunning) {
+  FakeBackend backend;
+  FakeTextCodec codec;
+  ManualExecutor exec;
+  backend.SetScriptFn([](const GenerateRequest& r) {
+    Script s{ByteTokens(*r.sampling.seed == 10 ? "12STOP34" : "abcdef"), /*batch_size=*/3};
+    s.error_on_cancel = true;
+    // The stopped choice sees its Cancel before it reaches max_tokens; the other one
+    // ends well after the stopped one's error came.
+    s.step_delay_ms = *r.sampling.seed == 10 ? 20 : 50;
+    return s;
+  });
+  JobSpec spec;
+  spec.prompts = {{1}};
+  spec.n = 2;
+  spec.base.max_tokens = 12;
+  spec.base.sampling.seed = 10;
+  spec.stop = {"STOP"};
+  Recorder rec;
+  rec.text.resize(2);
+  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec.Events());
+  job->Start();
+  ASSERT_TRUE(exec.RunUntil([&] { return rec.done.has_value(); }));
+  EXPECT_TRUE(rec.done->ok()) << rec.done->ToString();
+  EXPECT_EQ(job->outputs()[0].finish_reason, FinishReason::kStop);
+  EXPECT_EQ(job->outputs()[0].text, "12");
+  EXPECT_EQ(job->outputs()[1].finish_reason, FinishReason::kLength);
+  EXPECT_EQ(job->outputs()[1].text, "abcdefabcdef");
+  EXPECT_EQ(backend.cancelled().count(backend.submitted()[1].request_id), 0u) << "the sibling was cancelled";
+  backend.Shutdown();
+}
+
 TEST(GenerationJobTest, ErrorEndsJobAndCancelsOthers) {
   FakeBackend backend;
   FakeTextCodec codec;
