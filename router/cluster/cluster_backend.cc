@@ -195,6 +195,7 @@ void ClusterBackend::OnTokens(const net::RpcConnection* conn, const proto::Token
   for (const proto::TokenEntry& entry : tokens.entries()) {
     std::shared_ptr<Inflight> r;
     bool fallback = false;
+    uint32_t left_prefill = 0;  // a prefill node still holding the prompt when decode gave up
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = requests_.find(entry.request_id());
@@ -209,6 +210,7 @@ void ClusterBackend::OnTokens(const net::RpcConnection* conn, const proto::Token
         r->phase = Phase::kDecoding;
       }
       if (r->prefill_node != 0 && (fallback || r->phase == Phase::kDecoding)) {
+        if (fallback) left_prefill = r->prefill_node;
         registry_.AddInflight(r->prefill_node, 0, -r->prefill_tokens);
         r->prefill_node = 0;
         r->prefill_tokens = 0;
@@ -217,6 +219,7 @@ void ClusterBackend::OnTokens(const net::RpcConnection* conn, const proto::Token
     if (fallback) {
       TANDEM_LOG_WARN("request {}: remote prefill failed ({}); prefilling on decode", entry.request_id(),
                       entry.error().message());
+      if (left_prefill != 0) SendCancel(left_prefill, entry.request_id(), entry.epoch(), "handoff failed");
       ReleaseThenLocal(r, entry.epoch());
       continue;
     }
@@ -286,12 +289,19 @@ void ClusterBackend::Redispatch(const std::shared_ptr<Inflight>& r, uint32_t dea
   std::optional<uint32_t> decode = PickDecodeForLocalPath(r);
   Epoch next = 0;
   bool length_reached = false;
+  uint32_t left_prefill = 0;  // a prefill node still holding the prompt for the dead node
+  Epoch left_epoch = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (r->ended || r->decode_node != dead_node) return;
     if (decode && r->redispatches < kMaxRedispatches && !stopped_.load()) {
       length_reached = static_cast<int32_t>(r->generated.size()) >= r->request.max_tokens;
       if (!length_reached) {
+        if (r->prefill_node != 0) {
+          registry_.AddInflight(r->prefill_node, 0, -r->prefill_tokens);
+          left_prefill = r->prefill_node;
+          left_epoch = r->epoch;
+        }
         r->redispatches++;
         r->decode_node = *decode;
         r->prefill_node = 0;
@@ -300,6 +310,7 @@ void ClusterBackend::Redispatch(const std::shared_ptr<Inflight>& r, uint32_t dea
         r->phase = Phase::kLocal;
         r->local_retries = 0;
         next = ++r->epoch;
+        registry_.AddInflight(*decode, 1, 0);
       }
     }
   }
@@ -309,10 +320,10 @@ void ClusterBackend::Redispatch(const std::shared_ptr<Inflight>& r, uint32_t dea
     End(r, [result](const StreamCallbacks& cb) { cb.on_finish(result); });
     return;
   }
-  if (next == 0) return EndWithError(r, dead);
+  if (next == 0) return EndAndCancel(r, dead);
   TANDEM_LOG_WARN("request {}: {}; continuing on decode node {} (epoch {})", r->request.request_id,
                   dead.message(), *decode, next);
-  registry_.AddInflight(*decode, 1, 0);
+  if (left_prefill != 0) SendCancel(left_prefill, r->request.request_id, left_epoch, "decode node died");
   SendLocal(r, next);
 }
 
@@ -365,8 +376,10 @@ void ClusterBackend::Dispatch(const std::shared_ptr<Inflight>& r) {
     r->prefill_hits = std::move(prefill_hits);
     r->phase = local ? Phase::kLocal : Phase::kReserving;
     epoch = r->epoch;
+    // Counted in the same section as the placement, so an End racing this cannot
+    // subtract first (the registry clamps at 0 and the +1 would stay).
+    registry_.AddInflight(*decode, 1, 0);
   }
-  registry_.AddInflight(*decode, 1, 0);
   if (local) {
     SendLocal(r, epoch);
   } else {
@@ -389,7 +402,6 @@ std::optional<uint32_t> ClusterBackend::PickDecodeForLocalPath(const std::shared
 }
 
 bool ClusterBackend::RetryWhenRoom(const std::shared_ptr<Inflight>& r, Epoch epoch) {
-  uint32_t decode;
   Epoch next;
   int64_t delay_ms;
   {
@@ -400,12 +412,11 @@ bool ClusterBackend::RetryWhenRoom(const std::shared_ptr<Inflight>& r, Epoch epo
     if (now >= r->no_room_until) return false;
     r->no_room_backoff_ms = std::clamp<int64_t>(2 * r->no_room_backoff_ms, kMinNoRoomBackoffMs, kMaxNoRoomBackoffMs);
     delay_ms = r->no_room_backoff_ms;
-    decode = r->decode_node;
+    registry_.AddInflight(r->decode_node, -1, 0);  // the next placement counts its node
     r->decode_node = 0;
     r->local_retries = 0;
     next = ++r->epoch;
   }
-  registry_.AddInflight(decode, -1, 0);  // the next placement counts its node
   RunAfter(delay_ms, [this, r, next] {
     if (!IsCurrent(r, next)) return;
     bool local_only;
@@ -423,8 +434,8 @@ bool ClusterBackend::RetryWhenRoom(const std::shared_ptr<Inflight>& r, Epoch epo
       if (r->ended || r->epoch != next) return;
       r->decode_node = *decode;
       r->phase = Phase::kLocal;
+      registry_.AddInflight(*decode, 1, 0);
     }
-    registry_.AddInflight(*decode, 1, 0);
     SendLocal(r, next);
   });
   return true;
@@ -471,7 +482,8 @@ void ClusterBackend::OnReserved(const std::shared_ptr<Inflight>& r, Epoch epoch,
   }
   if (!reply.ok()) {
     if (reply.status().code() == StatusCode::kResourceExhausted && RetryWhenRoom(r, epoch)) return;
-    return EndWithError(r, reply.status());
+    // A timeout may leave the reservation on decode: cancel it there.
+    return EndAndCancel(r, reply.status());
   }
   const auto* reservation = proto::MessageAs<proto::ReserveReply>(**reply);
   if (!reservation) return EndWithError(r, InternalError("decode answered Reserve with " + (*reply)->GetTypeName()));
@@ -507,8 +519,8 @@ void ClusterBackend::OnReserved(const std::shared_ptr<Inflight>& r, Epoch epoch,
     r->phase = Phase::kPrefilling;
     r->prefill_node = *prefill;
     r->prefill_tokens = tokens;
+    registry_.AddInflight(*prefill, 0, tokens);
   }
-  registry_.AddInflight(*prefill, 0, tokens);
   proto::PrefillRequest request;
   request.set_request_id(r->request.request_id);
   request.set_epoch(epoch);
@@ -538,6 +550,8 @@ void ClusterBackend::OnReserved(const std::shared_ptr<Inflight>& r, Epoch epoch,
     if (fallback) {
       TANDEM_LOG_WARN("request {}: prefill node refused ({}); prefilling on decode", r->request.request_id,
                       ack.status().ToString());
+      // After a timeout the prefill node may hold it after all.
+      SendCancel(prefill_id, r->request.request_id, epoch, "prefill abandoned");
       ReleaseThenLocal(r, epoch);
     }
   });
@@ -599,7 +613,8 @@ void ClusterBackend::SendLocal(const std::shared_ptr<Inflight>& r, Epoch epoch) 
       if (retry) return RunAfter(kLocalRetryMs, [this, r, epoch] { SendLocal(r, epoch); });
     }
     if (ack.status().code() == StatusCode::kResourceExhausted && RetryWhenRoom(r, epoch)) return;
-    EndWithError(r, ack.status());
+    // A timeout may leave the request on decode (accepted late, or waiting behind an older epoch).
+    EndAndCancel(r, ack.status());
   });
 }
 
@@ -613,12 +628,17 @@ void ClusterBackend::CancelWith(RequestId request_id, const Status& status) {
     if (it == requests_.end()) return;
     r = it->second;
   }
+  EndAndCancel(r, status);
+}
+
+void ClusterBackend::EndAndCancel(const std::shared_ptr<Inflight>& r, const Status& status) {
   // Ended before the nodes hear of it: a node's answer to this cancel (a failed KV handoff)
   // must not look like a prefill failure and start the local path at a newer epoch.
   std::optional<Holders> held = End(r, [status](const StreamCallbacks& cb) { cb.on_error(status); });
   if (!held) return;
-  if (held->decode != 0) SendCancel(held->decode, request_id, held->epoch, "cancelled by the router");
-  if (held->prefill != 0) SendCancel(held->prefill, request_id, held->epoch, "cancelled by the router");
+  const RequestId id = r->request.request_id;
+  if (held->decode != 0) SendCancel(held->decode, id, held->epoch, "cancelled by the router");
+  if (held->prefill != 0) SendCancel(held->prefill, id, held->epoch, "cancelled by the router");
 }
 
 void ClusterBackend::SendCancel(uint32_t node_id, RequestId request_id, Epoch epoch, const char* reason) {
@@ -663,18 +683,16 @@ std::optional<ClusterBackend::Holders> ClusterBackend::End(
     const std::shared_ptr<Inflight>& r, const std::function<void(const StreamCallbacks&)>& finish) {
   std::lock_guard<std::recursive_mutex> cb_lock(r->cb_mu);
   Holders held;
-  int64_t prefill_tokens = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (r->ended) return std::nullopt;
     r->ended = true;
     held = Holders{r->decode_node, r->prefill_node, r->epoch};
-    prefill_tokens = r->prefill_tokens;
+    if (held.decode != 0) registry_.AddInflight(held.decode, -1, 0);
+    if (held.prefill != 0) registry_.AddInflight(held.prefill, 0, -r->prefill_tokens);
     auto it = requests_.find(r->request.request_id);
     if (it != requests_.end() && it->second == r) requests_.erase(it);
   }
-  if (held.decode != 0) registry_.AddInflight(held.decode, -1, 0);
-  if (held.prefill != 0) registry_.AddInflight(held.prefill, 0, -prefill_tokens);
   finish(r->callbacks);
   return held;
 }

@@ -94,7 +94,11 @@ class ClusterBackend final : public InferenceBackend {
   void ReleaseThenLocal(const std::shared_ptr<Inflight>& r, Epoch epoch);
   // Ends the request with `status`, then cancels it at the nodes that held it. Ending
   // first means no fallback, retry or re-dispatch can start a newer epoch afterwards.
+  // Every placement change counts its node (registry_.AddInflight) under mu_, End too.
   void CancelWith(RequestId request_id, const Status& status);
+  // CancelWith for a request in hand (also after a node call failed or timed out: the
+  // node may hold it regardless).
+  void EndAndCancel(const std::shared_ptr<Inflight>& r, const Status& status);
   void SendToNode(uint32_t node_id, const google::protobuf::Message& message);
   // Cancel{request_id, epoch} to `node_id` (no reply awaited).
   void SendCancel(uint32_t node_id, RequestId request_id, Epoch epoch, const char* reason);

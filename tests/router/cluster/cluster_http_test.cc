@@ -337,6 +337,31 @@ TEST_F(ClusterHttpTest, KilledDecodeRequestContinuesElsewhereWithExactUsage) {
   EXPECT_EQ(other.prefills()[0].sampling().max_tokens(), 8);
 }
 
+// The decode node dies while a prefill node still computes the prompt for it: the request
+// moves to the other decode node (local path), the prefill node is told to stop, and the
+// router no longer counts that prompt as queued there.
+TEST_F(ClusterHttpTest, DecodeDeathDuringRemotePrefillFreesThePrefillNode) {
+  Start();
+  FakeNode& doomed = AddNode(proto::NODE_ROLE_DECODE, "d-doomed", /*free_blocks=*/1000);
+  FakeNode& other = AddNode(proto::NODE_ROLE_DECODE, "d-other", /*free_blocks=*/10);
+  FakeNode& prefill = AddNode(proto::NODE_ROLE_PREFILL, "p0");  // acks and holds
+  other.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP});
+  auto queued_on_prefill = [&] {
+    for (const NodeView& v : backend_->registry().Views()) {
+      if (v.node_id == prefill.node_id()) return v.router_prefill_tokens;
+    }
+    return int64_t{-1};
+  };
+  HttpResult result = CompleteWhileKilling(doomed, [&] { return !prefill.prefills().empty(); });
+  ASSERT_EQ(result.status, 200) << result.body;
+  EXPECT_EQ(result.Json()["choices"][0]["text"], "Hello world");
+  ASSERT_EQ(other.prefills().size(), 1u);
+  ASSERT_TRUE(prefill.WaitFor([&] { return !prefill.cancels().empty(); }, 3000)) << "the prefill was not cancelled";
+  EXPECT_EQ(prefill.cancels()[0].request_id(), prefill.prefills()[0].request_id());
+  EXPECT_EQ(prefill.cancels()[0].epoch(), prefill.prefills()[0].epoch());
+  EXPECT_EQ(queued_on_prefill(), 0);
+}
+
 // The node a request moves to after a decode death has no room at first: the request
 // stays on the local path (prompt + tokens so far) while it is placed again.
 TEST_F(ClusterHttpTest, MovedRequestRetriedForRoomKeepsItsTokens) {
@@ -382,6 +407,23 @@ TEST_F(ClusterHttpTest, LateAckOfAnEndedRequestIsCancelledAgain) {
   EXPECT_EQ(cancels[0].request_id(), cancels[1].request_id());
   EXPECT_EQ(cancels[0].epoch(), cancels[1].epoch());
   EXPECT_EQ(d.prefills().size(), 1u);
+}
+
+// The decode node's Ack of a local PrefillRequest comes after the router's call timeout:
+// the request fails, and the node, which may run it all the same, is told to cancel it.
+TEST_F(ClusterHttpTest, TimedOutLocalPrefillIsCancelledOnTheNode) {
+  ClusterConfig config;
+  config.node_call_timeout_ms = 200;
+  Start(config);
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/0});
+  d.SetLocalAckDelayMs(600);
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 5}});
+  EXPECT_NE(r.status, 200) << r.body;
+  ASSERT_TRUE(d.WaitFor([&] { return !d.cancels().empty(); }, 3000)) << "no Cancel after the timeout";
+  ASSERT_EQ(d.prefills().size(), 1u);
+  EXPECT_EQ(d.cancels()[0].request_id(), d.prefills()[0].request_id());
+  EXPECT_EQ(d.cancels()[0].epoch(), d.prefills()[0].epoch());
 }
 
 TEST_F(ClusterHttpTest, ClientDisconnectCancelReachesTheNodes) {
