@@ -4,8 +4,8 @@
 // number in flight (--concurrency), with random or ShareGPT-shaped lengths, and
 // prints TTFT, TPOT, ITL and e2e percentiles, throughput and goodput.
 //
-//   tandem-bench-serving --port 8000 --model tiny --num-prompts 200 --request-rate 20 \
-//       --dataset sharegpt-shaped --goodput-ttft-ms 200 --goodput-tpot-ms 50
+//   tandem-bench-serving --port 8000 --model tiny --num-prompts 200 --request-rate 20
+//       --dataset sharegpt-shaped --goodput-ttft-ms 200 --goodput-tpot-ms 50   (one command)
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 

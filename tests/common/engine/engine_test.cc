@@ -93,7 +93,9 @@ TEST_P(EnginePreemptionTest, PreemptedOutputEqualsUninterrupted) {
   for (auto& [id, tokens] : solo) EXPECT_EQ(results[id].tokens, tokens) << "request " << id;
   scheduler::SchedulerCounters c = engine->Counters();
   EXPECT_GT(c.preemptions, 0) << "the test must actually preempt";
-  if (GetParam() == scheduler::PreemptionMode::kSwap) EXPECT_GT(c.swaps_out, 0);
+  if (GetParam() == scheduler::PreemptionMode::kSwap) {
+    EXPECT_GT(c.swaps_out, 0);
+  }
   EXPECT_EQ(c.kv.device.referenced_blocks, 0);
   EXPECT_EQ(c.kv.host.referenced_blocks, 0);
 }
