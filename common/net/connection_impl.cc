@@ -334,6 +334,15 @@ void ConnectionImpl::DoClose(const Status& reason) {
   boost::system::error_code ignored;
   socket().shutdown(tcp::socket::shutdown_both, ignored);
   socket().close(ignored);
+  if (on_open_) {
+    OpenCallback callback = std::move(on_open_);
+    on_open_ = nullptr;
+    callback(reason);
+  }
+  // on_close before the pending calls fail: the owner first learns that the peer is gone
+  // (the router moves that node's requests elsewhere), so a call's failure is not taken
+  // for an answer of a live peer.
+  if (authenticated_ && options_.handlers.on_close) options_.handlers.on_close(shared_from_this(), reason);
   Status closed = UnavailableError("connection to " + remote_address() + " closed: " + reason.ToString());
   auto pending = std::move(pending_);
   pending_.clear();
@@ -341,12 +350,6 @@ void ConnectionImpl::DoClose(const Status& reason) {
     if (call.timer) call.timer->cancel();
     call.on_reply(closed);
   }
-  if (on_open_) {
-    OpenCallback callback = std::move(on_open_);
-    on_open_ = nullptr;
-    callback(reason);
-  }
-  if (authenticated_ && options_.handlers.on_close) options_.handlers.on_close(shared_from_this(), reason);
 }
 
 }  // namespace tandem::net::internal

@@ -53,7 +53,7 @@ struct RpcHandlers {
   // The connection is authenticated and ready (after Hello).
   std::function<void(const std::shared_ptr<RpcConnection>&)> on_open;
   // Called once when an opened connection closes: peer EOF/reset, idle
-  // timeout, garbled frame, or local Close(). Pending calls fail first.
+  // timeout, garbled frame, or local Close(). Pending calls fail right after it.
   std::function<void(const std::shared_ptr<RpcConnection>&, const Status&)> on_close;
 };
 

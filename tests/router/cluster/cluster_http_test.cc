@@ -411,6 +411,23 @@ TEST_F(ClusterHttpTest, LateAckOfAnEndedRequestIsCancelledAgain) {
 
 // The decode node's Ack of a local PrefillRequest comes after the router's call timeout:
 // the request fails, and the node, which may run it all the same, is told to cancel it.
+// The decode node dies while the Ack of its local PrefillRequest is still in flight: the
+// request moves to the other decode node (F1) instead of ending with the failed call's
+// Unavailable (the connection runs on_close, which moves it, before failing its calls).
+TEST_F(ClusterHttpTest, DecodeDeathWithItsAckPendingMovesTheRequest) {
+  Start();
+  FakeNode& doomed = AddNode(proto::NODE_ROLE_DECODE, "d-doomed", /*free_blocks=*/1000);
+  FakeNode& other = AddNode(proto::NODE_ROLE_DECODE, "d-other", /*free_blocks=*/10);
+  doomed.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/0});
+  doomed.SetLocalAckDelayMs(2000);
+  other.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP});
+  HttpResult result = CompleteWhileKilling(doomed, [&] { return !doomed.prefills().empty(); });
+  ASSERT_EQ(result.status, 200) << result.body;
+  EXPECT_EQ(result.Json()["choices"][0]["text"], "Hello world");
+  ASSERT_EQ(other.prefills().size(), 1u);
+  EXPECT_GT(other.prefills()[0].epoch(), doomed.prefills()[0].epoch());
+}
+
 TEST_F(ClusterHttpTest, TimedOutLocalPrefillIsCancelledOnTheNode) {
   ClusterConfig config;
   config.node_call_timeout_ms = 200;
