@@ -409,8 +409,6 @@ TEST_F(ClusterHttpTest, LateAckOfAnEndedRequestIsCancelledAgain) {
   EXPECT_EQ(d.prefills().size(), 1u);
 }
 
-// The decode node's Ack of a local PrefillRequest comes after the router's call timeout:
-// the request fails, and the node, which may run it all the same, is told to cancel it.
 // The decode node dies while the Ack of its local PrefillRequest is still in flight: the
 // request moves to the other decode node (F1) instead of ending with the failed call's
 // Unavailable (the connection runs on_close, which moves it, before failing its calls).
@@ -428,6 +426,8 @@ TEST_F(ClusterHttpTest, DecodeDeathWithItsAckPendingMovesTheRequest) {
   EXPECT_GT(other.prefills()[0].epoch(), doomed.prefills()[0].epoch());
 }
 
+// The decode node's Ack of a local PrefillRequest comes after the router's call timeout:
+// the request fails, and the node, which may run it all the same, is told to cancel it.
 TEST_F(ClusterHttpTest, TimedOutLocalPrefillIsCancelledOnTheNode) {
   ClusterConfig config;
   config.node_call_timeout_ms = 200;
