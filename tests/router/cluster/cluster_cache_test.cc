@@ -273,9 +273,14 @@ TEST_F(CacheHttpTest, DecodeWithTheReportedPrefixWinsUnlessFull) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(d1.prefills().size(), 1u);
   EXPECT_EQ(d0.prefills().size(), 1u);
-  // The router's /metrics shows what it knows per node.
-  HttpResult m = router::testing::Send(port_, "GET", "/metrics", "");
-  EXPECT_NE(m.body.find("tandem_router_node_cached_blocks{node=\"d1\"} 3"), std::string::npos) << m.body;
+  // The router's /metrics shows what it knows per node (the timer thread refreshes the
+  // gauge every tick, so it may lag the view by one).
+  HttpResult m;
+  const std::string series = "tandem_router_node_cached_blocks{node=\"d1\"} 3";
+  EXPECT_TRUE(d1.WaitFor([&] {
+    m = router::testing::Send(port_, "GET", "/metrics", "");
+    return m.body.find(series) != std::string::npos;
+  })) << m.body;
 
   // d1 nearly full: d0 wins again despite the hit.
   d1.SetLoad(0, 0, /*free_blocks=*/1, 0);
