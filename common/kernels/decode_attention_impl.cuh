@@ -120,15 +120,18 @@ __device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int se
   }
 }
 
-// One warp's step over its 16 tokens of a tile in shared memory. `tile_valid` is the
-// number of valid tokens of the whole tile. REQUIRES: the stage is complete and visible.
+// One warp's step over 16 tokens of a tile in shared memory ([tokens][kRow] K and V):
+// tokens [16 * block, 16 * block + 16), by default the warp's own (tokens 16 * warp ...).
+// `tile_valid` is the number of valid tokens of the whole tile. REQUIRES: the stage is
+// complete and visible.
 template <int kHeadDim>
 __device__ __forceinline__ void ComputeTile(WarpState<kHeadDim>& st, const __nv_bfloat16* k_stage,
                                             const __nv_bfloat16* v_stage, int tile_valid,
-                                            float scale_log2) {
+                                            float scale_log2, int block = -1) {
   using D = Dims<kHeadDim>;
   constexpr int kRow = D::kRow;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int warp = block >= 0 ? block : threadIdx.x >> 5;
   const int n_valid = tile_valid - warp * 16;  // this warp's valid keys
   if (n_valid <= 0) return;
   const __nv_bfloat16* ks = k_stage + warp * 16 * kRow;
@@ -189,6 +192,53 @@ __device__ __forceinline__ void ComputeTile(WarpState<kHeadDim>& st, const __nv_
   }
 }
 
+// Warp `slot`'s state for rows < group into shared memory: m and l at [slot * stride + row],
+// o at [(slot * stride + row) * kHeadDim + d]. The whole warp.
+template <int kHeadDim>
+__device__ __forceinline__ void StoreWarpState(const WarpState<kHeadDim>& st, int group, int slot, int stride,
+                                               float* o_s, float* m_s, float* l_s) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    float lr = st.l[r];
+    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+    if (row >= group) continue;  // rows >= group are padding
+    if (t4 == 0) {
+      m_s[slot * stride + row] = st.m[r];
+      l_s[slot * stride + row] = lr;
+    }
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j)
+      *reinterpret_cast<float2*>(o_s + (slot * stride + row) * kHeadDim + j * 8 + t4 * 2) =
+          make_float2(st.o[j][2 * r], st.o[j][2 * r + 1]);
+  }
+}
+
+// Element d of row `row` of the kSlots warps' merged output (StoreWarpState's layout), with
+// the merged max (mx) and softmax denominator (den) for the log2-sum-exp mx + log2(den).
+template <int kHeadDim, int kSlots>
+__device__ __forceinline__ float MergeWarpStates(int row, int d, int stride, const float* o_s, const float* m_s,
+                                                 const float* l_s, float& mx, float& den) {
+  mx = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kSlots; ++w) mx = fmaxf(mx, m_s[w * stride + row]);
+  float num = 0.f;
+  den = 0.f;
+  if (mx != -INFINITY) {
+#pragma unroll
+    for (int w = 0; w < kSlots; ++w) {
+      const float mw = m_s[w * stride + row];
+      if (mw == -INFINITY) continue;  // this warp saw no keys
+      const float f = exp2f(mw - mx);
+      num += f * o_s[(w * stride + row) * kHeadDim + d];
+      den += f * l_s[w * stride + row];
+    }
+  }
+  return den > 0.f ? num / den : 0.f;
+}
+
 // Merges the warps' states for rows < group and writes the output (1 split) or the split's
 // partial output and log2-sum-exp. All threads; o_s/m_s/l_s must not be in use by others.
 template <int kHeadDim>
@@ -196,42 +246,12 @@ __device__ __forceinline__ void MergeAndStore(const DecodeAttentionParams& p,
                                               const WarpState<kHeadDim>& st, int seq, int kvh,
                                               int split, int group, float* o_s, float* m_s,
                                               float* l_s) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = g + 8 * r;
-    float lr = st.l[r];
-    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-    if (t4 == 0) {
-      m_s[warp * kMaxGroup + row] = st.m[r];
-      l_s[warp * kMaxGroup + row] = lr;
-    }
-    if (row < group) {  // rows >= group are padding
-#pragma unroll
-      for (int j = 0; j < kHeadDim / 8; ++j)
-        *reinterpret_cast<float2*>(o_s + (warp * kMaxGroup + row) * kHeadDim + j * 8 + t4 * 2) =
-            make_float2(st.o[j][2 * r], st.o[j][2 * r + 1]);
-    }
-  }
+  StoreWarpState<kHeadDim>(st, group, threadIdx.x >> 5, kMaxGroup, o_s, m_s, l_s);
   __syncthreads();
   for (int i = threadIdx.x; i < group * kHeadDim; i += kThreads) {
     const int row = i / kHeadDim, d = i % kHeadDim;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_s[w * kMaxGroup + row]);
-    float num = 0.f, den = 0.f;
-    if (mx != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float mw = m_s[w * kMaxGroup + row];
-        if (mw == -INFINITY) continue;  // this warp saw no keys
-        const float f = exp2f(mw - mx);
-        num += f * o_s[(w * kMaxGroup + row) * kHeadDim + d];
-        den += f * l_s[w * kMaxGroup + row];
-      }
-    }
-    const float out = den > 0.f ? num / den : 0.f;
+    float mx, den;
+    const float out = MergeWarpStates<kHeadDim, kWarps>(row, d, kMaxGroup, o_s, m_s, l_s, mx, den);
     const int64_t qh = static_cast<int64_t>(seq) * p.num_q_heads + kvh * group + row;
     if (p.num_splits == 1) {
       p.out[qh * kHeadDim + d] = __float2bfloat16(out);

@@ -52,7 +52,8 @@ __device__ __forceinline__ LaneAngles<kHeadDim> AnglesAt(const RopeConfig& c, fl
 // q or k head (`rotate`): RMSNorm with `norm_weight` first when it is set (rounded to bf16,
 // as the norm's output would be stored), then rotated by `a`. V heads: rotate = false and
 // no norm. Unrounded; StoreHead rounds. The whole warp calls it (the norm sums over lanes).
-template <int kHeadDim>
+// kCoherent: `src` is read through L2 only (data another block of the same launch wrote).
+template <int kHeadDim, bool kCoherent = false>
 __device__ __forceinline__ void LoadHead(const __nv_bfloat16* src, const __nv_bfloat16* norm_weight, float eps,
                                          bool rotate, const LaneAngles<kHeadDim>& a,
                                          float (&x1)[LaneAngles<kHeadDim>::kPairs],
@@ -62,8 +63,8 @@ __device__ __forceinline__ void LoadHead(const __nv_bfloat16* src, const __nv_bf
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int r = 0; r < kPairs; ++r) {
-    x1[r] = __bfloat162float(src[lane + 32 * r]);
-    x2[r] = __bfloat162float(src[lane + 32 * r + kHalf]);
+    x1[r] = __bfloat162float(kCoherent ? __ldcg(src + lane + 32 * r) : src[lane + 32 * r]);
+    x2[r] = __bfloat162float(kCoherent ? __ldcg(src + lane + 32 * r + kHalf) : src[lane + 32 * r + kHalf]);
   }
   if (!rotate) return;
   if (norm_weight != nullptr) {
