@@ -11,12 +11,14 @@
 //  - decode tokens/s at batch 1/8/64/256 x context 1K/8K, each as the ratio of its memory
 //    floor (weights streamed + KV read, over the measured read bandwidth) to the step time;
 //    steps run as CUDA graphs (CudaBackend graph steps), median of many replays; at batch
-//    <= 8 also with cuBLAS instead of the skinny GEMM kernel, and with RoPE + KV write as a
-//    kernel of its own before the attention, for comparison;
+//    <= 8 also as the fused decode step (one persistent kernel, CudaBackend::FusedDecodeStep,
+//    what LlamaModel runs there; its logits are first compared with the op-by-op step's),
+//    with cuBLAS instead of the skinny GEMM kernel, and with RoPE + KV write as a kernel of
+//    its own before the attention, for comparison;
 //  - prefill of 512/2K/4K/8K tokens: model FLOPs / time over the measured GEMM rate;
 //  - KV swap through the host tier (CudaKvTierStorage: pinned memory, copy stream), 1 GiB
 //    out and in, against one pinned cudaMemcpyAsync of the same size.
-// Usage: model_bench [--quick]
+// Usage: model_bench [--quick] [--trace]   (--trace: the fused step's per-phase timeline)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -30,9 +32,11 @@
 #include "common/cuda/cuda_status.h"
 #include "common/cuda/gemm.h"
 #include "common/cuda/kv_tier_storage_cuda.h"
+#include "common/kernels/decode_step.h"
 #include "common/kernels/misc_ops.h"
 #include "common/kernels/streaming_read.h"
 #include "common/runtime/cuda_backend.h"
+#include "common/runtime/llama_weights.h"
 #include "common/runtime/paged_kv_cache.h"
 
 namespace tandem::runtime {
@@ -61,18 +65,15 @@ T Must(StatusOr<T> v) {
   return std::move(v).value();
 }
 
-struct Layer {
-  Buffer input_norm, qkv, o, post_norm, gate_up, down;
-};
-
 struct Model {
-  std::vector<Layer> layers;
-  Buffer embed, final_norm, lm_head;
+  model::ModelConfig config;
+  LlamaWeights w;
   size_t streamed_bytes = 0;  // what a decode step reads of the weights (not the embedding)
 };
 
 struct Work {
-  Buffer meta, slots, residual, hidden, normed, qkv, q, attn, gate_up, act, attn_ws, pick_h, pick_r, pick_n, logits;
+  Buffer meta, slots, residual, hidden, normed, qkv, q, attn, gate_up, act, attn_ws, pick_h, pick_r, pick_n, logits,
+      fused;
 };
 
 // Step metadata on the device (views of Work::meta).
@@ -98,24 +99,37 @@ Buffer Weight(CudaBackend& b, std::vector<int64_t> shape, float center, float sp
 
 Model MakeModel(CudaBackend& b) {
   Model m;
+  model::ModelConfig& c = m.config;
+  c.vocab_size = kVocab;
+  c.hidden_size = kHidden;
+  c.intermediate_size = kFfn;
+  c.num_layers = kLayers;
+  c.num_heads = kHeads;
+  c.num_kv_heads = kKvHeads;
+  c.head_dim = kHeadDim;
+  c.rms_norm_eps = kEps;
+  c.rope_theta = 500000.0;
+  c.rope_scaling = {model::RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192};
+  c.max_position_embeddings = 8192 + kBlock;
   size_t* s = &m.streamed_bytes;
   for (int l = 0; l < kLayers; ++l) {
-    Layer L;
+    LlamaLayerWeights L;
     L.input_norm = Weight(b, {kHidden}, 1.f, 0.1f, s);
-    L.qkv = Weight(b, {kQkv, kHidden}, 0.f, 0.03f, s);
-    L.o = Weight(b, {kHidden, kHeads * kHeadDim}, 0.f, 0.03f, s);
-    L.post_norm = Weight(b, {kHidden}, 1.f, 0.1f, s);
-    L.gate_up = Weight(b, {2 * kFfn, kHidden}, 0.f, 0.03f, s);
-    L.down = Weight(b, {kHidden, kFfn}, 0.f, 0.02f, s);
-    m.layers.push_back(std::move(L));
+    L.qkv_proj = Weight(b, {kQkv, kHidden}, 0.f, 0.03f, s);
+    L.o_proj = Weight(b, {kHidden, kHeads * kHeadDim}, 0.f, 0.03f, s);
+    L.post_attention_norm = Weight(b, {kHidden}, 1.f, 0.1f, s);
+    L.gate_up_proj = Weight(b, {2 * kFfn, kHidden}, 0.f, 0.03f, s);
+    L.down_proj = Weight(b, {kHidden, kFfn}, 0.f, 0.02f, s);
+    m.w.layers.push_back(std::move(L));
   }
-  m.embed = Weight(b, {kVocab, kHidden}, 0.f, 1.f, nullptr);
-  m.final_norm = Weight(b, {kHidden}, 1.f, 0.1f, s);
-  m.lm_head = Weight(b, {kVocab, kHidden}, 0.f, 0.03f, s);
+  m.w.embed_tokens = Weight(b, {kVocab, kHidden}, 0.f, 1.f, nullptr);
+  m.w.final_norm = Weight(b, {kHidden}, 1.f, 0.1f, s);
+  m.w.lm_head = Weight(b, {kVocab, kHidden}, 0.f, 0.03f, s);
   return m;
 }
 
-Work MakeWork(CudaBackend& b, int max_tokens, int max_seqs, int max_kv, const kv_cache::KvLayout& layout) {
+Work MakeWork(CudaBackend& b, const Model& m, int max_tokens, int max_seqs, int max_kv,
+              const kv_cache::KvLayout& layout) {
   Work w;
   const int64_t t = max_tokens;
   w.meta = Must(b.Allocate(DType::kI32, {4 * t + 3 * max_seqs + 1 + static_cast<int64_t>(max_seqs) *
@@ -138,6 +152,8 @@ Work MakeWork(CudaBackend& b, int max_tokens, int max_seqs, int max_kv, const kv
   w.pick_r = Must(b.Allocate(DType::kF32, {max_seqs, kHidden}));
   w.pick_n = Must(b.Allocate(DType::kBF16, {max_seqs, kHidden}));
   w.logits = Must(b.Allocate(DType::kF32, {max_seqs, kVocab}));
+  const size_t fused = b.FusedDecodeWorkspaceBytes(m.config, layout, max_kv);
+  if (fused > 0) w.fused = Must(b.Allocate(DType::kU8, {static_cast<int64_t>(fused)}));
   return w;
 }
 
@@ -199,16 +215,16 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
   Tensor normed = w.normed.tensor().Rows(0, n), qkv = w.qkv.tensor().Rows(0, n);
   Tensor q = w.q.tensor().Rows(0, n), attn = w.attn.tensor().Rows(0, n);
   Tensor gate_up = w.gate_up.tensor().Rows(0, n), act = w.act.tensor().Rows(0, n);
-  if (small_ops) TANDEM_RETURN_IF_ERROR(b.Embedding(st.ids, m.embed.tensor(), residual));
+  if (small_ops) TANDEM_RETURN_IF_ERROR(b.Embedding(st.ids, m.w.embed_tokens.tensor(), residual));
   RopeParams rope{.theta = 500000.0,
                   .scaling = {model::RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192}};
   for (int l = 0; l < kLayers; ++l) {
-    const Layer& L = m.layers[l];
+    const LlamaLayerWeights& L = m.w.layers[l];
     if (norms) {
       TANDEM_RETURN_IF_ERROR(b.RmsNorm({.x = l == 0 ? residual : hidden, .residual = l == 0 ? Tensor() : residual,
                                         .weight = L.input_norm.tensor(), .out = normed, .eps = kEps}));
     }
-    TANDEM_RETURN_IF_ERROR(b.Linear({normed, L.qkv.tensor(), Tensor(), qkv}));
+    TANDEM_RETURN_IF_ERROR(b.Linear({normed, L.qkv_proj.tensor(), Tensor(), qkv}));
     const RopeKvWriteParams rope_write{.qkv = qkv, .q_out = q, .positions = st.positions, .slot_mapping = st.slots,
                                        .kv_pool = cache.pool(), .layout = cache.layout(), .layer = l, .rope = rope};
     const PagedAttentionParams attention_params{
@@ -222,14 +238,14 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
       TANDEM_RETURN_IF_ERROR(b.RopeKvWrite(rope_write));
       if (attention) TANDEM_RETURN_IF_ERROR(b.PagedAttention(attention_params));
     }
-    TANDEM_RETURN_IF_ERROR(b.Linear({attn.Reshape({n, kHeads * kHeadDim}), L.o.tensor(), Tensor(), hidden}));
+    TANDEM_RETURN_IF_ERROR(b.Linear({attn.Reshape({n, kHeads * kHeadDim}), L.o_proj.tensor(), Tensor(), hidden}));
     if (norms) {
-      TANDEM_RETURN_IF_ERROR(
-          b.RmsNorm({.x = hidden, .residual = residual, .weight = L.post_norm.tensor(), .out = normed, .eps = kEps}));
+      TANDEM_RETURN_IF_ERROR(b.RmsNorm({.x = hidden, .residual = residual, .weight = L.post_attention_norm.tensor(),
+                                        .out = normed, .eps = kEps}));
     }
-    TANDEM_RETURN_IF_ERROR(b.Linear({normed, L.gate_up.tensor(), Tensor(), gate_up}));
+    TANDEM_RETURN_IF_ERROR(b.Linear({normed, L.gate_up_proj.tensor(), Tensor(), gate_up}));
     if (silu) TANDEM_RETURN_IF_ERROR(b.SiluAndMul(gate_up, act));
-    TANDEM_RETURN_IF_ERROR(b.Linear({act, L.down.tensor(), Tensor(), hidden}));
+    TANDEM_RETURN_IF_ERROR(b.Linear({act, L.down_proj.tensor(), Tensor(), hidden}));
   }
   const int64_t r = st.s;
   Tensor ph = w.pick_h.tensor().Rows(0, r), pr = w.pick_r.tensor().Rows(0, r), pn = w.pick_n.tensor().Rows(0, r);
@@ -237,9 +253,103 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
     TANDEM_RETURN_IF_ERROR(b.GatherRows(hidden, st.logits_rows, ph));
     TANDEM_RETURN_IF_ERROR(b.GatherRows(residual, st.logits_rows, pr));
     TANDEM_RETURN_IF_ERROR(
-        b.RmsNorm({.x = ph, .residual = pr, .weight = m.final_norm.tensor(), .out = pn, .eps = kEps}));
+        b.RmsNorm({.x = ph, .residual = pr, .weight = m.w.final_norm.tensor(), .out = pn, .eps = kEps}));
   }
-  return b.Linear({pn, m.lm_head.tensor(), Tensor(), w.logits.tensor().Rows(0, r)});
+  return b.Linear({pn, m.w.LmHead(), Tensor(), w.logits.tensor().Rows(0, r)});
+}
+
+// The same step as one persistent kernel (CudaBackend::FusedDecodeStep), with its
+// timeline into `trace` when given. REQUIRES: a decode step of at most 8 sequences.
+Status FusedStep(CudaBackend& b, const Model& m, Work& w, const Step& st, const PagedKvCache& cache,
+                 Tensor trace = Tensor()) {
+  TANDEM_ASSIGN_OR_RETURN(
+      const bool fused,
+      b.FusedDecodeStep({.config = &m.config, .weights = &m.w, .token_ids = st.ids, .positions = st.positions,
+                         .slot_mapping = st.slots, .kv_lens = st.kv_lens, .block_tables = st.tables,
+                         .logits_rows = st.logits_rows, .num_seqs = st.s, .num_logits_rows = st.s,
+                         .max_kv_len = st.max_kv, .kv_pool = cache.pool(), .layout = cache.layout(),
+                         .logits = w.logits.tensor().Rows(0, st.s), .workspace = w.fused.tensor(),
+                         .trace = trace}));
+  return fused ? Status::Ok() : FailedPreconditionError("the backend did not take the fused decode step");
+}
+
+// One eager fused step with the kernel's timeline, summarized per phase (medians over the
+// layers): the consumers' work in it (median and slowest block), their wait at its closing
+// barrier, the phase's length on the clock, and how long before its closing barrier's
+// release the producer had issued the phase's last loads.
+void TraceFusedStep(CudaBackend& b, const Model& m, Work& w, const Step& st, const PagedKvCache& cache) {
+  const int stride = kernels::DecodeStepTraceStride(kLayers);
+  const int nb = std::min(b.num_sms(), kernels::kDecodeStepMaxBlocks);
+  Buffer trace = Must(b.Allocate(DType::kI64, {static_cast<int64_t>(nb) * stride}));
+  CHECK_OK(FusedStep(b, m, w, st, cache));  // warm-up
+  CHECK_OK(FusedStep(b, m, w, st, cache, trace.tensor()));
+  std::vector<int64_t> t(static_cast<size_t>(nb) * stride);
+  CHECK_OK(b.CopyToHost(trace.tensor(), t.data(), t.size() * 8));
+  const int barriers = kernels::DecodeStepTraceBarriers(kLayers);
+  auto at = [&](int blk, int i) { return t[static_cast<size_t>(blk) * stride + i]; };
+  auto arrive = [&](int blk, int k) { return at(blk, kernels::DecodeStepTraceBarrier(k)); };
+  auto release = [&](int blk, int k) { return k < 0 ? at(blk, 0) : at(blk, kernels::DecodeStepTraceBarrier(k) + 1); };
+  auto waited = [&](int blk, int k) { return at(blk, kernels::DecodeStepTraceBarrier(k) + 2); };
+  auto produced = [&](int blk, int e) { return at(blk, kernels::DecodeStepTraceProducer(kLayers, e)); };
+  auto producer_waited = [&](int blk, int e) { return at(blk, kernels::DecodeStepTraceProducer(kLayers, e) + 1); };
+  // SM cycles per ns, from the block's clock64 and globaltimer at its start and end.
+  const double ghz =
+      static_cast<double>(at(0, stride - 1) - at(0, 1)) / static_cast<double>(at(0, stride - 2) - at(0, 0));
+  int used = 0;
+  while (used < barriers && arrive(0, used) > 0) ++used;
+  const int per_layer = (used - 2) / kLayers;  // 8 with a split merge, 7 without
+  const std::vector<std::string> names =
+      per_layer == 8 ? std::vector<std::string>{"norm", "qkv", "attention", "merge", "o", "norm", "gate/up", "down"}
+                     : std::vector<std::string>{"norm", "qkv", "attention", "o", "norm", "gate/up", "down"};
+  // Producer event of the phase a barrier closes (-1: none).
+  auto producer_event = [&](int l, int j) {
+    const std::string& n = names[j];
+    if (n == "qkv") return 5 * l;
+    if (n == "attention") return 5 * l + 1;
+    if (n == "o") return 5 * l + 2;
+    if (n == "gate/up") return 5 * l + 3;
+    if (n == "down") return 5 * l + 4;
+    return -1;
+  };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  std::printf("fused step timeline, b=%d ctx=%d: %.3f ms from block 0's start to the last barrier, SM clock %.2f GHz\n",
+              st.s, st.max_kv, (release(0, used - 1) - at(0, 0)) / 1e6, ghz);
+  std::printf("%-10s %10s %10s %10s %10s %12s %12s %12s\n", "phase", "work med", "work max", "stage wait", "barrier",
+              "length", "issued before", "prod. waited");
+  for (size_t j = 0; j < names.size(); ++j) {
+    std::vector<double> work_med, work_max, data_wait, wait_med, length, ahead, pwait;
+    for (int l = 0; l < kLayers; ++l) {
+      const int k = 1 + l * per_layer + static_cast<int>(j);
+      std::vector<double> work, wait, dw;
+      double wmax = 0;
+      const int e = producer_event(l, static_cast<int>(j));
+      for (int blk = 0; blk < nb; ++blk) {
+        const double wk = (arrive(blk, k) - release(blk, k - 1)) / 1e3;
+        work.push_back(wk);
+        wmax = std::max(wmax, wk);
+        wait.push_back((release(blk, k) - arrive(blk, k)) / 1e3);
+        dw.push_back(waited(blk, k) / ghz / 1e3);
+        if (e >= 0) {
+          ahead.push_back((release(blk, k) - produced(blk, e)) / 1e3);
+          pwait.push_back(producer_waited(blk, e) / ghz / 1e3);
+        }
+      }
+      work_med.push_back(median(work));
+      work_max.push_back(wmax);
+      data_wait.push_back(median(dw));
+      wait_med.push_back(median(wait));
+      length.push_back((release(0, k) - release(0, k - 1)) / 1e3);
+    }
+    std::printf("%-10s %10.2f %10.2f %10.2f %10.2f %12.2f %12.2f %12.2f\n", names[j].c_str(), median(work_med),
+                median(work_max), median(data_wait), median(wait_med), median(length), median(ahead), median(pwait));
+  }
+  std::printf("(us, medians over layers of medians over blocks; work: a block's time in the phase; stage wait: "
+              "consumer thread 0's time waiting for ring stages in it; barrier: waiting at its closing barrier; "
+              "issued before: the producer had issued the phase's loads this long before the barrier's release; "
+              "prod. waited: the producer's time waiting for free slots while issuing them)\n");
 }
 
 struct Timer {
@@ -275,8 +385,10 @@ double MedianMs(cudaStream_t s, int warm, int reps, Fn fn) {
   return ms[ms.size() / 2];
 }
 
-int Run(bool quick) {
-  auto backend = Must(CudaBackend::Create());
+int Run(bool quick, bool trace) {
+  CudaBackendOptions options;
+  options.fused_decode = true;  // the op-by-op rows run Forward below, which never asks for it
+  auto backend = Must(CudaBackend::Create(options));
   CudaBackend& b = *backend;
   cudaStream_t s = b.stream();
   cudaDeviceProp prop{};
@@ -322,7 +434,7 @@ int Run(bool quick) {
   PagedKvCache cache = Must(PagedKvCache::Create(&b, KvLayoutForModel(mc, kBlock, num_blocks, DType::kBF16)));
   CHECK_OK(kernels::LaunchFillRandomBf16(static_cast<__nv_bfloat16*>(cache.pool().data), cache.pool().NumBytes() / 2,
                                          g_seed++, 0.f, 1.f, s));
-  Work w = MakeWork(b, max_ctx, max_seqs, max_ctx, cache.layout());
+  Work w = MakeWork(b, m, max_ctx, max_seqs, max_ctx, cache.layout());
   CHECK_OK(b.Synchronize());
   const double kv_token_bytes = static_cast<double>(cache.layout().BytesPerToken());
   std::printf("weights streamed per decode step: %.3f GB; KV pool %.1f GB (%d blocks of %d)\n",
@@ -357,6 +469,42 @@ int Run(bool quick) {
       const double bytes = m.streamed_bytes + static_cast<double>(bs) * ctx * kv_token_bytes;
       const double floor_ms = bytes / (read_gbs * 1e9) * 1e3;
       rows.push_back({what + " (graph)", ms, bs / (ms * 1e-3), floor_ms, floor_ms / ms});
+      if (bs <= 8 && w.fused.tensor().defined()) {
+        // The whole step as one persistent kernel; first its logits against the op-by-op
+        // step's (same weights, same KV; both write the same new K/V).
+        const int64_t lv = static_cast<int64_t>(bs) * kVocab;
+        std::vector<float> ops_logits(lv), fused_logits(lv);
+        Tensor logits = w.logits.tensor().Rows(0, bs);
+        CHECK_OK(Forward(b, m, w, st, cache));
+        CHECK_OK(b.CopyToHost(logits, ops_logits.data(), lv * 4));
+        CHECK_OK(FusedStep(b, m, w, st, cache));
+        CHECK_OK(b.CopyToHost(logits, fused_logits.data(), lv * 4));
+        double worst = 0;
+        int same_top1 = 0;
+        for (int r = 0; r < bs; ++r) {
+          const float* a = fused_logits.data() + static_cast<int64_t>(r) * kVocab;
+          const float* o = ops_logits.data() + static_cast<int64_t>(r) * kVocab;
+          double diff = 0, ref = 0;
+          for (int v = 0; v < kVocab; ++v) {
+            diff = std::max(diff, std::abs(static_cast<double>(a[v]) - o[v]));
+            ref = std::max(ref, std::abs(static_cast<double>(o[v])));
+          }
+          worst = std::max(worst, diff / ref);
+          same_top1 += std::max_element(a, a + kVocab) - a == std::max_element(o, o + kVocab) - o;
+        }
+        std::printf("%-24s fused vs op-by-op logits: max relative error %.3g, top-1 same %d/%d\n", what.c_str(),
+                    worst, same_top1, bs);
+        auto fused_step = [&] {
+          CHECK_OK(b.BeginGraphStep());
+          Status f = FusedStep(b, m, w, st, cache);
+          if (!f.ok()) b.CancelGraphStep();
+          CHECK_OK(f);
+          CHECK_OK(b.EndGraphStep());
+        };
+        const double fused = MedianMs(s, 3, 30, fused_step);
+        rows.push_back({what + " (fused step)", fused, bs / (fused * 1e-3), floor_ms, floor_ms / fused});
+        if (trace) TraceFusedStep(b, m, w, st, cache);
+      }
       if (bs <= 8) {
         // The same step with every GEMM on cuBLAS (the skinny GEMM kernel off).
         b.set_skinny_gemm_max_m(0);
@@ -467,11 +615,14 @@ int Run(bool quick) {
 }  // namespace tandem::runtime
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) quick |= std::strcmp(argv[i], "--quick") == 0;
+  bool quick = false, trace = false;
+  for (int i = 1; i < argc; ++i) {
+    quick |= std::strcmp(argv[i], "--quick") == 0;
+    trace |= std::strcmp(argv[i], "--trace") == 0;
+  }
   if (tandem::cuda::DeviceCount() == 0) {
     std::printf("model_bench: no CUDA device, nothing to measure\n");
     return 0;
   }
-  return tandem::runtime::Run(quick);
+  return tandem::runtime::Run(quick, trace);
 }
