@@ -295,12 +295,8 @@ void TraceFusedStep(CudaBackend& b, const Model& m, Work& w, const Step& st, con
   // SM cycles per ns, from the block's clock64 and globaltimer at its start and end.
   const double ghz =
       static_cast<double>(at(0, stride - 1) - at(0, 1)) / static_cast<double>(at(0, stride - 2) - at(0, 0));
-  int used = 0;
-  while (used < barriers && arrive(0, used) > 0) ++used;
-  const int per_layer = (used - 2) / kLayers;  // 8 with a split merge, 7 without
-  const std::vector<std::string> names =
-      per_layer == 8 ? std::vector<std::string>{"norm", "qkv", "attention", "merge", "o", "norm", "gate/up", "down"}
-                     : std::vector<std::string>{"norm", "qkv", "attention", "o", "norm", "gate/up", "down"};
+  const int per_layer = (barriers - 2) / kLayers;
+  const std::vector<std::string> names = {"norm", "qkv", "attention", "o", "norm", "gate/up", "down"};
   // Producer event of the phase a barrier closes (-1: none).
   auto producer_event = [&](int l, int j) {
     const std::string& n = names[j];
@@ -316,7 +312,7 @@ void TraceFusedStep(CudaBackend& b, const Model& m, Work& w, const Step& st, con
     return v.empty() ? 0.0 : v[v.size() / 2];
   };
   std::printf("fused step timeline, b=%d ctx=%d: %.3f ms from block 0's start to the last barrier, SM clock %.2f GHz\n",
-              st.s, st.max_kv, (release(0, used - 1) - at(0, 0)) / 1e6, ghz);
+              st.s, st.max_kv, (release(0, barriers - 1) - at(0, 0)) / 1e6, ghz);
   std::printf("%-10s %10s %10s %10s %10s %12s %12s %12s\n", "phase", "work med", "work max", "stage wait", "barrier",
               "length", "issued before", "prod. waited");
   for (size_t j = 0; j < names.size(); ++j) {

@@ -869,7 +869,7 @@ __host__ __device__ inline Workspace LayoutWorkspace(const DecodeStepParams& p, 
   Workspace w{};
   const size_t m = kMaxSeqs, qkv_rows = static_cast<size_t>(p.num_q_heads + 2 * p.num_kv_heads) * p.head_dim;
   const size_t q_dims = static_cast<size_t>(p.num_q_heads) * p.head_dim;
-  w.num_counters = DecodeStepTraceBarriers(p.num_layers);  // grid barriers of one launch (+ the exit counter)
+  w.num_counters = DecodeStepTraceBarriers(p.num_layers);  // one per grid barrier (+ the exit counter)
   size_t at = 0;
   auto take = [&](size_t bytes) {
     const size_t here = at;

@@ -120,7 +120,8 @@ struct DecodeStepParams {
 };
 
 // Layout of one block's events in DecodeStepParams::trace.
-constexpr int DecodeStepTraceBarriers(int num_layers) { return 8 * num_layers + 4; }
+// Grid barriers of one launch: after the embedding, 7 per layer, after the final norm.
+constexpr int DecodeStepTraceBarriers(int num_layers) { return 7 * num_layers + 2; }
 constexpr int DecodeStepTraceBarrier(int k) { return 2 + 3 * k; }  // arrive, release, wait cycles
 constexpr int DecodeStepTraceProducer(int num_layers, int e) {      // issued, wait cycles
   return 2 + 3 * DecodeStepTraceBarriers(num_layers) + 2 * e;
