@@ -9,8 +9,8 @@
 # LD_LIBRARY_PATH there (engine_cuda_test).
 #   tests      skinny GEMM, kernel (attention, small ops, sampling), runtime (incl. the
 #              forward against transformers' logits) and engine GPU tests
-#   fused      the fused decode step: its tests (against the op-by-op step), the graph and
-#              fast-path runtime tests, and model_bench --quick
+#   fused      the fused decode step: its tests (against the op-by-op step) and
+#              model_bench --quick --trace
 #   disagg     the disaggregated nodes on CUDA with layer-streamed KV (local transport)
 #   memcheck   compute-sanitizer memcheck on the skinny GEMM, the decode attention and the
 #              runtime's graph / host-copy tests
@@ -67,7 +67,7 @@ if has tests; then
   run engine_cuda_test 120 "$(find_bin engine_cuda_test)"
 fi
 if has fused; then
-  run fused_tests 240 "$(find_bin runtime_cuda_test)" --gtest_filter='*FusedDecode*:*CudaGraph*:*CudaFastPath*'
+  run fused_tests 240 "$(find_bin runtime_cuda_test)" --gtest_filter='*FusedDecode*'
   step model-bench-quick
   timeout 240 "$(find_bin model_bench)" --quick --trace > "$OUT/model_bench_quick.log" 2>&1
   echo "model_bench --quick rc=$?" >> "$OUT/summary.txt"
