@@ -1,15 +1,17 @@
 // Whole-model benchmark of the CUDA backend at the Llama-3-8B shape (32 layers, hidden
 // 4096, 32 query / 8 KV heads of 128, FFN 14336, vocab 128256, bf16), random weights and
 // KV generated on the GPU (no checkpoint file). It runs the op sequence of
-// LlamaModel::RunLayer (RMSNorm(+residual) -> fused QKV GEMM -> RoPE + paged KV write and
-// paged attention (one kernel in decode steps) -> o GEMM -> RMSNorm+residual -> gate/up
-// GEMM -> SiLU-mul -> down GEMM, the residual stream and the o/down outputs in fp32; then
+// LlamaModel::RunLayer (RMSNorm -> fused QKV GEMM -> RoPE + paged KV write and paged
+// attention (one kernel in decode steps) -> o GEMM added into the fp32 residual stream ->
+// RMSNorm -> gate/up GEMM -> SiLU-mul -> down GEMM added into the residual stream; then
 // gather of the logits rows -> final norm -> LM head, fp32 logits) on CudaBackend.
 //
 // Prints, with ceilings measured in the same run (streaming-read HBM bandwidth, cuBLAS
 // bf16 GEMM 8192^3):
 //  - decode tokens/s at batch 1/8/64/256 x context 1K/8K, each as the ratio of its memory
-//    floor (weights streamed + KV read, over the measured read bandwidth) to the step time;
+//    floor (weights streamed + KV read, over the measured read bandwidth) to the step time
+//    (each step timed alone, its host recording included: "(graph)"; and the same graph
+//    replayed back to back, the GPU's time per step: "(graph replays)");
 //    steps run as CUDA graphs (CudaBackend graph steps), median of many replays; at batch
 //    <= 8 also as the fused decode step (one persistent kernel, CudaBackend::FusedDecodeStep,
 //    what LlamaModel runs there; its logits are first compared with the op-by-op step's),
@@ -18,13 +20,17 @@
 //  - prefill of 512/2K/4K/8K tokens: model FLOPs / time over the measured GEMM rate;
 //  - KV swap through the host tier (CudaKvTierStorage: pinned memory, copy stream), 1 GiB
 //    out and in, against one pinned cudaMemcpyAsync of the same size.
-// Usage: model_bench [--quick] [--trace]   (--trace: the fused step's per-phase timeline)
+// Usage: model_bench [--quick] [--trace] [--decode-only [--repeat N] [--reps R]]
+//   --trace: the fused step's per-phase timeline; --decode-only: only the op-by-op decode
+//   rows at batch 1 and 8 (1K context) and the b=1 attribution rows, N times over (for A/B
+//   runs of two builds side by side), each the median of R graph replays (default 30).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -72,8 +78,7 @@ struct Model {
 };
 
 struct Work {
-  Buffer meta, slots, residual, hidden, normed, qkv, q, attn, gate_up, act, attn_ws, pick_h, pick_r, pick_n, logits,
-      fused;
+  Buffer meta, slots, residual, normed, qkv, q, attn, gate_up, act, attn_ws, pick_r, pick_n, logits, fused;
 };
 
 // Step metadata on the device (views of Work::meta).
@@ -136,7 +141,6 @@ Work MakeWork(CudaBackend& b, const Model& m, int max_tokens, int max_seqs, int 
                                                                        ((max_kv + kBlock - 1) / kBlock + 1)}));
   w.slots = Must(b.Allocate(DType::kI64, {t}));
   w.residual = Must(b.Allocate(DType::kF32, {t, kHidden}));  // fp32 residual stream, as LlamaModel
-  w.hidden = Must(b.Allocate(DType::kF32, {t, kHidden}));
   w.normed = Must(b.Allocate(DType::kBF16, {t, kHidden}));
   w.qkv = Must(b.Allocate(DType::kBF16, {t, kQkv}));
   w.q = Must(b.Allocate(DType::kBF16, {t, kHeads, kHeadDim}));
@@ -148,7 +152,6 @@ Work MakeWork(CudaBackend& b, const Model& m, int max_tokens, int max_seqs, int 
                                  .max_kv_len = max_kv, .scale = 1.f};
   const size_t ws = b.AttentionWorkspaceBytes(max_shape);
   if (ws > 0) w.attn_ws = Must(b.Allocate(DType::kU8, {static_cast<int64_t>(ws)}));
-  w.pick_h = Must(b.Allocate(DType::kF32, {max_seqs, kHidden}));
   w.pick_r = Must(b.Allocate(DType::kF32, {max_seqs, kHidden}));
   w.pick_n = Must(b.Allocate(DType::kBF16, {max_seqs, kHidden}));
   w.logits = Must(b.Allocate(DType::kF32, {max_seqs, kVocab}));
@@ -211,20 +214,22 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
   const bool small_ops = part != Part::kGemmsOnly, attention = small_ops && part != Part::kNoAttention;
   const bool norms = small_ops && part != Part::kNoNorms, silu = small_ops && part != Part::kNoSilu;
   const int64_t n = st.n;
-  Tensor residual = w.residual.tensor().Rows(0, n), hidden = w.hidden.tensor().Rows(0, n);
+  Tensor residual = w.residual.tensor().Rows(0, n);
   Tensor normed = w.normed.tensor().Rows(0, n), qkv = w.qkv.tensor().Rows(0, n);
   Tensor q = w.q.tensor().Rows(0, n), attn = w.attn.tensor().Rows(0, n);
   Tensor gate_up = w.gate_up.tensor().Rows(0, n), act = w.act.tensor().Rows(0, n);
   if (small_ops) TANDEM_RETURN_IF_ERROR(b.Embedding(st.ids, m.w.embed_tokens.tensor(), residual));
   RopeParams rope{.theta = 500000.0,
                   .scaling = {model::RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192}};
+  // The residual stream normalized, then projected (without the norm: the projection of
+  // whatever `normed` holds).
+  auto norm_linear = [&](const Tensor& x, const Buffer& norm_weight, const LinearParams& lp) {
+    if (norms) TANDEM_RETURN_IF_ERROR(b.RmsNorm({.x = x, .weight = norm_weight.tensor(), .out = lp.x, .eps = kEps}));
+    return b.Linear(lp);
+  };
   for (int l = 0; l < kLayers; ++l) {
     const LlamaLayerWeights& L = m.w.layers[l];
-    if (norms) {
-      TANDEM_RETURN_IF_ERROR(b.RmsNorm({.x = l == 0 ? residual : hidden, .residual = l == 0 ? Tensor() : residual,
-                                        .weight = L.input_norm.tensor(), .out = normed, .eps = kEps}));
-    }
-    TANDEM_RETURN_IF_ERROR(b.Linear({normed, L.qkv_proj.tensor(), Tensor(), qkv}));
+    TANDEM_RETURN_IF_ERROR(norm_linear(residual, L.input_norm, {normed, L.qkv_proj.tensor(), Tensor(), qkv}));
     const RopeKvWriteParams rope_write{.qkv = qkv, .q_out = q, .positions = st.positions, .slot_mapping = st.slots,
                                        .kv_pool = cache.pool(), .layout = cache.layout(), .layer = l, .rope = rope};
     const PagedAttentionParams attention_params{
@@ -238,24 +243,17 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
       TANDEM_RETURN_IF_ERROR(b.RopeKvWrite(rope_write));
       if (attention) TANDEM_RETURN_IF_ERROR(b.PagedAttention(attention_params));
     }
-    TANDEM_RETURN_IF_ERROR(b.Linear({attn.Reshape({n, kHeads * kHeadDim}), L.o_proj.tensor(), Tensor(), hidden}));
-    if (norms) {
-      TANDEM_RETURN_IF_ERROR(b.RmsNorm({.x = hidden, .residual = residual, .weight = L.post_attention_norm.tensor(),
-                                        .out = normed, .eps = kEps}));
-    }
-    TANDEM_RETURN_IF_ERROR(b.Linear({normed, L.gate_up_proj.tensor(), Tensor(), gate_up}));
+    TANDEM_RETURN_IF_ERROR(b.Linear({.x = attn.Reshape({n, kHeads * kHeadDim}), .weight = L.o_proj.tensor(),
+                                     .out = residual, .accumulate = true}));
+    TANDEM_RETURN_IF_ERROR(
+        norm_linear(residual, L.post_attention_norm, {normed, L.gate_up_proj.tensor(), Tensor(), gate_up}));
     if (silu) TANDEM_RETURN_IF_ERROR(b.SiluAndMul(gate_up, act));
-    TANDEM_RETURN_IF_ERROR(b.Linear({act, L.down_proj.tensor(), Tensor(), hidden}));
+    TANDEM_RETURN_IF_ERROR(b.Linear({.x = act, .weight = L.down_proj.tensor(), .out = residual, .accumulate = true}));
   }
   const int64_t r = st.s;
-  Tensor ph = w.pick_h.tensor().Rows(0, r), pr = w.pick_r.tensor().Rows(0, r), pn = w.pick_n.tensor().Rows(0, r);
-  if (small_ops) {
-    TANDEM_RETURN_IF_ERROR(b.GatherRows(hidden, st.logits_rows, ph));
-    TANDEM_RETURN_IF_ERROR(b.GatherRows(residual, st.logits_rows, pr));
-    TANDEM_RETURN_IF_ERROR(
-        b.RmsNorm({.x = ph, .residual = pr, .weight = m.w.final_norm.tensor(), .out = pn, .eps = kEps}));
-  }
-  return b.Linear({pn, m.w.LmHead(), Tensor(), w.logits.tensor().Rows(0, r)});
+  Tensor pr = w.pick_r.tensor().Rows(0, r), pn = w.pick_n.tensor().Rows(0, r);
+  if (small_ops) TANDEM_RETURN_IF_ERROR(b.GatherRows(residual, st.logits_rows, pr));
+  return norm_linear(pr, m.w.final_norm, {pn, m.w.LmHead(), Tensor(), w.logits.tensor().Rows(0, r)});
 }
 
 // The same step as one persistent kernel (CudaBackend::FusedDecodeStep), with its
@@ -381,7 +379,28 @@ double MedianMs(cudaStream_t s, int warm, int reps, Fn fn) {
   return ms[ms.size() / 2];
 }
 
-int Run(bool quick, bool trace) {
+// Median milliseconds per step of the last graph step replayed `per_round` times back to back
+// (`rounds` rounds): the GPU's time for the step, the host's recording of it hidden.
+double MedianReplayMs(CudaBackend& b, int rounds, int per_round) {
+  cudaStream_t s = b.stream();
+  CHECK_OK(b.RelaunchLastGraphStep());
+  CHECK_OK(b.Synchronize());
+  Timer t;
+  std::vector<float> ms;
+  for (int r = 0; r < rounds; ++r) {
+    cudaEventRecord(t.a, s);
+    for (int i = 0; i < per_round; ++i) CHECK_OK(b.RelaunchLastGraphStep());
+    cudaEventRecord(t.b, s);
+    cudaEventSynchronize(t.b);
+    float x = 0;
+    cudaEventElapsedTime(&x, t.a, t.b);
+    ms.push_back(x / per_round);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
   CudaBackendOptions options;
   options.fused_decode = true;  // the op-by-op rows run Forward below, which never asks for it
   auto backend = Must(CudaBackend::Create(options));
@@ -420,6 +439,7 @@ int Run(bool quick, bool trace) {
               gemm_tflops);
 
   Model m = MakeModel(b);
+  if (decode_only) quick = true;
   const int max_seqs = 256, max_ctx = quick ? 1024 : 8192;
   const int64_t kv_tokens = quick ? 256 * 1024 : 64 * 8192;  // the largest decode config that fits
   const int num_blocks = static_cast<int>(kv_tokens / kBlock);
@@ -441,8 +461,9 @@ int Run(bool quick, bool trace) {
     double ms, per_s, floor_ms, ratio;
   };
   std::vector<Row> rows;
-  const std::vector<int> batches = {1, 8, 64, 256};
+  const std::vector<int> batches = decode_only ? std::vector<int>{1, 8} : std::vector<int>{1, 8, 64, 256};
   const std::vector<int> contexts = quick ? std::vector<int>{1024} : std::vector<int>{1024, 8192};
+  for (int round = 0; round < (decode_only ? repeat : 1); ++round)
   for (int ctx : contexts) {
     for (int bs : batches) {
       const std::string what = "decode b=" + std::to_string(bs) + " ctx=" + std::to_string(ctx);
@@ -461,11 +482,17 @@ int Run(bool quick, bool trace) {
         CHECK_OK(f);
         CHECK_OK(b.EndGraphStep());
       };
-      const double ms = MedianMs(s, 3, bs * ctx >= 64 * 8192 ? 10 : 30, graph_step);
+      const double ms = MedianMs(s, 3, bs * ctx >= 64 * 8192 ? 10 : reps, graph_step);
       const double bytes = m.streamed_bytes + static_cast<double>(bs) * ctx * kv_token_bytes;
       const double floor_ms = bytes / (read_gbs * 1e9) * 1e3;
       rows.push_back({what + " (graph)", ms, bs / (ms * 1e-3), floor_ms, floor_ms / ms});
-      if (bs <= 8 && w.fused.tensor().defined()) {
+      if (bs * ctx < 64 * 8192) {
+        // The row above times each step alone: the host records it (the GPU idle), then the
+        // graph runs. Back to back, the GPU's own time per step.
+        const double gpu = MedianReplayMs(b, 7, 10);
+        rows.push_back({what + " (graph replays)", gpu, bs / (gpu * 1e-3), floor_ms, floor_ms / gpu});
+      }
+      if (bs <= 8 && !decode_only && w.fused.tensor().defined()) {
         // The whole step as one persistent kernel; first its logits against the op-by-op
         // step's (same weights, same KV; both write the same new K/V).
         const int64_t lv = static_cast<int64_t>(bs) * kVocab;
@@ -501,44 +528,44 @@ int Run(bool quick, bool trace) {
         rows.push_back({what + " (fused step)", fused, bs / (fused * 1e-3), floor_ms, floor_ms / fused});
         if (trace) TraceFusedStep(b, m, w, st, cache);
       }
-      if (bs <= 8) {
+      if (bs <= 8 && !decode_only) {
         // The same step with every GEMM on cuBLAS (the skinny GEMM kernel off).
         b.set_skinny_gemm_max_m(0);
         const double cublas = MedianMs(s, 3, 30, graph_step);
         b.set_skinny_gemm_max_m(CudaBackendOptions().skinny_gemm_max_m);
         rows.push_back({what + " (cuBLAS GEMMs)", cublas, bs / (cublas * 1e-3), floor_ms, floor_ms / cublas});
       }
-      if (bs <= 8) {
+      if (bs <= 8 && !decode_only) {
         part = Part::kUnfusedRope;
         const double unfused = MedianMs(s, 3, 30, graph_step);
         part = Part::kAll;
         rows.push_back({what + " (RoPE unfused)", unfused, bs / (unfused * 1e-3), floor_ms, floor_ms / unfused});
       }
-      if (bs == 1) {
+      if (bs == 1 && !decode_only) {
         const double eager = MedianMs(s, 2, 10, [&] { CHECK_OK(Forward(b, m, w, st, cache)); });
         rows.push_back({what + " (eager)", eager, bs / (eager * 1e-3), floor_ms, floor_ms / eager});
       }
       if (bs == 1 && ctx == 1024) {
         // Attribution: the GEMMs alone (floor: weights only), and everything but attention.
         part = Part::kGemmsOnly;
-        const double gemms = MedianMs(s, 3, 30, graph_step);
+        const double gemms = MedianMs(s, 3, reps, graph_step);
         const double wfloor = m.streamed_bytes / (read_gbs * 1e9) * 1e3;
         rows.push_back({"  b=1 GEMMs only (graph)", gemms, 1 / (gemms * 1e-3), wfloor, wfloor / gemms});
         part = Part::kNoAttention;
-        const double no_attn = MedianMs(s, 3, 30, graph_step);
+        const double no_attn = MedianMs(s, 3, reps, graph_step);
         rows.push_back({"  b=1 all but attention", no_attn, 1 / (no_attn * 1e-3), wfloor, wfloor / no_attn});
         part = Part::kNoNorms;
-        const double no_norms = MedianMs(s, 3, 30, graph_step);
+        const double no_norms = MedianMs(s, 3, reps, graph_step);
         rows.push_back(
             {"  b=1 all but layer RMSNorms", no_norms, 1 / (no_norms * 1e-3), floor_ms, floor_ms / no_norms});
         part = Part::kNoSilu;
-        const double no_silu = MedianMs(s, 3, 30, graph_step);
+        const double no_silu = MedianMs(s, 3, reps, graph_step);
         rows.push_back({"  b=1 all but SiLU-mul", no_silu, 1 / (no_silu * 1e-3), floor_ms, floor_ms / no_silu});
         part = Part::kAll;
       }
     }
   }
-  for (int t : quick ? std::vector<int>{512} : std::vector<int>{512, 2048, 4096, 8192}) {
+  for (int t : decode_only ? std::vector<int>{} : quick ? std::vector<int>{512} : std::vector<int>{512, 2048, 4096, 8192}) {
     Step st = Upload(b, w, 1, t, t, t / kBlock);
     const double ms = MedianMs(s, 1, 5, [&] { CHECK_OK(Forward(b, m, w, st, cache)); });
     const double layer_params = static_cast<double>(kQkv + kHeads * kHeadDim + 3.0 * kFfn) * kHidden;
@@ -553,7 +580,7 @@ int Run(bool quick, bool trace) {
     double gbs, ceiling;
   };
   std::vector<SwapRow> swaps;
-  {
+  if (!decode_only) {
     const int nb = 512;
     const double bytes = static_cast<double>(nb) * cache.layout().BytesPerBlockLayer() * kLayers;
     auto tiers = Must(cuda::CudaKvTierStorage::Create(cache.pool().data, cache.layout(), nb, s));
@@ -611,14 +638,18 @@ int Run(bool quick, bool trace) {
 }  // namespace tandem::runtime
 
 int main(int argc, char** argv) {
-  bool quick = false, trace = false;
+  bool quick = false, trace = false, decode_only = false;
+  int repeat = 1, reps = 30;
   for (int i = 1; i < argc; ++i) {
     quick |= std::strcmp(argv[i], "--quick") == 0;
     trace |= std::strcmp(argv[i], "--trace") == 0;
+    decode_only |= std::strcmp(argv[i], "--decode-only") == 0;
+    if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
   }
   if (tandem::cuda::DeviceCount() == 0) {
     std::printf("model_bench: no CUDA device, nothing to measure\n");
     return 0;
   }
-  return tandem::runtime::Run(quick, trace);
+  return tandem::runtime::Run(quick, trace, decode_only, repeat, reps);
 }

@@ -175,7 +175,11 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += reinterpret_cast<const float*>(&partial[w][r][c][src_lane])[elem];
     if (p.bias != nullptr) sum += __bfloat162float(p.bias[n]);
-    StoreOut(y + token * p.ldy + n, sum);
+    OutT* dst = y + token * p.ldy + n;
+    if constexpr (sizeof(OutT) == 4) {
+      if (p.accumulate) sum = *dst + sum;
+    }
+    StoreOut(dst, sum);
   }
 }
 
@@ -243,6 +247,7 @@ Status ValidateSkinnyGemm(const SkinnyGemmParams& p) {
   const size_t y_elem = p.y_dtype == DType::kF32 ? 4 : 2;
   if (reinterpret_cast<uintptr_t>(p.y) % y_elem != 0 || reinterpret_cast<uintptr_t>(p.bias) % 2 != 0)
     return InvalidArgumentError("SkinnyGemm: y or bias not aligned to its element size");
+  if (p.accumulate && p.y_dtype != DType::kF32) return InvalidArgumentError("SkinnyGemm: accumulate needs an f32 y");
   const int t = static_cast<int>(p.tiling);
   if (t < 0 || t >= kNumSkinnyGemmTilings) return InvalidArgumentError("SkinnyGemm: unknown tiling");
   return Status::Ok();

@@ -1,5 +1,7 @@
 // Skinny bf16 GEMM for decode at small batch: y[m, n] = x[m, k] · w[n, k]ᵀ (+ bias[n])
-// for m <= 16 rows, fp32 accumulation, one rounding to the output type.
+// for m <= 16 rows, fp32 accumulation, one rounding to the output type; or, with
+// `accumulate`, y += x · wᵀ (+ bias) into an fp32 y (the residual stream takes the o and
+// down projections directly).
 //
 // Memory-bound by design: every weight element is read from HBM exactly once per call
 // (16-byte non-allocating loads), and all m rows of x are applied to it on the tensor
@@ -52,6 +54,7 @@ struct SkinnyGemmParams {
                                         // of 8 and >= k (keeps every row 16-byte aligned)
   int64_t ldy = 0;                      // elements between rows of y; 0 means n; >= n
   SkinnyGemmTiling tiling = SkinnyGemmTiling::kAuto;
+  bool accumulate = false;              // y += x · wᵀ (+ bias), one fp32 add; y_dtype kF32
 };
 
 // OK when `params` is a shape and layout LaunchSkinnyGemm takes (pointers non-null and

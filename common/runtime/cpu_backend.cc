@@ -116,7 +116,9 @@ Status CpuBackend::Linear(const LinearParams& p) {
     const float* w = p.weight.As<float>() + m * in;
     float b = bias ? bias[m] : 0.0f;
     for (int64_t r = 0; r < n; ++r) {
-      p.out.As<float>()[r * out_features + m] = Dot(p.x.As<float>() + r * in, w, in) + b;
+      float& y = p.out.As<float>()[r * out_features + m];
+      const float v = Dot(p.x.As<float>() + r * in, w, in) + b;
+      y = p.accumulate ? y + v : v;
     }
   }
   return Status::Ok();

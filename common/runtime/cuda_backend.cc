@@ -279,6 +279,7 @@ Status CudaBackend::Linear(const LinearParams& lp) {
     sp.m = static_cast<int>(lp.x.shape[0]);
     sp.n = static_cast<int>(lp.weight.shape[0]);
     sp.k = static_cast<int>(lp.x.shape[1]);
+    sp.accumulate = lp.accumulate;
     if (kernels::ValidateSkinnyGemm(sp).ok()) {
       return Enqueue("skinny_gemm", &sp, sizeof(sp),
                      [sp](cudaStream_t s) { return kernels::LaunchSkinnyGemm(sp, s); });
@@ -293,7 +294,7 @@ Status CudaBackend::Linear(const LinearParams& lp) {
   g.k = lp.x.shape[1];
   g.y_dtype = lp.out.dtype;
   g.alpha = 1.0f;
-  g.beta = 0.0f;
+  g.beta = lp.accumulate ? 1.0f : 0.0f;
   const cuda::CublasHandle* handle = &impl_->cublas;
   TANDEM_RETURN_IF_ERROR(
       Enqueue("gemm", &g, sizeof(g), [g, handle](cudaStream_t s) { return cuda::GemmBf16(*handle, g, s); }));
@@ -668,7 +669,14 @@ Status CudaBackend::EndGraphStep() {
     ++graphs_captured_;
   }
   recorded_.clear();
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaGraphLaunch(exec, stream_));
+  last_graph_ = exec;
+  return RelaunchLastGraphStep();
+}
+
+Status CudaBackend::RelaunchLastGraphStep() {
+  if (last_graph_ == nullptr) return FailedPreconditionError("RelaunchLastGraphStep: no graph step yet");
+  if (recording_) return FailedPreconditionError("RelaunchLastGraphStep inside a graph step");
+  TANDEM_RETURN_IF_CUDA_ERROR(cudaGraphLaunch(last_graph_, stream_));
   TANDEM_RETURN_IF_CUDA_ERROR(cudaEventRecord(graph_done_, stream_));
   return Status::Ok();
 }

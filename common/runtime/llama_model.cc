@@ -13,15 +13,14 @@ struct LlamaModel::Workspace {
   Buffer meta;           // I32 [MaxPackedSize(limits)]
   Buffer slots;          // I64 [max_tokens]
   Buffer residual;       // F32 [max_tokens, hidden]: the residual stream (fp32 on every backend:
-                         // fewer roundings between layers, closer to the reference)
-  Buffer hidden;         // F32 [max_tokens, hidden]: sub-layer outputs (o and down projections)
+                         // fewer roundings between layers, closer to the reference); the o and
+                         // down projections add into it
   Buffer normed;         // [max_tokens, hidden]
   Buffer qkv;            // [max_tokens, (heads + 2 * kv_heads) * head_dim]
   Buffer q, attn;        // [max_tokens, heads, head_dim]
   Buffer gate_up;        // [max_tokens, 2 * ffn]
   Buffer act;            // [max_tokens, ffn]
   Buffer attn_workspace; // U8 [Backend::AttentionWorkspaceBytes]
-  Buffer logits_hidden;  // F32 [max_logits_rows, hidden]: picked sub-layer outputs
   Buffer logits_residual;  // F32 [max_logits_rows, hidden]: picked residual rows
   Buffer logits_normed;  // [max_logits_rows, hidden]: their final norm
   Buffer logits;         // F32 [max_logits_rows, vocab]
@@ -89,7 +88,6 @@ Status LlamaModel::AllocateWorkspace() {
   Workspace& w = *ws_;
   TANDEM_ASSIGN_OR_RETURN(w.meta, backend_->Allocate(DType::kI32, {static_cast<int64_t>(MaxPackedSize(limits))}));
   TANDEM_ASSIGN_OR_RETURN(w.residual, backend_->Allocate(DType::kF32, {t, h}));
-  TANDEM_ASSIGN_OR_RETURN(w.hidden, backend_->Allocate(DType::kF32, {t, h}));
   TANDEM_ASSIGN_OR_RETURN(w.normed, backend_->Allocate(act, {t, h}));
   TANDEM_ASSIGN_OR_RETURN(w.slots, backend_->Allocate(DType::kI64, {t}));
   TANDEM_ASSIGN_OR_RETURN(w.qkv, backend_->Allocate(act, {t, (config_.num_heads + 2 * config_.num_kv_heads) * d}));
@@ -106,7 +104,6 @@ Status LlamaModel::AllocateWorkspace() {
   if (attn_bytes > 0) {
     TANDEM_ASSIGN_OR_RETURN(w.attn_workspace, backend_->Allocate(DType::kU8, {static_cast<int64_t>(attn_bytes)}));
   }
-  TANDEM_ASSIGN_OR_RETURN(w.logits_hidden, backend_->Allocate(DType::kF32, {r, h}));
   TANDEM_ASSIGN_OR_RETURN(w.logits_residual, backend_->Allocate(DType::kF32, {r, h}));
   TANDEM_ASSIGN_OR_RETURN(w.logits_normed, backend_->Allocate(act, {r, h}));
   TANDEM_ASSIGN_OR_RETURN(w.logits, backend_->Allocate(DType::kF32, {r, config_.vocab_size}));
@@ -136,16 +133,13 @@ Status LlamaModel::RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cach
   Workspace& w = *ws_;
   const int64_t n = plan.num_tokens, d = config_.head_dim;
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  Tensor residual = w.residual.tensor().Rows(0, n), hidden = w.hidden.tensor().Rows(0, n);
-  Tensor normed = w.normed.tensor().Rows(0, n);
+  Tensor residual = w.residual.tensor().Rows(0, n), normed = w.normed.tensor().Rows(0, n);
   Tensor q = w.q.tensor().Rows(0, n), qkv = w.qkv.tensor().Rows(0, n);
   Tensor attn = w.attn.tensor().Rows(0, n);
 
-  // Layer 0 normalizes the embeddings (already in `residual`); later layers
-  // first add the previous MLP output to the residual stream.
-  RmsNormParams in_norm{.x = layer == 0 ? residual : hidden, .residual = layer == 0 ? Tensor() : residual,
-                        .weight = lw.input_norm.tensor(), .out = normed, .eps = eps};
-  TANDEM_RETURN_IF_ERROR(backend_->RmsNorm(in_norm));
+  // Each sub-layer normalizes the residual stream (layer 0: the embeddings); the o and down
+  // projections add their outputs to it.
+  TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = residual, .weight = lw.input_norm.tensor(), .out = normed, .eps = eps}));
   TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.qkv_proj.tensor(), lw.qkv_bias.tensor(), qkv}));
   const kv_cache::KvLayout& layout = cache.layout();
   TANDEM_RETURN_IF_ERROR(backend_->RopeKvWriteAndAttention(
@@ -156,15 +150,15 @@ Status LlamaModel::RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cach
        .query_start = w.query_start, .kv_lens = w.kv_lens, .block_tables = w.block_tables,
        .num_seqs = plan.num_seqs, .max_query_len = plan.max_query_len, .max_kv_len = plan.max_kv_len,
        .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), .workspace = w.attn_workspace.tensor()}));
-  TANDEM_RETURN_IF_ERROR(backend_->Linear(
-      {attn.Reshape({n, config_.num_heads * d}), lw.o_proj.tensor(), lw.o_bias.tensor(), hidden}));
+  TANDEM_RETURN_IF_ERROR(backend_->Linear({.x = attn.Reshape({n, config_.num_heads * d}), .weight = lw.o_proj.tensor(),
+                                           .bias = lw.o_bias.tensor(), .out = residual, .accumulate = true}));
 
-  TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = hidden, .residual = residual,
-                                            .weight = lw.post_attention_norm.tensor(), .out = normed, .eps = eps}));
   Tensor gate_up = w.gate_up.tensor().Rows(0, n), act = w.act.tensor().Rows(0, n);
+  TANDEM_RETURN_IF_ERROR(
+      backend_->RmsNorm({.x = residual, .weight = lw.post_attention_norm.tensor(), .out = normed, .eps = eps}));
   TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, lw.gate_up_proj.tensor(), Tensor(), gate_up}));
   TANDEM_RETURN_IF_ERROR(backend_->SiluAndMul(gate_up, act));
-  return backend_->Linear({act, lw.down_proj.tensor(), Tensor(), hidden});
+  return backend_->Linear({.x = act, .weight = lw.down_proj.tensor(), .out = residual, .accumulate = true});
 }
 
 StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCache& cache,
@@ -218,12 +212,9 @@ StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCa
   }
   if (r == 0) return logits;
   // Final norm and LM head only for the rows that want logits.
-  Tensor picked = w.logits_hidden.tensor().Rows(0, r), picked_residual = w.logits_residual.tensor().Rows(0, r);
-  Tensor normed = w.logits_normed.tensor().Rows(0, r);
-  TANDEM_RETURN_IF_ERROR(backend_->GatherRows(w.hidden.tensor().Rows(0, n), w.logits_rows, picked));
-  TANDEM_RETURN_IF_ERROR(backend_->GatherRows(residual, w.logits_rows, picked_residual));
-  TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = picked, .residual = picked_residual,
-                                            .weight = weights_.final_norm.tensor(), .out = normed,
+  Tensor picked = w.logits_residual.tensor().Rows(0, r), normed = w.logits_normed.tensor().Rows(0, r);
+  TANDEM_RETURN_IF_ERROR(backend_->GatherRows(residual, w.logits_rows, picked));
+  TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = picked, .weight = weights_.final_norm.tensor(), .out = normed,
                                             .eps = static_cast<float>(config_.rms_norm_eps)}));
   TANDEM_RETURN_IF_ERROR(backend_->Linear({normed, weights_.LmHead(), Tensor(), logits}));
   return logits;

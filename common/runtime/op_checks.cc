@@ -75,6 +75,7 @@ Status CheckLinear(const LinearParams& p, DType act) {
     return Bad("Linear", "out", p.out);
   }
   if (p.out.data == p.x.data) return Bad("Linear", "out (aliases x)", p.out);
+  if (p.accumulate && p.out.dtype != DType::kF32) return Bad("Linear", "out (accumulate needs F32)", p.out);
   return Status::Ok();
 }
 

@@ -36,12 +36,15 @@ struct RmsNormParams {
   float eps = 1e-6f;
 };
 
-// out = x * weight^T + bias.
+// out = x * weight^T + bias; with `accumulate`, out += x * weight^T + bias (out F32: the
+// o and down projections add into the fp32 residual stream, the same one add as
+// RmsNormParams::residual would do).
 struct LinearParams {
   Tensor x{};       // [N, in]
   Tensor weight{};  // [out_features, in] (Hugging Face nn.Linear layout)
   Tensor bias{};    // optional [out_features]
   Tensor out{};     // [N, out_features], activation dtype or F32 (logits); must not alias x
+  bool accumulate = false;
 };
 
 // Rotary embedding parameters (host values; the backend derives the

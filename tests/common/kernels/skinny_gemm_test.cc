@@ -1,6 +1,7 @@
 // Skinny GEMM (m <= 16) against an fp64 CPU reference on the bf16 inputs: every m in
 // [1, 16], odd n, k = 8 and k not a multiple of the 32-wide warp step, bias, strided x/y,
-// bf16 and fp32 outputs, every tiling; argument checks without a GPU.
+// bf16 and fp32 outputs, every tiling; accumulate against the plain kernel's bits plus one
+// fp32 add; argument checks without a GPU.
 #include "common/kernels/skinny_gemm.h"
 
 #include <gtest/gtest.h>
@@ -201,6 +202,52 @@ TEST(SkinnyGemmTest, EveryTilingMatchesReferenceAndAgrees) {
   }
 }
 
+// accumulate: y = old y + what the plain kernel writes, one fp32 add per element, for every
+// tiling, one and two token tiles, with bias and strided rows.
+TEST(SkinnyGemmTest, AccumulateAddsThePlainResultOntoY) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto stream = cuda::CudaStream::Create();
+  TANDEM_ASSERT_OK(stream.status());
+  for (int m : {1, 5, 8, 13}) {
+    const int n = 301, k = 1000, ldy = n + 3;
+    std::mt19937 rng(m * 17u);
+    const auto x = RandomBf16(static_cast<size_t>(m) * k, rng), w = RandomBf16(static_cast<size_t>(n) * k, rng, 0.05f);
+    const auto bias = RandomBf16(n, rng, 0.5f);
+    std::normal_distribution<float> dist(0.f, 2.f);
+    std::vector<float> y0(static_cast<size_t>(m) * ldy);
+    for (float& v : y0) v = dist(rng);
+    auto dx = testing::Upload(x), dw = testing::Upload(w), db = testing::Upload(bias);
+    for (int t = 0; t < kNumSkinnyGemmTilings; ++t) {
+      SCOPED_TRACE("m=" + std::to_string(m) + " tiling=" + std::to_string(t));
+      auto plain = testing::Upload(std::vector<float>(y0.size(), 0.f)), acc = testing::Upload(y0);
+      SkinnyGemmParams p;
+      p.x = dx.as<__nv_bfloat16>();
+      p.w = dw.as<__nv_bfloat16>();
+      p.bias = db.as<__nv_bfloat16>();
+      p.y = plain.data();
+      p.y_dtype = DType::kF32;
+      p.m = m;
+      p.n = n;
+      p.k = k;
+      p.ldy = ldy;
+      p.tiling = static_cast<SkinnyGemmTiling>(t);
+      TANDEM_ASSERT_OK(LaunchSkinnyGemm(p, stream->get()));
+      p.y = acc.data();
+      p.accumulate = true;
+      TANDEM_ASSERT_OK(LaunchSkinnyGemm(p, stream->get()));
+      const auto got = testing::Download<float>(acc, y0.size()), base = testing::Download<float>(plain, y0.size());
+      int bad = 0;
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < ldy; ++j) {
+          const size_t at = static_cast<size_t>(i) * ldy + j;
+          const float want = j < n ? y0[at] + base[at] : y0[at];  // row padding untouched
+          if (std::memcmp(&got[at], &want, 4) != 0 && bad++ < 5)
+            ADD_FAILURE() << "y[" << i << ", " << j << "] = " << got[at] << ", want " << want;
+        }
+    }
+  }
+}
+
 TEST(SkinnyGemmTest, RejectsBadArguments) {
   // No GPU needed: validation happens before any CUDA call.
   alignas(16) static uint16_t buf[4096];
@@ -263,6 +310,9 @@ TEST(SkinnyGemmTest, RejectsBadArguments) {
   p = good;
   p.tiling = static_cast<SkinnyGemmTiling>(kNumSkinnyGemmTilings);
   expect_invalid(p, "unknown tiling");
+  p = good;
+  p.accumulate = true;
+  expect_invalid(p, "accumulate into bf16");
   p = good;
   p.ldx = 72;
   p.ldy = 20;

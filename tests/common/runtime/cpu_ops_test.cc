@@ -77,6 +77,13 @@ TEST(CpuOpsTest, LinearSiluEmbeddingGather) {
       EXPECT_NEAR(got[r * outf + m], e, 1e-5);
     }
   }
+  // Accumulate: out += x * w^T + bias, one add onto what out held.
+  auto prior = RandomVector(n * outf, 8);
+  Buffer acc = MakeBuffer(b, {n, outf}, prior);
+  ASSERT_TRUE(b.Linear({.x = xb.tensor(), .weight = wb.tensor(), .bias = bb.tensor(), .out = acc.tensor(),
+                        .accumulate = true}).ok());
+  auto acc_h = ToHost(b, acc.tensor());
+  for (int i = 0; i < n * outf; ++i) EXPECT_EQ(acc_h[i], prior[i] + got[i]) << i;
   // Wrong weight width is an error, not a crash.
   Buffer bad = MakeBuffer(b, {outf, in + 1}, std::vector<float>(outf * (in + 1)));
   EXPECT_EQ(b.Linear({xb.tensor(), bad.tensor(), Tensor(), ob.tensor()}).code(), StatusCode::kInvalidArgument);

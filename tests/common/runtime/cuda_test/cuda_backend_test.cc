@@ -17,9 +17,13 @@
 //    sequence run alone.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <random>
 #include <numeric>
 
+#include "common/base/dtype.h"
 #include "common/runtime/cpu_backend.h"
 #include "tests/common/runtime/cuda_test/cuda_test_util.h"
 #include "tests/common/runtime/fake_weights.h"
@@ -287,6 +291,67 @@ TEST_P(CudaFastPathTest, MixedBatchEqualsEachSequenceAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaFastPathTest, ::testing::Values("llama", "qwen2", "qwen3"));
+
+#define ASSERT_OK(expr)                      \
+  do {                                       \
+    const Status _st = (expr);               \
+    ASSERT_TRUE(_st.ok()) << _st.ToString(); \
+  } while (0)
+
+// Linear with accumulate adds onto y: the skinny GEMM (up to skinny_gemm_max_m rows) with
+// one fp32 add onto the bits the plain kernel writes, cuBLAS with beta = 1.
+TEST(CudaBackendTest, LinearAccumulateAddsOntoOut) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto b = MakeCudaBackend();
+  const int k = 4096, n = 384;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  auto upload = [&](DType dtype, std::vector<int64_t> shape, float scale) {
+    auto buf = b->Allocate(dtype, shape);
+    TANDEM_CHECK_OK(buf.status());
+    const int64_t count = buf->tensor().NumElements();
+    if (dtype == DType::kF32) {
+      std::vector<float> v(count);
+      for (float& x : v) x = scale * dist(rng);
+      TANDEM_CHECK_OK(b->CopyToDevice(v.data(), v.size() * 4, buf->tensor()));
+    } else {
+      std::vector<uint16_t> v(count);
+      for (uint16_t& x : v) x = F32ToBF16(scale * dist(rng));
+      TANDEM_CHECK_OK(b->CopyToDevice(v.data(), v.size() * 2, buf->tensor()));
+    }
+    return std::move(buf).value();
+  };
+  auto host = [&](const Tensor& t) {
+    std::vector<float> v(t.NumElements());
+    TANDEM_CHECK_OK(b->CopyToHost(t, v.data(), v.size() * 4));
+    return v;
+  };
+  Buffer w = upload(DType::kBF16, {n, k}, 0.02f), bias = upload(DType::kBF16, {n}, 0.5f);
+  for (int m : {1, 8, 12}) {
+    SCOPED_TRACE("m=" + std::to_string(m));
+    Buffer x = upload(DType::kBF16, {m, k}, 1.f), y = upload(DType::kF32, {m, n}, 1.f);
+    auto plain = b->Allocate(DType::kF32, {m, n});
+    ASSERT_TRUE(plain.ok());
+    ASSERT_OK(b->Linear({x.tensor(), w.tensor(), bias.tensor(), plain->tensor()}));
+    const std::vector<float> before = host(y.tensor()), ops = host(plain->tensor());
+    ASSERT_OK(b->Linear({.x = x.tensor(), .weight = w.tensor(), .bias = bias.tensor(), .out = y.tensor(),
+                         .accumulate = true}));
+    const std::vector<float> after = host(y.tensor());
+    for (size_t i = 0; i < after.size(); ++i) {
+      const double want = static_cast<double>(before[i]) + ops[i];
+      ASSERT_NEAR(after[i], want, 1e-5 * (std::fabs(ops[i]) + std::fabs(before[i]) + 1)) << i;
+      if (m <= 8) {
+        ASSERT_EQ(after[i], before[i] + ops[i]) << "skinny accumulate is one fp32 add, " << i;
+      }
+    }
+  }
+  auto bf16_out = b->Allocate(DType::kBF16, {1, n});
+  Buffer x1 = upload(DType::kBF16, {1, k}, 1.f);
+  ASSERT_TRUE(bf16_out.ok());
+  EXPECT_EQ(b->Linear({.x = x1.tensor(), .weight = w.tensor(), .out = bf16_out->tensor(), .accumulate = true}).code(),
+            StatusCode::kInvalidArgument)
+      << "accumulate needs an F32 out";
+}
 
 TEST(CudaBackendTest, RejectsHostTensorsAndReportsWorkspace) {
   TANDEM_SKIP_WITHOUT_GPU();
