@@ -77,17 +77,19 @@ __device__ __forceinline__ void LoadQAndNewest(const DecodeAttentionParams& p, i
   const __nv_bfloat16* row = r.qkv + seq * r.qkv_stride;
   const int warp = threadIdx.x >> 5;
   const int items = group + (has_newest ? 2 : 0);  // q heads, then the newest K and V
-  for (int it = warp; it < items; it += kWarps) {
-    float x1[kPairs], x2[kPairs];
+  // Item `it`: q head it, or (it - group) 0 / 1: the newest K / V.
+  auto src = [&](int it) {
+    return row + (it < group ? kvh * group + it : p.num_q_heads + (it - group) * p.num_kv_heads + kvh) * kHeadDim;
+  };
+  auto finish = [&](int it, float (&x1)[kPairs], float (&x2)[kPairs]) {
     if (it < group) {
-      rope_detail::LoadHead<kHeadDim>(row + (kvh * group + it) * kHeadDim, r.q_norm_weight, r.norm_eps, true,
-                                      angles, x1, x2);
+      rope_detail::NormAndRotateHead<kHeadDim>(r.q_norm_weight, r.norm_eps, true, angles, x1, x2);
       rope_detail::StoreHead<kHeadDim>(q_s + it * D::kRow, x1, x2);
-      continue;
+      return;
     }
     const int kv = it - group;
-    rope_detail::LoadHead<kHeadDim>(row + (p.num_q_heads + kv * p.num_kv_heads + kvh) * kHeadDim,
-                                    kv == 0 ? r.k_norm_weight : nullptr, r.norm_eps, kv == 0, angles, x1, x2);
+    rope_detail::NormAndRotateHead<kHeadDim>(kv == 0 ? r.k_norm_weight : nullptr, r.norm_eps, kv == 0, angles, x1,
+                                             x2);
     rope_detail::StoreHead<kHeadDim>(new_kv + kv * kHeadDim, x1, x2);
     const int64_t slot = r.slot_mapping[seq];
     if (slot >= 0 && slot / r.block_size < r.num_cache_blocks) {
@@ -96,6 +98,17 @@ __device__ __forceinline__ void LoadQAndNewest(const DecodeAttentionParams& p, i
                                                           r.block_size, kHeadDim),
                                        x1, x2);
     }
+  };
+  // Two items per warp and round, both loaded before either is finished: a warp with a
+  // second item (the block holding the newest K/V has group + 2 of them) pays one read of
+  // the QKV row, not two in a row.
+  for (int it = warp; it < items; it += 2 * kWarps) {
+    const bool second = it + kWarps < items;
+    float a1[kPairs], a2[kPairs], b1[kPairs], b2[kPairs];
+    rope_detail::LoadHeadValues<kHeadDim>(src(it), a1, a2);
+    if (second) rope_detail::LoadHeadValues<kHeadDim>(src(it + kWarps), b1, b2);
+    finish(it, a1, a2);
+    if (second) finish(it + kWarps, b1, b2);
   }
   for (int i = threadIdx.x; i < (kMaxGroup - group) * D::kChunks; i += kThreads) {
     const int rr = group + i / D::kChunks, c = i % D::kChunks;
@@ -263,11 +276,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   CpAsyncWait<0>();
 }
 
-// Grid: num_seqs * num_q_heads blocks of head_dim threads. The splits' log-sum-exps go
-// through shared memory in one round of loads, and the partial outputs are read kBatch
-// at a time: a loop of dependent loads cost a global-memory round trip per split.
+// Grid: num_seqs * num_q_heads blocks of head_dim threads. Up to kDirect splits, each
+// thread loads every split's log-sum-exp and its own partial output in one round of loads
+// (no shared memory, no barrier: this kernel sits on a small batch's critical path). More
+// splits: the log-sum-exps go through shared memory in one round of loads, and the
+// partial outputs are read kBatch at a time (a loop of dependent loads cost a
+// global-memory round trip per split). Both sum in split order: the same bits.
 __global__ void DecodeAttentionMergeKernel(DecodeAttentionParams p) {
-  constexpr int kBatch = 8;
+  constexpr int kBatch = 8, kDirect = 16;
   __shared__ float weight[kMaxSplits];
   detail::WaitForPreviousKernel();
   detail::AllowNextKernel();
@@ -275,6 +291,28 @@ __global__ void DecodeAttentionMergeKernel(DecodeAttentionParams p) {
   const int d = threadIdx.x, hd = p.head_dim, S = p.num_splits;
   const float* o_part = p.workspace + qh * S * hd + d;
   const float* lse = p.workspace + static_cast<int64_t>(p.num_seqs) * p.num_q_heads * S * hd + qh * S;
+  if (S <= kDirect) {
+    float l[kDirect], o[kDirect];
+#pragma unroll
+    for (int s = 0; s < kDirect; ++s) {
+      l[s] = s < S ? lse[s] : -INFINITY;
+      o[s] = s < S ? o_part[static_cast<int64_t>(s) * hd] : 0.f;
+    }
+    float m = -INFINITY;
+#pragma unroll
+    for (int s = 0; s < kDirect; ++s) m = fmaxf(m, l[s]);
+    float num = 0.f, den = 0.f;
+#pragma unroll
+    for (int s = 0; s < kDirect; ++s) {
+      if (s < S) {
+        const float w = m == -INFINITY ? 0.f : exp2f(l[s] - m);
+        den += w;
+        num += w * o[s];
+      }
+    }
+    p.out[qh * hd + d] = __float2bfloat16(den > 0.f ? num / den : 0.f);
+    return;
+  }
   for (int s = d; s < S; s += blockDim.x) weight[s] = lse[s];
   __syncthreads();
   float m = -INFINITY;

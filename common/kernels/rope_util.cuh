@@ -48,24 +48,32 @@ __device__ __forceinline__ LaneAngles<kHeadDim> AnglesAt(const RopeConfig& c, fl
   return a;
 }
 
-// This lane's values of head `src` (x1[r] = src[j], x2[r] = src[j + kHeadDim / 2]), for a
-// q or k head (`rotate`): RMSNorm with `norm_weight` first when it is set (rounded to bf16,
-// as the norm's output would be stored), then rotated by `a`. V heads: rotate = false and
-// no norm. Unrounded; StoreHead rounds. The whole warp calls it (the norm sums over lanes).
+// This lane's values of head `src`: x1[r] = src[j], x2[r] = src[j + kHeadDim / 2].
 // kCoherent: `src` is read through L2 only (data another block of the same launch wrote).
 template <int kHeadDim, bool kCoherent = false>
-__device__ __forceinline__ void LoadHead(const __nv_bfloat16* src, const __nv_bfloat16* norm_weight, float eps,
-                                         bool rotate, const LaneAngles<kHeadDim>& a,
-                                         float (&x1)[LaneAngles<kHeadDim>::kPairs],
-                                         float (&x2)[LaneAngles<kHeadDim>::kPairs]) {
-  constexpr int kPairs = LaneAngles<kHeadDim>::kPairs;
+__device__ __forceinline__ void LoadHeadValues(const __nv_bfloat16* src, float (&x1)[LaneAngles<kHeadDim>::kPairs],
+                                               float (&x2)[LaneAngles<kHeadDim>::kPairs]) {
   constexpr int kHalf = kHeadDim / 2;
   const int lane = threadIdx.x & 31;
 #pragma unroll
-  for (int r = 0; r < kPairs; ++r) {
+  for (int r = 0; r < LaneAngles<kHeadDim>::kPairs; ++r) {
     x1[r] = __bfloat162float(kCoherent ? __ldcg(src + lane + 32 * r) : src[lane + 32 * r]);
     x2[r] = __bfloat162float(kCoherent ? __ldcg(src + lane + 32 * r + kHalf) : src[lane + 32 * r + kHalf]);
   }
+}
+
+// A q or k head's values (`rotate`): RMSNorm with `norm_weight` first when it is set
+// (rounded to bf16, as the norm's output would be stored), then rotated by `a`. V heads:
+// rotate = false, left as they are. Unrounded; StoreHead rounds. The whole warp calls it
+// (the norm sums over lanes).
+template <int kHeadDim>
+__device__ __forceinline__ void NormAndRotateHead(const __nv_bfloat16* norm_weight, float eps, bool rotate,
+                                                  const LaneAngles<kHeadDim>& a,
+                                                  float (&x1)[LaneAngles<kHeadDim>::kPairs],
+                                                  float (&x2)[LaneAngles<kHeadDim>::kPairs]) {
+  constexpr int kPairs = LaneAngles<kHeadDim>::kPairs;
+  constexpr int kHalf = kHeadDim / 2;
+  const int lane = threadIdx.x & 31;
   if (!rotate) return;
   if (norm_weight != nullptr) {
     float ss = 0.f;
@@ -86,6 +94,16 @@ __device__ __forceinline__ void LoadHead(const __nv_bfloat16* src, const __nv_bf
     x1[r] = c;
     x2[r] = s;
   }
+}
+
+// LoadHeadValues then NormAndRotateHead.
+template <int kHeadDim, bool kCoherent = false>
+__device__ __forceinline__ void LoadHead(const __nv_bfloat16* src, const __nv_bfloat16* norm_weight, float eps,
+                                         bool rotate, const LaneAngles<kHeadDim>& a,
+                                         float (&x1)[LaneAngles<kHeadDim>::kPairs],
+                                         float (&x2)[LaneAngles<kHeadDim>::kPairs]) {
+  LoadHeadValues<kHeadDim, kCoherent>(src, x1, x2);
+  NormAndRotateHead<kHeadDim>(norm_weight, eps, rotate, a, x1, x2);
 }
 
 // Writes this lane's values of a head, rounded to bf16.

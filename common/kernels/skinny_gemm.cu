@@ -18,6 +18,9 @@ constexpr int kStepK = 32;
 // Features from which the 32-row tilings still give >= 2 blocks per SM on an H200
 // (132 SMs), so that the x fragments can be shared by two row tiles.
 constexpr int kMinFeaturesFor32Rows = 32 * 2 * 132;
+// Features and k up to which one wave of 16-row blocks with 4 k-steps in flight wins.
+constexpr int kMaxFeaturesFor16RowsUnroll4 = 16 * 2 * 132;
+constexpr int kMaxKFor16RowsUnroll4 = 4096;
 // Keeps the k offsets of the unrolled loop far from int overflow; no model comes close.
 constexpr int kMaxK = 1 << 24;
 
@@ -209,7 +212,12 @@ Status LaunchForTiling(const SkinnyGemmParams& p, SkinnyGemmTiling tiling, cudaS
 // Every tiling fits 2 blocks (16 warps) per SM and no more (80-128 registers, no spills
 // with nvcc 13), so the ones with 8 KB of weights in flight per warp win on paper;
 // 32-row blocks (x fragments shared by two row tiles) when there are enough blocks.
+// A GEMM whose 16-row blocks fit in one wave at k <= 4096 (the o projection of an 8B model)
+// takes 4 KB per warp and batch, four batches a warp: H200, o_proj 4096 x 4096 at m = 1,
+// 9.42 against 9.88 us alone; in the whole b=1 / b=8 1K decode step 4.224 -> 4.217 /
+// 4.786 -> 4.742 ms (docs/perf.md, ninth session).
 SkinnyGemmTiling ChooseTiling(const SkinnyGemmParams& p) {
+  if (p.k <= kMaxKFor16RowsUnroll4 && p.n <= kMaxFeaturesFor16RowsUnroll4) return SkinnyGemmTiling::k16RowsUnroll4;
   return p.n >= kMinFeaturesFor32Rows ? SkinnyGemmTiling::k32RowsUnroll4 : SkinnyGemmTiling::k16RowsUnroll8;
 }
 
