@@ -16,10 +16,11 @@ namespace {
 using namespace decode_detail;  // NOLINT: this file is the implementation of that detail
 
 constexpr int kDefaultStages = 3;     // cp.async pipeline depth when params.num_stages == 0
-// With 2 tiles per split and the default 3 stages, a split's tiles are all in flight before
-// the previous kernel ends (H200, b=1 1K decode step: 4.23-4.27 ms; at least 3 tiles 4.28 ms
-// in the same run; docs/perf.md, fifth session).
-constexpr int kMinTilesPerSplit = 2;
+// Splits as short as one tile: a b=1 step's splits then have all their tiles in flight
+// before the previous kernel ends, and the merge of up to 16 splits is one round of loads
+// (H200, b=1 1K decode step, same run: 4.183 ms with at least 2 tiles, 4.155 with 1;
+// docs/perf.md, ninth session).
+constexpr int kMinTilesPerSplit = 1;
 constexpr int kMaxSplits = 256;
 // Persistent variant: one block per SM, a deep pipeline that runs across work items.
 constexpr int kPersistentStages128 = 5;

@@ -68,7 +68,7 @@ struct DecodeAttentionPlan {
 };
 
 // Chooses the split count for `params` (pointers are ignored) on a GPU with
-// `num_sms` multiprocessors: the count (>= 2 tiles per split) whose blocks best fill whole
+// `num_sms` multiprocessors: the count (>= 1 tile per split) whose blocks best fill whole
 // waves of the blocks that fit on the GPU at once (CUDA occupancy calculator; 2 per SM
 // without a GPU). Errors: InvalidArgument on bad shapes.
 StatusOr<DecodeAttentionPlan> PlanDecodeAttention(const DecodeAttentionParams& params,

@@ -258,8 +258,8 @@ TEST(DecodeAttentionPlanTest, SplitsFillWholeWaves) {
   EXPECT_EQ(splits(8, 8192), 4);
   EXPECT_EQ(splits(8, 1040), 4);    // was 5: 320 blocks, 2 waves 0.61 full
   EXPECT_EQ(splits(64, 4096), 1);   // 512 blocks, 2 waves 0.97 full; no merge pass
-  EXPECT_EQ(splits(1, 1040), 9);    // 17 tiles: at least 2 tiles per split
-  EXPECT_EQ(splits(1, 160), 2);
+  EXPECT_EQ(splits(1, 1040), 17);   // 17 tiles: one tile per split at most
+  EXPECT_EQ(splits(1, 160), 3);
   EXPECT_EQ(splits(1, 32768), 33);  // 264 blocks: exactly one wave
 }
 
