@@ -277,14 +277,39 @@ __global__ void __launch_bounds__(kThreads, 1)
   CpAsyncWait<0>();
 }
 
-// Grid: num_seqs * num_q_heads blocks of head_dim threads. Up to kDirect splits, each
-// thread loads every split's log-sum-exp and its own partial output in one round of loads
-// (no shared memory, no barrier: this kernel sits on a small batch's critical path). More
+// One output element of the merge of S <= kMax splits: every split's log-sum-exp and this
+// thread's partial output loaded in one round, then summed in split order.
+template <int kMax>
+__device__ __forceinline__ float MergeDirect(const float* o_part, const float* lse, int S, int hd) {
+  float l[kMax], o[kMax];
+#pragma unroll
+  for (int s = 0; s < kMax; ++s) {
+    l[s] = s < S ? lse[s] : -INFINITY;
+    o[s] = s < S ? o_part[static_cast<int64_t>(s) * hd] : 0.f;
+  }
+  float m = -INFINITY;
+#pragma unroll
+  for (int s = 0; s < kMax; ++s) m = fmaxf(m, l[s]);
+  float num = 0.f, den = 0.f;
+#pragma unroll
+  for (int s = 0; s < kMax; ++s) {
+    if (s < S) {
+      const float w = m == -INFINITY ? 0.f : exp2f(l[s] - m);
+      den += w;
+      num += w * o[s];
+    }
+  }
+  return den > 0.f ? num / den : 0.f;
+}
+
+// Grid: num_seqs * num_q_heads blocks of head_dim threads. Up to 64 splits, each thread
+// loads every split's log-sum-exp and its own partial output in one round of loads (no
+// shared memory, no barrier: this kernel sits on a small batch's critical path). More
 // splits: the log-sum-exps go through shared memory in one round of loads, and the
 // partial outputs are read kBatch at a time (a loop of dependent loads cost a
-// global-memory round trip per split). Both sum in split order: the same bits.
+// global-memory round trip per split). All sum in split order: the same bits.
 __global__ void DecodeAttentionMergeKernel(DecodeAttentionParams p) {
-  constexpr int kBatch = 8, kDirect = 16;
+  constexpr int kBatch = 8;
   __shared__ float weight[kMaxSplits];
   detail::WaitForPreviousKernel();
   detail::AllowNextKernel();
@@ -292,26 +317,9 @@ __global__ void DecodeAttentionMergeKernel(DecodeAttentionParams p) {
   const int d = threadIdx.x, hd = p.head_dim, S = p.num_splits;
   const float* o_part = p.workspace + qh * S * hd + d;
   const float* lse = p.workspace + static_cast<int64_t>(p.num_seqs) * p.num_q_heads * S * hd + qh * S;
-  if (S <= kDirect) {
-    float l[kDirect], o[kDirect];
-#pragma unroll
-    for (int s = 0; s < kDirect; ++s) {
-      l[s] = s < S ? lse[s] : -INFINITY;
-      o[s] = s < S ? o_part[static_cast<int64_t>(s) * hd] : 0.f;
-    }
-    float m = -INFINITY;
-#pragma unroll
-    for (int s = 0; s < kDirect; ++s) m = fmaxf(m, l[s]);
-    float num = 0.f, den = 0.f;
-#pragma unroll
-    for (int s = 0; s < kDirect; ++s) {
-      if (s < S) {
-        const float w = m == -INFINITY ? 0.f : exp2f(l[s] - m);
-        den += w;
-        num += w * o[s];
-      }
-    }
-    p.out[qh * hd + d] = __float2bfloat16(den > 0.f ? num / den : 0.f);
+  if (S <= 64) {
+    const float out = S <= 16 ? MergeDirect<16>(o_part, lse, S, hd) : MergeDirect<64>(o_part, lse, S, hd);
+    p.out[qh * hd + d] = __float2bfloat16(out);
     return;
   }
   for (int s = d; s < S; s += blockDim.x) weight[s] = lse[s];

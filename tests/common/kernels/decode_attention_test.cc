@@ -107,7 +107,12 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{128, 32, 8, 16, ManyLens(), 0},
         DecodeCase{128, 32, 2, 16, {1000, 77, 0}, 8},  // group 16, an empty sequence
         DecodeCase{64, 8, 4, 16, {5, 129, 700, 3000}, 12},
-        DecodeCase{128, 32, 8, 32, {2049, 31}, 9, 4}));
+        DecodeCase{128, 32, 8, 32, {2049, 31}, 9, 4},
+        // Split counts around the merge's one-round limits (16 and 64).
+        DecodeCase{128, 32, 8, 16, {1100, 9}, 17},
+        DecodeCase{128, 32, 8, 16, {3000, 50}, 40},
+        DecodeCase{64, 8, 4, 16, {4100}, 64},
+        DecodeCase{64, 8, 4, 16, {5000, 3}, 65}));
 
 // The decode kernel with RoPE + K/V write fused in against the two kernels it replaces
 // (LaunchRopeKvWrite, then the attention reading q_out and the cache): the same output and
