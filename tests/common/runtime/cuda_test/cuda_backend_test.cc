@@ -20,8 +20,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <numeric>
+#include <random>
 
 #include "common/base/dtype.h"
 #include "common/runtime/cpu_backend.h"
