@@ -3,7 +3,8 @@
 // KV generated on the GPU (no checkpoint file). It runs the op sequence of
 // LlamaModel::RunLayer (RMSNorm -> fused QKV GEMM -> RoPE + paged KV write and paged
 // attention (one kernel in decode steps) -> o GEMM added into the fp32 residual stream ->
-// RMSNorm -> gate/up GEMM -> SiLU-mul -> down GEMM added into the residual stream; then
+// RMSNorm -> gate/up GEMM with SiLU-mul in its epilogue -> down GEMM added into the residual
+// stream (the norms through NormHandoff); then
 // gather of the logits rows -> final norm -> LM head, fp32 logits) on CudaBackend.
 //
 // Prints, with ceilings measured in the same run (streaming-read HBM bandwidth, cuBLAS
@@ -22,7 +23,8 @@
 //    out and in, against one pinned cudaMemcpyAsync of the same size.
 // Usage: model_bench [--quick] [--trace] [--decode-only [--repeat N] [--reps R]]
 //   --trace: the fused step's per-phase timeline; --decode-only: only the op-by-op decode
-//   rows at batch 1 and 8 (1K context) and the b=1 attribution rows, N times over (for A/B
+//   rows at batch 1 and 8 (1K and 8K contexts; with --quick 1K only) with their fused-op
+//   comparison rows, and the b=1 attribution rows, N times over (for A/B
 //   runs of two builds side by side), each the median of R graph replays (default 30).
 #include <cuda_runtime_api.h>
 
@@ -78,7 +80,7 @@ struct Model {
 };
 
 struct Work {
-  Buffer meta, slots, residual, normed, qkv, q, attn, gate_up, act, attn_ws, pick_r, pick_n, logits, fused;
+  Buffer meta, slots, residual, normed, sums, qkv, q, attn, gate_up, act, attn_ws, pick_r, pick_n, logits, fused;
 };
 
 // Step metadata on the device (views of Work::meta).
@@ -142,6 +144,7 @@ Work MakeWork(CudaBackend& b, const Model& m, int max_tokens, int max_seqs, int 
   w.slots = Must(b.Allocate(DType::kI64, {t}));
   w.residual = Must(b.Allocate(DType::kF32, {t, kHidden}));  // fp32 residual stream, as LlamaModel
   w.normed = Must(b.Allocate(DType::kBF16, {t, kHidden}));
+  w.sums = Must(b.Allocate(DType::kF32, {t, (kHidden + 15) / 16}));
   w.qkv = Must(b.Allocate(DType::kBF16, {t, kQkv}));
   w.q = Must(b.Allocate(DType::kBF16, {t, kHeads, kHeadDim}));
   w.attn = Must(b.Allocate(DType::kBF16, {t, kHeads, kHeadDim}));
@@ -204,15 +207,16 @@ Step Upload(CudaBackend& b, Work& w, int seqs, int q_len, int ctx, int blocks_pe
 }
 
 // What a step runs: everything, or parts of it (to attribute the decode step's time: each
-// part drops one kind of op from every layer), or everything with RoPE + KV write and
-// attention as two ops (the decode kernel fuses them).
-enum class Part { kAll, kGemmsOnly, kNoAttention, kNoNorms, kNoSilu, kUnfusedRope };
+// part drops one kind of op from every layer), or everything with a fused op as ops of
+// their own: RoPE + KV write before the attention; SiLU-mul as a kernel after the gate/up
+// GEMM (with the norms as kernels, the default, the op sequence before the fused SiLU).
+enum class Part { kAll, kGemmsOnly, kNoAttention, kUnfusedRope, kSiluKernel };
 
 // The forward of one step, op for op as LlamaModel::Forward / RunLayer.
 Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const PagedKvCache& cache,
                Part part = Part::kAll) {
   const bool small_ops = part != Part::kGemmsOnly, attention = small_ops && part != Part::kNoAttention;
-  const bool norms = small_ops && part != Part::kNoNorms, silu = small_ops && part != Part::kNoSilu;
+  const bool fused_silu = part != Part::kSiluKernel;
   const int64_t n = st.n;
   Tensor residual = w.residual.tensor().Rows(0, n);
   Tensor normed = w.normed.tensor().Rows(0, n), qkv = w.qkv.tensor().Rows(0, n);
@@ -221,15 +225,15 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
   if (small_ops) TANDEM_RETURN_IF_ERROR(b.Embedding(st.ids, m.w.embed_tokens.tensor(), residual));
   RopeParams rope{.theta = 500000.0,
                   .scaling = {model::RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192}};
-  // The residual stream normalized, then projected (without the norm: the projection of
-  // whatever `normed` holds).
-  auto norm_linear = [&](const Tensor& x, const Buffer& norm_weight, const LinearParams& lp) {
-    if (norms) TANDEM_RETURN_IF_ERROR(b.RmsNorm({.x = x, .weight = norm_weight.tensor(), .out = lp.x, .eps = kEps}));
-    return b.Linear(lp);
-  };
+  NormHandoff input{.source = residual, .weight = m.w.layers[0].input_norm.tensor(), .normed = normed,
+                    .sums = w.sums.tensor().Rows(0, n), .eps = kEps};
+  NormHandoff post = input;
+  // Layer 0's input norm (GEMMs only: none, the projection of whatever `normed` holds; the
+  // backend's norms as kernels are in the GEMM rows then, CudaBackendOptions::defer_norms).
+  if (small_ops) TANDEM_RETURN_IF_ERROR(b.RmsNorm({.x = residual, .weight = input.weight, .out = normed, .eps = kEps}));
   for (int l = 0; l < kLayers; ++l) {
     const LlamaLayerWeights& L = m.w.layers[l];
-    TANDEM_RETURN_IF_ERROR(norm_linear(residual, L.input_norm, {normed, L.qkv_proj.tensor(), Tensor(), qkv}));
+    TANDEM_RETURN_IF_ERROR(b.Linear({.x = normed, .weight = L.qkv_proj.tensor(), .out = qkv, .x_norm = &input}));
     const RopeKvWriteParams rope_write{.qkv = qkv, .q_out = q, .positions = st.positions, .slot_mapping = st.slots,
                                        .kv_pool = cache.pool(), .layout = cache.layout(), .layer = l, .rope = rope};
     const PagedAttentionParams attention_params{
@@ -243,17 +247,28 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
       TANDEM_RETURN_IF_ERROR(b.RopeKvWrite(rope_write));
       if (attention) TANDEM_RETURN_IF_ERROR(b.PagedAttention(attention_params));
     }
+    post.weight = L.post_attention_norm.tensor();
     TANDEM_RETURN_IF_ERROR(b.Linear({.x = attn.Reshape({n, kHeads * kHeadDim}), .weight = L.o_proj.tensor(),
-                                     .out = residual, .accumulate = true}));
-    TANDEM_RETURN_IF_ERROR(
-        norm_linear(residual, L.post_attention_norm, {normed, L.gate_up_proj.tensor(), Tensor(), gate_up}));
-    if (silu) TANDEM_RETURN_IF_ERROR(b.SiluAndMul(gate_up, act));
-    TANDEM_RETURN_IF_ERROR(b.Linear({.x = act, .weight = L.down_proj.tensor(), .out = residual, .accumulate = true}));
+                                     .out = residual, .accumulate = true, .norm_out = &post}));
+    if (fused_silu && small_ops) {
+      TANDEM_RETURN_IF_ERROR(b.Linear({.x = normed, .weight = L.gate_up_proj.tensor(), .out = act, .x_norm = &post,
+                                       .silu_mul = true, .scratch = gate_up}));
+    } else {
+      TANDEM_RETURN_IF_ERROR(b.Linear({.x = normed, .weight = L.gate_up_proj.tensor(), .out = gate_up, .x_norm = &post}));
+      if (small_ops) TANDEM_RETURN_IF_ERROR(b.SiluAndMul(gate_up, act));
+    }
+    const bool last = l + 1 == kLayers;
+    if (!last) input.weight = m.w.layers[l + 1].input_norm.tensor();
+    TANDEM_RETURN_IF_ERROR(b.Linear({.x = act, .weight = L.down_proj.tensor(), .out = residual, .accumulate = true,
+                                     .norm_out = last ? nullptr : &input}));
   }
   const int64_t r = st.s;
   Tensor pr = w.pick_r.tensor().Rows(0, r), pn = w.pick_n.tensor().Rows(0, r);
-  if (small_ops) TANDEM_RETURN_IF_ERROR(b.GatherRows(residual, st.logits_rows, pr));
-  return norm_linear(pr, m.w.final_norm, {pn, m.w.LmHead(), Tensor(), w.logits.tensor().Rows(0, r)});
+  if (small_ops) {
+    TANDEM_RETURN_IF_ERROR(b.GatherRows(residual, st.logits_rows, pr));
+    TANDEM_RETURN_IF_ERROR(b.RmsNorm({.x = pr, .weight = m.w.final_norm.tensor(), .out = pn, .eps = kEps}));
+  }
+  return b.Linear({pn, m.w.LmHead(), Tensor(), w.logits.tensor().Rows(0, r)});
 }
 
 // The same step as one persistent kernel (CudaBackend::FusedDecodeStep), with its
@@ -439,7 +454,6 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
               gemm_tflops);
 
   Model m = MakeModel(b);
-  if (decode_only) quick = true;
   const int max_seqs = 256, max_ctx = quick ? 1024 : 8192;
   const int64_t kv_tokens = quick ? 256 * 1024 : 64 * 8192;  // the largest decode config that fits
   const int num_blocks = static_cast<int>(kv_tokens / kBlock);
@@ -462,6 +476,7 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
   };
   std::vector<Row> rows;
   const std::vector<int> batches = decode_only ? std::vector<int>{1, 8} : std::vector<int>{1, 8, 64, 256};
+  // --decode-only: b=1 and b=8 at 1K and 8K contexts (--quick: 1K only).
   const std::vector<int> contexts = quick ? std::vector<int>{1024} : std::vector<int>{1024, 8192};
   for (int round = 0; round < (decode_only ? repeat : 1); ++round)
   for (int ctx : contexts) {
@@ -535,6 +550,24 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
         b.set_skinny_gemm_max_m(CudaBackendOptions().skinny_gemm_max_m);
         rows.push_back({what + " (cuBLAS GEMMs)", cublas, bs / (cublas * 1e-3), floor_ms, floor_ms / cublas});
       }
+      if (bs <= 8) {
+        // The fused SiLU-mul against its kernel (the op sequence before it), and deferred
+        // norms (CudaBackendOptions::defer_norms), same run.
+        part = Part::kSiluKernel;
+        const double silu_kernel = MedianMs(s, 3, reps, graph_step);
+        rows.push_back({what + " (SiLU as a kernel)", silu_kernel, bs / (silu_kernel * 1e-3), floor_ms,
+                        floor_ms / silu_kernel});
+        if (bs == 1) {
+          const double gpu = MedianReplayMs(b, 7, 10);
+          rows.push_back({what + " (SiLU as a kernel) replays", gpu, bs / (gpu * 1e-3), floor_ms, floor_ms / gpu});
+        }
+        part = Part::kAll;
+        b.set_defer_norms(true);
+        const double deferred = MedianMs(s, 3, reps, graph_step);
+        b.set_defer_norms(false);
+        rows.push_back({what + " (norms deferred)", deferred, bs / (deferred * 1e-3), floor_ms, floor_ms / deferred});
+        part = Part::kAll;
+      }
       if (bs <= 8 && !decode_only) {
         part = Part::kUnfusedRope;
         const double unfused = MedianMs(s, 3, 30, graph_step);
@@ -554,13 +587,6 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
         part = Part::kNoAttention;
         const double no_attn = MedianMs(s, 3, reps, graph_step);
         rows.push_back({"  b=1 all but attention", no_attn, 1 / (no_attn * 1e-3), wfloor, wfloor / no_attn});
-        part = Part::kNoNorms;
-        const double no_norms = MedianMs(s, 3, reps, graph_step);
-        rows.push_back(
-            {"  b=1 all but layer RMSNorms", no_norms, 1 / (no_norms * 1e-3), floor_ms, floor_ms / no_norms});
-        part = Part::kNoSilu;
-        const double no_silu = MedianMs(s, 3, reps, graph_step);
-        rows.push_back({"  b=1 all but SiLU-mul", no_silu, 1 / (no_silu * 1e-3), floor_ms, floor_ms / no_silu});
         part = Part::kAll;
       }
     }

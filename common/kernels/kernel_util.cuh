@@ -131,4 +131,9 @@ __device__ __forceinline__ uint4 FloatToBf16x8(const float (&f)[8]) {
   return v.u;
 }
 
+__device__ __forceinline__ float RoundToBf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// silu(gate) * up, silu(x) = x / (1 + exp(-x)): the one formula of every SiLU-mul here.
+__device__ __forceinline__ float SiluMul(float gate, float up) { return gate / (1.f + __expf(-gate)) * up; }
+
 }  // namespace tandem::kernels::detail

@@ -20,7 +20,7 @@ __global__ void SiluMulKernel(SiluMulParams p) {
     detail::Bf16x8ToFloat(row[v], g);
     detail::Bf16x8ToFloat(row[vecs + v], u);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) g[j] = g[j] / (1.f + __expf(-g[j])) * u[j];
+    for (int j = 0; j < 8; ++j) g[j] = detail::SiluMul(g[j], u[j]);
     reinterpret_cast<uint4*>(p.out + t * p.ffn)[v] = detail::FloatToBf16x8(g);
   }
 }

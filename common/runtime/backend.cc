@@ -33,6 +33,18 @@ StatusOr<std::unique_ptr<HostCopyQueue>> Backend::CreateHostCopyQueue() {
   return std::unique_ptr<HostCopyQueue>(std::make_unique<SyncHostCopyQueue>(this));
 }
 
+Status Backend::LinearAsOps(const LinearParams& p, const std::function<Status(const LinearParams&)>& product) {
+  TANDEM_RETURN_IF_ERROR(
+      product({.x = p.x, .weight = p.weight, .bias = p.bias, .out = p.silu_mul ? p.scratch : p.out,
+               .accumulate = p.accumulate}));
+  if (p.silu_mul) TANDEM_RETURN_IF_ERROR(SiluAndMul(p.scratch, p.out));
+  if (NormHandoff* h = p.norm_out; h != nullptr) {
+    TANDEM_RETURN_IF_ERROR(RmsNorm({.x = h->source, .weight = h->weight, .out = h->normed, .eps = h->eps}));
+    h->deferred = false;
+  }
+  return Status::Ok();
+}
+
 Status Backend::CheckSampleArgs(const Tensor& logits, Device device, std::span<const SampleRequest> requests,
                                 std::span<const SampledToken> out) {
   if (!logits.defined() || logits.dtype != DType::kF32 || logits.device != device || logits.ndim != 2 ||

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -173,6 +174,12 @@ class Backend : public Ops {
   virtual Status SampleTokens(Tensor logits, std::span<const SampleRequest> requests, std::span<SampledToken> out);
 
  protected:
+  // Linear `p` with its options as separate ops, for backends (or shapes) without fused
+  // forms: product(q) computes q, a LinearParams without options (into p.scratch with
+  // silu_mul), then SiluAndMul, then RmsNorm of out into norm_out (not deferred).
+  // REQUIRES: p checked, p.x_norm not deferred.
+  Status LinearAsOps(const LinearParams& p, const std::function<Status(const LinearParams&)>& product);
+
   // Releases memory from Allocate. Called by Buffer only.
   virtual void Free(void* data) = 0;
   // InvalidArgument unless `logits` is F32 [requests.size(), vocab > 0] on

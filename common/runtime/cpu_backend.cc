@@ -109,19 +109,24 @@ Status CpuBackend::RmsNorm(const RmsNormParams& p) {
 
 Status CpuBackend::Linear(const LinearParams& p) {
   TANDEM_RETURN_IF_ERROR(CheckLinear(p, DType::kF32));
-  int64_t n = p.x.shape[0], in = p.x.shape[1], out_features = p.weight.shape[0];
-  const float* bias = p.bias.defined() ? p.bias.As<float>() : nullptr;
-  // Weight row outer so it stays in cache across the batch rows.
-  for (int64_t m = 0; m < out_features; ++m) {
-    const float* w = p.weight.As<float>() + m * in;
-    float b = bias ? bias[m] : 0.0f;
-    for (int64_t r = 0; r < n; ++r) {
-      float& y = p.out.As<float>()[r * out_features + m];
-      const float v = Dot(p.x.As<float>() + r * in, w, in) + b;
-      y = p.accumulate ? y + v : v;
-    }
+  if (p.x_norm != nullptr && p.x_norm->deferred) {
+    return FailedPreconditionError("Linear: a deferred norm handoff did not come from this backend");
   }
-  return Status::Ok();
+  return LinearAsOps(p, [](const LinearParams& q) {
+    const int64_t n = q.x.shape[0], in = q.x.shape[1], out_features = q.weight.shape[0];
+    const float* bias = q.bias.defined() ? q.bias.As<float>() : nullptr;
+    // Weight row outer so it stays in cache across the batch rows.
+    for (int64_t m = 0; m < out_features; ++m) {
+      const float* w = q.weight.As<float>() + m * in;
+      const float b = bias ? bias[m] : 0.0f;
+      for (int64_t r = 0; r < n; ++r) {
+        float& y = q.out.As<float>()[r * out_features + m];
+        const float v = Dot(q.x.As<float>() + r * in, w, in) + b;
+        y = q.accumulate ? y + v : v;
+      }
+    }
+    return Status::Ok();
+  });
 }
 
 Status CpuBackend::SiluAndMul(Tensor gate_up, Tensor out) {

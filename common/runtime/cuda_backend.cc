@@ -268,47 +268,79 @@ Status CudaBackend::RmsNorm(const RmsNormParams& rp) {
 Status CudaBackend::Linear(const LinearParams& lp) {
   TANDEM_RETURN_IF_ERROR(CheckLinear(lp, DType::kBF16));
   TANDEM_RETURN_IF_ERROR(OnDevice("Linear", lp.x));
-  if (lp.x.shape[0] == 0) return Status::Ok();
-  if (lp.x.shape[0] <= options_.skinny_gemm_max_m) {
+  const int64_t rows = lp.x.shape[0];
+  const NormHandoff* x_norm = lp.x_norm;
+  const bool deferred_x = x_norm != nullptr && x_norm->deferred;
+  if (rows == 0) {
+    if (lp.norm_out != nullptr) lp.norm_out->deferred = false;
+    return Status::Ok();
+  }
+  if (rows <= options_.skinny_gemm_max_m) {
     auto sp = Zeroed<kernels::SkinnyGemmParams>();
     sp.x = Bf16(lp.x);
     sp.w = Bf16(lp.weight);
     sp.bias = lp.bias.defined() ? Bf16(lp.bias) : nullptr;
     sp.y = lp.out.data;
     sp.y_dtype = lp.out.dtype;
-    sp.m = static_cast<int>(lp.x.shape[0]);
+    sp.m = static_cast<int>(rows);
     sp.n = static_cast<int>(lp.weight.shape[0]);
     sp.k = static_cast<int>(lp.x.shape[1]);
     sp.accumulate = lp.accumulate;
+    sp.silu_mul = lp.silu_mul;
+    if (deferred_x) {
+      sp.x_sums = x_norm->sums.As<float>();
+      sp.x_eps = x_norm->eps;
+    }
+    // Defer the norm only where its consumer (the same rows, k = n) takes the skinny GEMM.
+    NormHandoff* h = lp.norm_out;
+    if (h != nullptr && options_.defer_norms && sp.n % 8 == 0) {
+      sp.norm_weight = Bf16(h->weight);
+      sp.norm_out = MutBf16(h->normed);
+      sp.norm_sums = h->sums.As<float>();
+    }
+    // A deferred norm and a fused SiLU-mul go straight into another GEMM, which then starts
+    // as this one ends: launched early it lost 0.8 ms per step at b=1 8K (and ~1.3 ms at b=8
+    // 1K) though it won 0.15 ms at b=1 1K (docs/perf.md, tenth session).
+    sp.early_next = !(sp.norm_out != nullptr || sp.silu_mul);
     if (kernels::ValidateSkinnyGemm(sp).ok()) {
-      return Enqueue("skinny_gemm", &sp, sizeof(sp),
-                     [sp](cudaStream_t s) { return kernels::LaunchSkinnyGemm(sp, s); });
+      TANDEM_RETURN_IF_ERROR(Enqueue("skinny_gemm", &sp, sizeof(sp),
+                                     [sp](cudaStream_t s) { return kernels::LaunchSkinnyGemm(sp, s); }));
+      if (h == nullptr) return Status::Ok();
+      h->deferred = sp.norm_out != nullptr;
+      if (h->deferred) return Status::Ok();
+      return RmsNorm({.x = h->source, .weight = h->weight, .out = h->normed, .eps = h->eps});
     }
   }
-  auto g = Zeroed<cuda::GemmParams>();
-  g.x = lp.x.data;
-  g.w = lp.weight.data;
-  g.y = lp.out.data;
-  g.m = lp.x.shape[0];
-  g.n = lp.weight.shape[0];
-  g.k = lp.x.shape[1];
-  g.y_dtype = lp.out.dtype;
-  g.alpha = 1.0f;
-  g.beta = lp.accumulate ? 1.0f : 0.0f;
+  // cuBLAS, with the options as their own kernels. A deferred x becomes the plain norm first.
+  if (deferred_x) {
+    TANDEM_RETURN_IF_ERROR(RmsNorm({.x = x_norm->source, .weight = x_norm->weight, .out = lp.x, .eps = x_norm->eps}));
+  }
   const cuda::CublasHandle* handle = &impl_->cublas;
-  TANDEM_RETURN_IF_ERROR(
-      Enqueue("gemm", &g, sizeof(g), [g, handle](cudaStream_t s) { return cuda::GemmBf16(*handle, g, s); }));
-  if (!lp.bias.defined()) return Status::Ok();
-  struct {
-    void* y;
-    const void* bias;
-    int64_t rows, cols;
-    bool f32;
-  } key{};
-  key = {lp.out.data, lp.bias.data, g.m, g.n, lp.out.dtype == DType::kF32};
-  return Enqueue("bias", &key, sizeof(key), [key](cudaStream_t s) {
-    return kernels::LaunchAddBias(key.y, key.f32, static_cast<const __nv_bfloat16*>(key.bias), key.rows, key.cols,
-                                  s);
+  return LinearAsOps(lp, [this, handle](const LinearParams& q) {
+    auto g = Zeroed<cuda::GemmParams>();
+    g.x = q.x.data;
+    g.w = q.weight.data;
+    g.y = q.out.data;
+    g.m = q.x.shape[0];
+    g.n = q.weight.shape[0];
+    g.k = q.x.shape[1];
+    g.y_dtype = q.out.dtype;
+    g.alpha = 1.0f;
+    g.beta = q.accumulate ? 1.0f : 0.0f;
+    TANDEM_RETURN_IF_ERROR(
+        Enqueue("gemm", &g, sizeof(g), [g, handle](cudaStream_t s) { return cuda::GemmBf16(*handle, g, s); }));
+    if (!q.bias.defined()) return Status::Ok();
+    struct {
+      void* y;
+      const void* bias;
+      int64_t rows, cols;
+      bool f32;
+    } key{};
+    key = {q.out.data, q.bias.data, g.m, g.n, q.out.dtype == DType::kF32};
+    return Enqueue("bias", &key, sizeof(key), [key](cudaStream_t s) {
+      return kernels::LaunchAddBias(key.y, key.f32, static_cast<const __nv_bfloat16*>(key.bias), key.rows, key.cols,
+                                    s);
+    });
   });
 }
 

@@ -56,6 +56,10 @@ struct CudaBackendOptions {
   // persistent kernel (FusedDecodeStep) where the model shape allows. Off by default: on
   // the H200 it is still slower than the op-by-op step (docs/perf.md, eighth session).
   bool fused_decode = false;
+  // A Linear with a NormHandoff (norm_out) defers the norm into the skinny GEMMs' epilogues
+  // (no RMSNorm kernel; the next GEMM scales by 1/rms). Off by default: on the H200 it only
+  // wins with the next GEMM launched early, which lost elsewhere (docs/perf.md, tenth session).
+  bool defer_norms = false;
 
   Status Validate() const;
 };
@@ -134,6 +138,8 @@ class CudaBackend final : public Backend {
   // Tests and benchmarks compare the fused decode step with the op-by-op one. Turning it
   // on after a model sized its workspace does not give that model one.
   void set_fused_decode(bool on) { options_.fused_decode = on; }
+  // Tests and benchmarks compare deferred norms with norm kernels (see CudaBackendOptions).
+  void set_defer_norms(bool on) { options_.defer_norms = on; }
   cudaStream_t stream() const { return stream_; }
   int num_sms() const { return num_sms_; }
 

@@ -81,7 +81,8 @@ class LlamaModel {
 
   LlamaModel(const model::ModelConfig& config, const RuntimeOptions& options, Backend* backend);
   Status AllocateWorkspace();
-  Status RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cache);
+  // One transformer layer; `input` holds its input norm on entry and the next layer's on return.
+  Status RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cache, NormHandoff& input);
   Status CheckCache(const PagedKvCache& cache) const;
 
   model::ModelConfig config_;

@@ -69,13 +69,32 @@ Status CheckRmsNorm(const RmsNormParams& p, DType act) {
 Status CheckLinear(const LinearParams& p, DType act) {
   if (!Is(p.x, act, {-1, -1})) return Bad("Linear", "x", p.x);
   if (!Is(p.weight, act, {-1, p.x.shape[1]})) return Bad("Linear", "weight", p.weight);
-  int64_t out_features = p.weight.shape[0];
+  const int64_t n = p.x.shape[0], out_features = p.weight.shape[0];
   if (p.bias.defined() && !Is(p.bias, act, {out_features})) return Bad("Linear", "bias", p.bias);
-  if (!Is(p.out, act, {p.x.shape[0], out_features}) && !Is(p.out, DType::kF32, {p.x.shape[0], out_features})) {
-    return Bad("Linear", "out", p.out);
-  }
+  const int64_t out_cols = p.silu_mul ? out_features / 2 : out_features;
+  if (!Is(p.out, act, {n, out_cols}) && !Is(p.out, DType::kF32, {n, out_cols})) return Bad("Linear", "out", p.out);
   if (p.out.data == p.x.data) return Bad("Linear", "out (aliases x)", p.out);
   if (p.accumulate && p.out.dtype != DType::kF32) return Bad("Linear", "out (accumulate needs F32)", p.out);
+  if (p.silu_mul) {
+    if (out_features % 2 != 0 || p.accumulate || p.out.dtype != act) {
+      return Bad("Linear", "silu_mul (an even number of gate/up rows, out in the compute dtype)", p.weight);
+    }
+    if (!Is(p.scratch, act, {n, out_features})) return Bad("Linear", "scratch", p.scratch);
+  }
+  if (const NormHandoff* h = p.norm_out; h != nullptr) {
+    if (!p.accumulate || h->source.data != p.out.data || !Is(h->source, DType::kF32, {n, out_features})) {
+      return Bad("Linear", "norm_out (accumulate into its source)", h->source);
+    }
+    if (!Is(h->weight, act, {out_features})) return Bad("Linear", "norm_out weight", h->weight);
+    if (!Is(h->normed, act, {n, out_features})) return Bad("Linear", "norm_out normed", h->normed);
+    if (!Is(h->sums, DType::kF32, {n, (out_features + 15) / 16})) {
+      return Bad("Linear", "norm_out sums", h->sums);
+    }
+    if (!(h->eps > 0.0f)) return InvalidArgumentError("Linear: norm_out eps must be positive");
+  }
+  if (const NormHandoff* h = p.x_norm; h != nullptr && (h->normed.data != p.x.data || !Is(h->normed, act, {p.x.shape[0], p.x.shape[1]}))) {
+    return Bad("Linear", "x (not the normed of its x_norm)", p.x);
+  }
   return Status::Ok();
 }
 
