@@ -3,12 +3,16 @@
 // the same run; plus prefill attention TFLOP/s and sampler time for reference.
 // Writes one CSV row per decode shape (--csv PATH) for bench/kernels/sdpa_compare.py.
 //
-//   decode_attention_bench [--csv decode.csv] [--quick]
+//   decode_attention_bench [--csv decode.csv] [--quick] [--reps N] [--in-order]
+//                          [--shape BATCH,CTX,HQ,HKV,HD,BS]...
+// --shape (repeatable) runs only the shapes given (decode only: no sweep, prefill or sampler);
+// --in-order gives every sequence consecutive cache blocks instead of shuffled ones.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -92,8 +96,13 @@ struct DecodeShape {
   int stages = 0;  // 0: the kernel's default pipeline depth (these rows also go to the CSV)
 };
 
+struct DecodeOptions {
+  int reps = 20;
+  bool in_order = false;  // consecutive blocks per sequence (default: shuffled)
+};
+
 void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, int num_sms,
-                 cudaStream_t stream, FILE* csv) {
+                 const DecodeOptions& opt, cudaStream_t stream, FILE* csv) {
   std::printf("\n%-6s %-6s %-4s %-4s %-4s %-3s %-3s %-7s %-9s %-9s %-6s %-7s %-7s %-9s %-7s\n",
               "batch", "ctx", "hq", "hkv", "hd", "bs", "st", "splits", "KV_MB", "time_us", "GB/s",
               "/copy", "/read", "pers_us", "p/copy");
@@ -108,7 +117,7 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
     FillRandomBf16(pool, 2);
     std::vector<int32_t> table(num_blocks);
     std::iota(table.begin(), table.end(), 0);
-    std::shuffle(table.begin(), table.end(), std::mt19937(3));  // scattered blocks
+    if (!opt.in_order) std::shuffle(table.begin(), table.end(), std::mt19937(3));  // scattered blocks
     std::vector<int32_t> lens(s.batch, s.ctx);
     DeviceBuffer dtable = Alloc(table.size() * 4), dlens = Alloc(lens.size() * 4);
     BENCH_OK(cuda::CudaStatus(cudaMemcpy(dtable.data(), table.data(), table.size() * 4, cudaMemcpyHostToDevice), "t"));
@@ -136,10 +145,10 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
     p.num_splits = plan->num_splits;
     p.num_stages = s.stages;
     p.workspace = ws.as<float>();
-    const float ms = MedianMs([&] { BENCH_OK(kernels::LaunchDecodeAttention(p, stream)); }, 3, 20, stream);
+    const float ms = MedianMs([&] { BENCH_OK(kernels::LaunchDecodeAttention(p, stream)); }, 3, opt.reps, stream);
     p.persistent = true;
     const float ms_pers =
-        MedianMs([&] { BENCH_OK(kernels::LaunchDecodeAttention(p, stream)); }, 3, 20, stream);
+        MedianMs([&] { BENCH_OK(kernels::LaunchDecodeAttention(p, stream)); }, 3, opt.reps, stream);
     const double gbs_pers = static_cast<double>(s.batch) * s.ctx * block_bytes / s.bs /
                             (ms_pers * 1e-3) / 1e9;
     const double kv_bytes = static_cast<double>(s.batch) * s.ctx * block_bytes / s.bs;
@@ -226,9 +235,28 @@ void BenchSampling(cudaStream_t stream) {
 int Main(int argc, char** argv) {
   const char* csv_path = nullptr;
   bool quick = false;
+  DecodeOptions opt;
+  std::vector<DecodeShape> only;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) {
+      csv_path = argv[++i];
+    } else if (!std::strcmp(argv[i], "--quick")) {
+      quick = true;
+    } else if (!std::strcmp(argv[i], "--in-order")) {
+      opt.in_order = true;
+    } else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
+      opt.reps = std::max(1, std::atoi(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
+      DecodeShape s{};
+      if (std::sscanf(argv[++i], "%d,%d,%d,%d,%d,%d", &s.batch, &s.ctx, &s.hq, &s.hkv, &s.hd, &s.bs) != 6) {
+        std::fprintf(stderr, "--shape wants BATCH,CTX,HQ,HKV,HD,BS, got %s\n", argv[i]);
+        return 2;
+      }
+      only.push_back(s);
+    } else {
+      std::fprintf(stderr, "unknown argument %s (see the comment at the top of the source)\n", argv[i]);
+      return 2;
+    }
   }
   if (cuda::DeviceCount() == 0) {
     std::printf("decode_attention_bench: no CUDA GPU, nothing to measure\n");
@@ -250,15 +278,19 @@ int Main(int argc, char** argv) {
       {64, 4096, 32, 8, 128, 32},  {64, 4096, 32, 32, 128, 16}, {64, 8192, 16, 8, 64, 16},
       {64, 4096, 64, 8, 128, 16}};
   if (quick) shapes.resize(3);
-  for (int st : {2, 4})  // pipeline-depth sweep (stdout only)
+  if (!only.empty()) shapes = only;
+  for (int st : {2, 4}) {  // pipeline-depth sweep (stdout only)
+    if (!only.empty()) break;
     for (DecodeShape s : {DecodeShape{1, 32768, 32, 8, 128, 16}, DecodeShape{64, 4096, 32, 8, 128, 16},
                           DecodeShape{256, 1024, 32, 8, 128, 16}}) {
       s.stages = st;
       shapes.push_back(s);
     }
+  }
   FILE* csv = csv_path ? std::fopen(csv_path, "w") : nullptr;
-  BenchDecode(shapes, ceil, prop.multiProcessorCount, stream->get(), csv);
+  BenchDecode(shapes, ceil, prop.multiProcessorCount, opt, stream->get(), csv);
   if (csv) std::fclose(csv);
+  if (!only.empty()) return 0;
   BenchPrefill(quick ? std::vector<int>{512} : std::vector<int>{512, 2048, 4096, 8192}, stream->get());
   BenchSampling(stream->get());
   return 0;

@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kThreads)
   auto k_stage = [&](int s) {
     return reinterpret_cast<__nv_bfloat16*>(smem_raw + s * D::kStageBytes);
   };
-  auto v_stage = [&](int s) { return k_stage(s) + kTile * D::kRow; };
+  auto v_stage = [&](int s) { return k_stage(s) + kTile * D::Tile::kRow; };
   __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw + L::kQOffset);
   float* m_s = reinterpret_cast<float*>(smem_raw + L::kStateOffset);
   float* l_s = m_s + kWarps * kMaxGroup;
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kThreads)
       const int r = newest - tile * kTile;
       for (int i = threadIdx.x; i < 2 * D::kChunks; i += kThreads) {
         const int kv = i / D::kChunks, c = i % D::kChunks;
-        *reinterpret_cast<uint4*>((kv == 0 ? k_stage(s) : v_stage(s)) + r * D::kRow + c * 8) =
+        *reinterpret_cast<uint4*>((kv == 0 ? k_stage(s) : v_stage(s)) + D::Tile::Offset(r, c * 8)) =
             *reinterpret_cast<const uint4*>(new_kv + kv * kHeadDim + c * 8);
       }
       __syncthreads();
@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto k_stage = [&](int s) {
     return reinterpret_cast<__nv_bfloat16*>(smem_raw + s * D::kStageBytes);
   };
-  auto v_stage = [&](int s) { return k_stage(s) + kTile * D::kRow; };
+  auto v_stage = [&](int s) { return k_stage(s) + kTile * D::Tile::kRow; };
   __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw + L::kKvBytes);
   float* o_s = reinterpret_cast<float*>(smem_raw + L::kKvBytes + D::kQBytes);
   float* m_s = o_s + kWarps * kMaxGroup * kHeadDim;

@@ -23,12 +23,30 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kTile = 64;       // tokens per shared-memory tile
 constexpr int kMaxGroup = 16;   // query heads per KV head: the rows of one mma tile
 
+// Where element `col` of row `row` of a K or V tile lives in shared memory (bf16 elements
+// from the tile's start).
+//  - Swizzled (the decode attention's stages): rows of exactly kHeadDim, and the 16-byte
+//    chunk c of row r at chunk c ^ (r % 8). Each 128-byte line of the cache lands in one
+//    aligned 128-byte piece of shared memory, so cp.async moves whole lines. With padded
+//    rows the H200 split the requests (2.3 sectors per L2 request instead of 4) and read
+//    the 64 x 4K shape at 4.08 TB/s against cuDNN's 4.41 (docs/perf.md, eleventh session).
+//    The fragment reads of 8 rows at one column still hit 8 different bank groups.
+//  - Padded (the fused decode step's stages): rows of kHeadDim + 8.
+template <int kHeadDim, bool kSwizzled>
+struct KvTile {
+  static constexpr int kRow = kSwizzled ? kHeadDim : kHeadDim + 8;
+  __device__ __forceinline__ static int Offset(int row, int col) {
+    return row * kRow + (kSwizzled ? col ^ ((row & 7) << 3) : col);
+  }
+};
+
 template <int kHeadDim>
 struct Dims {
-  static constexpr int kRow = kHeadDim + 8;  // padded smem row (bf16): conflict-free fragments
+  using Tile = KvTile<kHeadDim, true>;  // this kernel's K/V stages
+  static constexpr int kRow = kHeadDim + 8;  // padded smem row of q (bf16): conflict-free fragments
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   static constexpr int kDimTiles = kHeadDim / 8;
-  static constexpr size_t kStageBytes = size_t{2} * kTile * kRow * 2;  // K and V of one tile
+  static constexpr size_t kStageBytes = size_t{2} * kTile * Tile::kRow * 2;  // K and V of one tile
   static constexpr size_t kQBytes = size_t{kMaxGroup} * kRow * 2;
   static constexpr size_t kStateBytes = size_t{2} * kWarps * kMaxGroup * 4;  // m, l per warp
   static constexpr size_t kMergeBytes = size_t{kWarps} * kMaxGroup * kHeadDim * 4;
@@ -78,7 +96,8 @@ __device__ __forceinline__ void InitState(WarpState<kHeadDim>& st, const __nv_bf
 }
 
 // Queues cp.async copies of tile `tile` of (seq, kvh) into one stage (k_stage / v_stage:
-// [kTile][kRow]), all but position `skip` (-1: none), which the caller fills itself. Rows
+// kTile rows in the Dims::Tile layout), all but position `skip` (-1: none), which the caller
+// fills itself. Rows
 // past the context get zero V: their p is 0, but 0 * (stale NaN bits) would be NaN (stale
 // K rows are harmless: their scores are replaced by -inf). All threads; the caller commits
 // the group. Thread -> (chunk c, rows r0 + kRowsPerPass * k): the
@@ -107,7 +126,7 @@ __device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int se
 #pragma unroll
   for (int k = 0; k < kPasses; ++k) {
     const int tt = r0 + k * kRowsPerPass;
-    const int dst = tt * D::kRow + c * 8;
+    const int dst = D::Tile::Offset(tt, c * 8);
     if (tt < n_valid) {
       if (start + tt == skip) continue;
       const __nv_bfloat16* src = p.kv_cache + page[k] * block_elems + head_off +
@@ -120,21 +139,23 @@ __device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int se
   }
 }
 
-// One warp's step over 16 tokens of a tile in shared memory ([tokens][kRow] K and V):
-// tokens [16 * block, 16 * block + 16), by default the warp's own (tokens 16 * warp ...).
-// `tile_valid` is the number of valid tokens of the whole tile. REQUIRES: the stage is
-// complete and visible.
-template <int kHeadDim>
+// One warp's step over 16 tokens of a tile in shared memory (K and V rows in the
+// KvTile<kHeadDim, kSwizzled> layout): tokens [16 * block, 16 * block + 16), by default the
+// warp's own (tokens 16 * warp ...). `tile_valid` is the number of valid tokens of the whole
+// tile. REQUIRES: the stage is complete and visible.
+template <int kHeadDim, bool kSwizzled = true>
 __device__ __forceinline__ void ComputeTile(WarpState<kHeadDim>& st, const __nv_bfloat16* k_stage,
                                             const __nv_bfloat16* v_stage, int tile_valid,
                                             float scale_log2, int block = -1) {
   using D = Dims<kHeadDim>;
-  constexpr int kRow = D::kRow;
+  constexpr int kRow = KvTile<kHeadDim, kSwizzled>::kRow;
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const int warp = block >= 0 ? block : threadIdx.x >> 5;
   const int n_valid = tile_valid - warp * 16;  // this warp's valid keys
   if (n_valid <= 0) return;
   const __nv_bfloat16* ks = k_stage + warp * 16 * kRow;
+  // Rows j * 8 + g of the warp's 16 (row % 8 == g): KvTile::Offset's column swizzle is ^ g8.
+  const int g8 = kSwizzled ? g << 3 : 0;
   float s[2][4];
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
@@ -142,7 +163,7 @@ __device__ __forceinline__ void ComputeTile(WarpState<kHeadDim>& st, const __nv_
     const __nv_bfloat16* kr = ks + (j * 8 + g) * kRow + t4 * 2;
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk)
-      Mma16816(s[j], st.qf[kk], Ld32(kr + kk * 16), Ld32(kr + kk * 16 + 8));
+      Mma16816(s[j], st.qf[kk], Ld32(kr + ((kk * 16) ^ g8)), Ld32(kr + ((kk * 16 + 8) ^ g8)));
   }
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -176,12 +197,15 @@ __device__ __forceinline__ void ComputeTile(WarpState<kHeadDim>& st, const __nv_
   a[2] = PackBf16(s[1][0], s[1][1]);
   a[3] = PackBf16(s[1][2], s[1][3]);
   // ldmatrix rows: lanes 0-7 keys 0-7, 8-15 keys 8-15 (dims d0); lanes 16-31 the same at d0+8.
+  // Swizzled: the lane's chunk j + (lane >> 4) (j even) of a row with key % 8 == lane % 8 is
+  // at chunk j ^ ((lane >> 4) ^ (lane % 8)).
   const int ldm_key = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-  const __nv_bfloat16* vrow = v_stage + ldm_key * kRow + (lane >> 4) * 8;
+  const int v8 = kSwizzled ? ((lane >> 4) ^ (lane & 7)) << 3 : (lane >> 4) << 3;
+  const __nv_bfloat16* vrow = v_stage + ldm_key * kRow;
 #pragma unroll
   for (int j = 0; j < D::kDimTiles; j += 2) {
     uint32_t b[4];
-    LdMatrixX4Trans(b, vrow + j * 8);
+    LdMatrixX4Trans(b, vrow + (kSwizzled ? (j * 8) ^ v8 : j * 8 + v8));
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       st.o[j][e] *= alpha[e >> 1];

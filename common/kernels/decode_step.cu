@@ -749,12 +749,12 @@ struct Consumer {
               reinterpret_cast<uint4*>(vs + (n + e / kRowVecs) * kRow)[e % kRowVecs] = make_uint4(0, 0, 0, 0);
             __syncwarp();
           }
-          decode_detail::ComputeTile<kHeadDim>(st, ks, vs, n, scale_log2, b);
+          decode_detail::ComputeTile<kHeadDim, false>(st, ks, vs, n, scale_log2, b);
         }
         ring.Release();
       }
       if (has_newest && warp == (stages * kBlocksPerStage) % kConsumerWarps)
-        decode_detail::ComputeTile<kHeadDim>(st, new_k, new_v, 1, scale_log2, 0);
+        decode_detail::ComputeTile<kHeadDim, false>(st, new_k, new_v, 1, scale_log2, 0);
       ConsumerSync();  // the newest token's tile is read: the scratch takes the warps' partial outputs
       decode_detail::StoreWarpState<kHeadDim>(st, group, warp, kMaxGroup, o_s, m_s, l_s);
       ConsumerSync();
