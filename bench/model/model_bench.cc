@@ -612,11 +612,12 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
     auto tiers = Must(cuda::CudaKvTierStorage::Create(cache.pool().data, cache.layout(), nb, s));
     using kv_cache::BlockCopy;
     using kv_cache::KvTier;
-    std::vector<BlockCopy> out, in, scattered;
+    std::vector<BlockCopy> out, in, scattered, scattered_in;
     for (int i = 0; i < nb; ++i) {
       out.push_back({KvTier::kDevice, i, KvTier::kHost, i});
       in.push_back({KvTier::kHost, i, KvTier::kDevice, nb + i});
       scattered.push_back({KvTier::kDevice, 2 * i, KvTier::kHost, (i * 7) % nb});
+      scattered_in.push_back({KvTier::kHost, (i * 7) % nb, KvTier::kDevice, 2 * i + 1});
     }
     auto wall_gbs = [&](auto fn) {
       std::vector<double> t;
@@ -645,6 +646,8 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
     swaps.push_back({"swap in 512 blocks (runs)", wall_gbs([&] { CHECK_OK(tiers->ExecuteCopies(in)); }), h2d});
     swaps.push_back(
         {"swap out 512 scattered blocks", wall_gbs([&] { CHECK_OK(tiers->ExecuteCopies(scattered)); }), d2h});
+    swaps.push_back(
+        {"swap in 512 scattered blocks", wall_gbs([&] { CHECK_OK(tiers->ExecuteCopies(scattered_in)); }), h2d});
   }
 
   std::printf("\ngraphs captured %d, replays %d\n", b.graphs_captured(), b.graph_replays());
