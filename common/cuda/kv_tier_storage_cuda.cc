@@ -71,6 +71,7 @@ Status CudaKvTierStorage::ExecuteCopies(std::span<const BlockCopy> copies) {
   // anything queued after it, which keeps list order.
   auto& batch = *batch_;
   batch.count = 0;
+  KvTier batch_from = KvTier::kDevice;  // the batch's source tier (its destination is the other)
   marked_.clear();
   auto flush = [&]() -> Status {
     if (batch.count == 0) return Status::Ok();
@@ -98,12 +99,12 @@ Status CudaKvTierStorage::ExecuteCopies(std::span<const BlockCopy> copies) {
       for (size_t r = 0; r < run; ++r) {
         const BlockCopy& piece = copies[i + r];
         auto& marks = piece.dst_tier == KvTier::kDevice ? device_marks_ : host_marks_;
-        const bool other_direction =
-            batch.count > 0 && (batch.src != Address(piece.src_tier, 0, 0) || batch.dst != Address(piece.dst_tier, 0, 0));
+        const bool other_direction = batch.count > 0 && piece.src_tier != batch_from;
         if (other_direction || marks[piece.dst_block] || batch.count == kernels::kKvBlockCopyMaxPieces) {
           TANDEM_RETURN_IF_ERROR(flush());
         }
         if (batch.count == 0) {
+          batch_from = piece.src_tier;
           batch.src = Address(piece.src_tier, 0, 0);
           batch.dst = Address(piece.dst_tier, 0, 0);
           batch.src_blocks = (piece.src_tier == KvTier::kDevice ? device_layout_ : host_layout_).num_blocks;
