@@ -2,8 +2,9 @@
 //
 // One thread block handles (sequence, KV head, split): it streams its share of the
 // sequence's K/V blocks through shared memory once (cp.async, a 3-stage pipeline of 64-token
-// tiles in a swizzled layout, so that every copy moves whole 128-byte lines) and computes all query heads of that KV group from each load on tensor cores
-// (mma.sync m16n8k16: the group's heads are the rows of one 16-row tile). With
+// tiles in a swizzled layout, so that every copy moves whole 128-byte lines) and computes
+// all query heads of that KV group from each load on tensor cores (mma.sync m16n8k16: the
+// group's heads are the rows of one 16-row tile). With
 // num_splits > 1 each block writes a partial result (fp32 output + log-sum-exp) to the
 // workspace and a second kernel merges the splits. (Measured slower on the H200 and not
 // kept: thread block clusters merging through distributed shared memory, and the last
