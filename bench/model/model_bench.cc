@@ -21,11 +21,15 @@
 //  - prefill of 512/2K/4K/8K tokens: model FLOPs / time over the measured GEMM rate;
 //  - KV swap through the host tier (CudaKvTierStorage: pinned memory, copy stream), 1 GiB
 //    out and in, against one pinned cudaMemcpyAsync of the same size.
-// Usage: model_bench [--quick] [--trace] [--decode-only [--repeat N] [--reps R]]
+// Usage: model_bench [--quick] [--trace] [--decode-only [--repeat N] [--reps R]] [--timeline]
+//                    [--early-gemm-chain=N] [--defer-norms=N] [--attention-late-next=N]
 //   --trace: the fused step's per-phase timeline; --decode-only: only the op-by-op decode
 //   rows at batch 1 and 8 (1K and 8K contexts; with --quick 1K only) with their fused-op
 //   comparison rows, and the b=1 attribution rows, N times over (for A/B
 //   runs of two builds side by side), each the median of R graph replays (default 30).
+//   --timeline: only the kernel timelines (CUPTI) of decode steps at b=1 / 8, 1K / 8K;
+//   --early-gemm-chain=N / --defer-norms=N / --attention-late-next=N: those CudaBackendOptions
+//   for every row (N = 0 / 1).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -34,9 +38,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "bench/model/kernel_timeline.h"
 #include "common/cuda/cuda_status.h"
 #include "common/cuda/gemm.h"
 #include "common/cuda/kv_tier_storage_cuda.h"
@@ -415,9 +421,92 @@ double MedianReplayMs(CudaBackend& b, int rounds, int per_round) {
   return ms[ms.size() / 2];
 }
 
-int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
+// Switches of a run beyond the table's shape (see main's usage).
+struct RunFlags {
+  bool timeline = false;         // --timeline: only the kernel timelines of decode steps
+  int early_gemm_chain = -1;     // --early-gemm-chain=N: CudaBackendOptions::early_gemm_chain (-1: default)
+  int defer_norms = -1;          // --defer-norms=N: CudaBackendOptions::defer_norms
+  int attention_late_next = -1;  // --attention-late-next=N: CudaBackendOptions::attention_late_next
+};
+
+// One step's kernels as the GPU ran them: the last graph step replayed 5 times back to back
+// under the kernel timeline, the middle replay summarized per kernel (name and grid): its
+// time on the critical path ("path": from the previous kernel's end to its own), its
+// duration, how long before the previous kernel's end it started ("early": PDL), what it
+// holds on an SM; then the order of the first kernels. The step's own time comes first.
+void PrintStepTimeline(CudaBackend& b, const std::string& what) {
+  constexpr int kReplays = 5;
+  for (int i = 0; i < 2; ++i) CHECK_OK(b.RelaunchLastGraphStep());
+  (void)Must(bench::TakeKernelRecords());
+  for (int i = 0; i < kReplays; ++i) CHECK_OK(b.RelaunchLastGraphStep());
+  const std::vector<bench::KernelRecord> all = Must(bench::TakeKernelRecords());
+  if (all.size() % kReplays != 0 || all.size() < 2 * kReplays) {
+    std::printf("%s: timeline has %zu kernels, not %d equal replays\n", what.c_str(), all.size(), kReplays);
+    return;
+  }
+  const size_t per = all.size() / kReplays, first = 2 * per;
+  // Each kernel of the middle replay: path, duration and head start in us.
+  struct Timing {
+    const bench::KernelRecord* k;
+    double path, dur, early;
+  };
+  std::vector<Timing> step;
+  uint64_t prev_end = all[first - 1].end_ns;
+  for (size_t i = first; i < first + per; ++i) {
+    const bench::KernelRecord& k = all[i];
+    const double prev = static_cast<double>(prev_end);
+    step.push_back({&k, (static_cast<double>(k.end_ns) - prev) / 1e3, (k.end_ns - k.start_ns) / 1e3,
+                    (prev - static_cast<double>(k.start_ns)) / 1e3});
+    prev_end = std::max(prev_end, k.end_ns);
+  }
+  struct Agg {
+    int count = 0;
+    double path = 0, dur = 0, early = 0;
+    const bench::KernelRecord* k = nullptr;
+  };
+  std::map<std::string, Agg> agg;
+  for (const Timing& t : step) {
+    Agg& a = agg[t.k->name + " x" + std::to_string(t.k->grid)];
+    ++a.count;
+    a.path += t.path;
+    a.dur += t.dur;
+    a.early += t.early;
+    a.k = t.k;
+  }
+  std::printf("\ntimeline %s: %zu kernels, %.3f ms (end of the previous replay to the end of this one)\n",
+              what.c_str(), per, (prev_end - all[first - 1].end_ns) / 1e6);
+  std::vector<std::pair<std::string, Agg>> rows(agg.begin(), agg.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.second.path > y.second.path; });
+  std::printf("  %-52s %5s %9s %8s %8s %8s %5s %7s %7s\n", "kernel x blocks", "n", "path ms", "path us", "dur us",
+              "early us", "regs", "smem KB", "cfg KB");
+  for (const auto& [name, a] : rows) {
+    std::printf("  %-52.52s %5d %9.3f %8.2f %8.2f %8.2f %5d %7.1f %7.1f\n", name.c_str(), a.count, a.path / 1e3,
+                a.path / a.count, a.dur / a.count, a.early / a.count, a.k->registers, a.k->shared_bytes / 1024.0,
+                a.k->smem_config / 1024.0);
+  }
+  std::printf("  first kernels (path / dur / early, us):");
+  for (size_t i = 0; i < std::min<size_t>(step.size(), 14); ++i) {
+    const Timing& t = step[i];
+    std::printf("%s %s x%d %.1f/%.1f/%.1f", i % 3 == 0 ? "\n   " : " |", t.k->name.substr(0, 28).c_str(), t.k->grid,
+                t.path, t.dur, t.early);
+  }
+  std::printf("\n");
+}
+
+int Run(bool quick, bool trace, bool decode_only, int repeat, int reps, const RunFlags& flags) {
   CudaBackendOptions options;
   options.fused_decode = true;  // the op-by-op rows run Forward below, which never asks for it
+  if (flags.early_gemm_chain >= 0) options.early_gemm_chain = flags.early_gemm_chain != 0;
+  if (flags.defer_norms >= 0) options.defer_norms = flags.defer_norms != 0;
+  if (flags.attention_late_next >= 0) options.attention_late_next = flags.attention_late_next != 0;
+  std::printf("options: defer_norms %d, early_gemm_chain %d, attention_late_next %d\n", options.defer_norms,
+              options.early_gemm_chain, options.attention_late_next);
+  bool timeline_on = false;
+  if (flags.timeline) {
+    const Status t = bench::EnableKernelTimeline();
+    if (!t.ok()) std::printf("kernel timeline unavailable (%s): step times only\n", t.ToString().c_str());
+    timeline_on = t.ok();
+  }
   auto backend = Must(CudaBackend::Create(options));
   CudaBackend& b = *backend;
   cudaStream_t s = b.stream();
@@ -469,6 +558,25 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
   const double kv_token_bytes = static_cast<double>(cache.layout().BytesPerToken());
   std::printf("weights streamed per decode step: %.3f GB; KV pool %.1f GB (%d blocks of %d)\n",
               m.streamed_bytes / 1e9, cache.layout().TotalBytes() / 1e9, num_blocks, kBlock);
+
+  if (flags.timeline) {
+    for (auto [bs, ctx] : std::vector<std::pair<int, int>>{{1, 1024}, {1, 8192}, {8, 1024}, {8, 8192}}) {
+      Step st = Upload(b, w, bs, 1, ctx, ctx / kBlock);
+      auto graph_step = [&] {
+        CHECK_OK(b.BeginGraphStep());
+        CHECK_OK(Forward(b, m, w, st, cache));
+        CHECK_OK(b.EndGraphStep());
+      };
+      const double ms = MedianMs(s, 3, 10, graph_step);
+      const double gpu = MedianReplayMs(b, 5, 10);
+      const double floor_ms = (m.streamed_bytes + static_cast<double>(bs) * ctx * kv_token_bytes) / (read_gbs * 1e9) * 1e3;
+      const std::string what = "b=" + std::to_string(bs) + " ctx=" + std::to_string(ctx);
+      std::printf("\n%s traced: graph %.3f ms, replays %.3f ms, floor %.3f ms (%.3f of it)\n", what.c_str(), ms, gpu,
+                  floor_ms, floor_ms / gpu);
+      if (timeline_on) PrintStepTimeline(b, what);
+    }
+    return 0;
+  }
 
   struct Row {
     std::string what;
@@ -551,8 +659,8 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
         rows.push_back({what + " (cuBLAS GEMMs)", cublas, bs / (cublas * 1e-3), floor_ms, floor_ms / cublas});
       }
       if (bs <= 8) {
-        // The fused SiLU-mul against its kernel (the op sequence before it), and deferred
-        // norms (CudaBackendOptions::defer_norms), same run.
+        // The fused SiLU-mul against its kernel (the op sequence before it), and the norms the
+        // other way than the run's CudaBackendOptions::defer_norms, same run.
         part = Part::kSiluKernel;
         const double silu_kernel = MedianMs(s, 3, reps, graph_step);
         rows.push_back({what + " (SiLU as a kernel)", silu_kernel, bs / (silu_kernel * 1e-3), floor_ms,
@@ -562,10 +670,12 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
           rows.push_back({what + " (SiLU as a kernel) replays", gpu, bs / (gpu * 1e-3), floor_ms, floor_ms / gpu});
         }
         part = Part::kAll;
-        b.set_defer_norms(true);
-        const double deferred = MedianMs(s, 3, reps, graph_step);
-        b.set_defer_norms(false);
-        rows.push_back({what + " (norms deferred)", deferred, bs / (deferred * 1e-3), floor_ms, floor_ms / deferred});
+        const bool defer_norms = b.defer_norms();
+        b.set_defer_norms(!defer_norms);
+        const double other = MedianMs(s, 3, reps, graph_step);
+        b.set_defer_norms(defer_norms);
+        rows.push_back({what + (defer_norms ? " (norms as kernels)" : " (norms deferred)"), other, bs / (other * 1e-3),
+                        floor_ms, floor_ms / other});
         part = Part::kAll;
       }
       if (bs <= 8 && !decode_only) {
@@ -669,7 +779,16 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps) {
 int main(int argc, char** argv) {
   bool quick = false, trace = false, decode_only = false;
   int repeat = 1, reps = 30;
+  tandem::runtime::RunFlags flags;
   for (int i = 1; i < argc; ++i) {
+    flags.timeline |= std::strcmp(argv[i], "--timeline") == 0;
+    auto option = [&](const char* name, int* value) {
+      const size_t len = std::strlen(name);
+      if (std::strncmp(argv[i], name, len) == 0 && argv[i][len] == '=') *value = std::atoi(argv[i] + len + 1);
+    };
+    option("--early-gemm-chain", &flags.early_gemm_chain);
+    option("--defer-norms", &flags.defer_norms);
+    option("--attention-late-next", &flags.attention_late_next);
     quick |= std::strcmp(argv[i], "--quick") == 0;
     trace |= std::strcmp(argv[i], "--trace") == 0;
     decode_only |= std::strcmp(argv[i], "--decode-only") == 0;
@@ -680,5 +799,5 @@ int main(int argc, char** argv) {
     std::printf("model_bench: no CUDA device, nothing to measure\n");
     return 0;
   }
-  return tandem::runtime::Run(quick, trace, decode_only, repeat, reps);
+  return tandem::runtime::Run(quick, trace, decode_only, repeat, reps, flags);
 }

@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kThreads)
     CpAsyncCommit();
   }
   detail::WaitForPreviousKernel();
-  detail::AllowNextKernel();
+  if (!p.late_next) detail::AllowNextKernel();
   LoadQAndNewest<kHeadDim>(p, seq, kvh, group, has_newest, newest, angles, q_s, new_kv);
   __syncthreads();
   WarpState<kHeadDim> st;
@@ -202,7 +202,7 @@ template <int kHeadDim, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     PersistentDecodeAttentionKernel(DecodeAttentionParams p, float scale_log2) {
   detail::WaitForPreviousKernel();
-  detail::AllowNextKernel();
+  if (!p.late_next) detail::AllowNextKernel();
   using D = Dims<kHeadDim>;
   using L = PersistentSmem<kHeadDim, kStages>;
   extern __shared__ __align__(16) unsigned char smem_raw[];

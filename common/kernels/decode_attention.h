@@ -61,6 +61,13 @@ struct DecodeAttentionParams {
   // at position context_lens[s] - 1, rope.kv_cache == kv_cache, the same head counts, head
   // dim and block size; not with `persistent`.
   RopeKvWriteParams rope;
+  // The kernel after this one (the merge; with one split, the next op) may launch (PDL) only
+  // once the last block has ended, not as soon as the blocks have waited for their
+  // predecessor. Launched early, kernels after the attention ran as if on its SMs' large
+  // shared-memory configuration: skinny GEMMs there have a small L1, which bounds the weight
+  // loads they keep in flight (H200: down 30 -> 47 us at b=1 8K with early GEMM launches).
+  // Launched at the end, the next kernel finds drained SMs (docs/perf.md, twelfth session).
+  bool late_next = false;
 };
 
 struct DecodeAttentionPlan {

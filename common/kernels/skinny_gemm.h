@@ -72,8 +72,10 @@ struct SkinnyGemmParams {
   const float* x_sums = nullptr;        // [m, ceil(k / 16)]: the norm_sums that came with x
   float x_eps = 0.f;                    // the RMSNorm's eps, > 0 with x_sums
   // Lets the next kernel launch (PDL) as soon as this one has waited for its predecessor.
-  // H200: where the next kernel is another weight-streaming GEMM that lost up to ~25 us per
-  // boundary (b=8, and b=1 at 8K contexts; docs/perf.md, tenth session).
+  // The loads this kernel keeps in flight need the large L1 of a small shared-memory
+  // carveout (H200: gate/up 59 -> 80 us at the largest; docs/perf.md, twelfth session), so
+  // a kernel of large shared memory before it should not let it launch early
+  // (DecodeAttentionParams::late_next).
   bool early_next = true;
 };
 

@@ -298,10 +298,8 @@ Status CudaBackend::Linear(const LinearParams& lp) {
       sp.norm_out = MutBf16(h->normed);
       sp.norm_sums = h->sums.As<float>();
     }
-    // A deferred norm and a fused SiLU-mul go straight into another GEMM, which then starts
-    // as this one ends: launched early it lost 0.8 ms per step at b=1 8K (and ~1.3 ms at b=8
-    // 1K) though it won 0.15 ms at b=1 1K (docs/perf.md, tenth session).
-    sp.early_next = !(sp.norm_out != nullptr || sp.silu_mul);
+    // A deferred norm and a fused SiLU-mul go straight into another GEMM.
+    sp.early_next = options_.early_gemm_chain || !(sp.norm_out != nullptr || sp.silu_mul);
     if (kernels::ValidateSkinnyGemm(sp).ok()) {
       TANDEM_RETURN_IF_ERROR(Enqueue("skinny_gemm", &sp, sizeof(sp),
                                      [sp](cudaStream_t s) { return kernels::LaunchSkinnyGemm(sp, s); }));
@@ -451,6 +449,7 @@ StatusOr<kernels::DecodeAttentionParams> CudaBackend::DecodeParams(const PagedAt
                                             plan.workspace_bytes, have));
   }
   d.num_splits = plan.num_splits;
+  d.late_next = options_.attention_late_next;
   return d;
 }
 

@@ -57,9 +57,19 @@ struct CudaBackendOptions {
   // the H200 it is still slower than the op-by-op step (docs/perf.md, eighth session).
   bool fused_decode = false;
   // A Linear with a NormHandoff (norm_out) defers the norm into the skinny GEMMs' epilogues
-  // (no RMSNorm kernel; the next GEMM scales by 1/rms). Off by default: on the H200 it only
-  // wins with the next GEMM launched early, which lost elsewhere (docs/perf.md, tenth session).
+  // (no RMSNorm kernel; the next GEMM scales by 1/rms). Off by default: with early_gemm_chain
+  // and attention_late_next, norm kernels were as fast at b=1 and 1.3-2.2 % faster at b=8
+  // (docs/perf.md, twelfth session).
   bool defer_norms = false;
+  // Every skinny GEMM lets the next kernel launch as soon as it has waited for its own
+  // predecessor (PDL), also the SiLU-mul and deferred-norm GEMMs, whose successors are other
+  // GEMMs: those take each SM as the previous GEMM leaves it and start loading weights.
+  bool early_gemm_chain = true;
+  // Decode attention lets the kernel after it launch only as it ends
+  // (kernels::DecodeAttentionParams::late_next). Without it, the early GEMM launches above
+  // lost 20-40 us per boundary at b=8 and at b=1 8K: GEMM blocks on SMs still configured for
+  // the attention's shared memory (docs/perf.md, twelfth session). Off: for benchmarks.
+  bool attention_late_next = true;
 
   Status Validate() const;
 };
@@ -140,6 +150,7 @@ class CudaBackend final : public Backend {
   void set_fused_decode(bool on) { options_.fused_decode = on; }
   // Tests and benchmarks compare deferred norms with norm kernels (see CudaBackendOptions).
   void set_defer_norms(bool on) { options_.defer_norms = on; }
+  bool defer_norms() const { return options_.defer_norms; }
   cudaStream_t stream() const { return stream_; }
   int num_sms() const { return num_sms_; }
 

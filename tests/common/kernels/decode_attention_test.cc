@@ -198,6 +198,18 @@ TEST_P(FusedRopeDecodeTest, MatchesRopeThenAttention) {
   EXPECT_EQ(cache_two, cache_fused) << "K/V cache after the step";
   EXPECT_NE(cache_fused, kv.pool) << "the new tokens' K/V were written";
 
+  // late_next only moves the next kernel's launch: the same bits.
+  auto pool_late = testing::Upload(kv.pool);
+  auto out_late = testing::Poisoned<uint16_t>(out_elems);
+  DecodeAttentionParams late = f;
+  late.late_next = true;
+  late.kv_cache = pool_late.as<__nv_bfloat16>();
+  late.rope.kv_cache = pool_late.as<__nv_bfloat16>();
+  late.out = out_late.as<__nv_bfloat16>();
+  TANDEM_ASSERT_OK(LaunchDecodeAttention(late, nullptr));
+  EXPECT_EQ(testing::Download<uint16_t>(out_late, out_elems), fused) << "late_next: attention output";
+  EXPECT_EQ(testing::Download<uint16_t>(pool_late, kv.pool.size()), cache_fused) << "late_next: K/V cache";
+
   f.persistent = true;
   EXPECT_EQ(LaunchDecodeAttention(f, nullptr).code(), StatusCode::kInvalidArgument);
   f.persistent = false;
