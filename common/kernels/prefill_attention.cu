@@ -11,7 +11,11 @@ namespace {
 
 using namespace detail;  // NOLINT: the shared mma/cp.async helpers
 
-constexpr int kWarps = 4;
+// 8 warps (128 query rows) per block: each K/V tile in shared memory serves twice the rows
+// of 4 warps, and 2 blocks still fit an SM (104 KB each at head_dim 128). H200, one causal
+// sequence, 32 / 8 heads of 128: 2K / 4K / 8K tokens 242 / 807 / 2906 -> 219 / 698 / 2458 us
+// (docs/perf.md, twelfth session).
+constexpr int kWarps = 8;
 constexpr int kBlockM = 16 * kWarps;  // query rows per block
 constexpr int kBlockN = 64;           // keys per tile
 
