@@ -53,8 +53,7 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-    got.push_back({ShortName(k->name), k->start, k->end, k->gridX * k->gridY * k->gridZ,
-                   k->blockX * k->blockY * k->blockZ, k->registersPerThread,
+    got.push_back({ShortName(k->name), k->start, k->end, k->gridX * k->gridY * k->gridZ, k->registersPerThread,
                    k->staticSharedMemory + k->dynamicSharedMemory, static_cast<int>(k->sharedMemoryExecuted)});
   }
   std::free(buffer);
@@ -71,14 +70,6 @@ Status Cupti(CUptiResult r, const char* what) {
 #endif
 
 }  // namespace
-
-bool KernelTimelineAvailable() {
-#ifdef TANDEM_HAVE_CUPTI
-  return true;
-#else
-  return false;
-#endif
-}
 
 Status EnableKernelTimeline() {
 #ifdef TANDEM_HAVE_CUPTI

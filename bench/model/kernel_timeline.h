@@ -1,6 +1,5 @@
-// Start and end times of every kernel the GPU runs, from CUPTI's activity API (on Hopper
-// the hardware event system stamps them, so the kernels run as they would untraced, PDL
-// overlaps included), for benchmarks that want to see where a step's time goes inside a
+// Start and end times of every kernel the GPU runs, from CUPTI's activity API (PDL overlaps
+// included; a traced H200 decode step ran 1-2 % slower than untraced), for benchmarks that want to see where a step's time goes inside a
 // CUDA graph: each kernel's time on the critical path, how early it was launched, and what
 // it held on an SM (registers, shared memory configuration).
 //
@@ -21,14 +20,10 @@ struct KernelRecord {
   uint64_t start_ns = 0;   // first block started (a PDL launch: may precede the previous end)
   uint64_t end_ns = 0;     // last block ended
   int grid = 0;            // blocks
-  int threads = 0;         // per block
   int registers = 0;       // per thread
   int shared_bytes = 0;    // static + dynamic per block
   int smem_config = 0;     // the SM's shared memory carveout the driver chose for it (bytes)
 };
-
-// Whether this build can trace (CUPTI found at build time).
-bool KernelTimelineAvailable();
 
 // Starts recording kernels. Errors: Unavailable without CUPTI; Internal from CUPTI.
 Status EnableKernelTimeline();
