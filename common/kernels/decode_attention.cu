@@ -22,9 +22,11 @@ constexpr int kDefaultStages = 3;     // cp.async pipeline depth when params.num
 // docs/perf.md, ninth session).
 constexpr int kMinTilesPerSplit = 1;
 constexpr int kMaxSplits = 256;
-// Persistent variant: one block per SM, a deep pipeline that runs across work items.
-constexpr int kPersistentStages128 = 5;
-constexpr int kPersistentStages64 = 8;
+// Persistent variant: a pipeline that runs across work items, shallow enough for 2 blocks
+// per SM (H200, 256 x 4K: 1388 us with 1 block of 5 stages, 965 with 2 of 3; docs/perf.md,
+// thirteenth session).
+constexpr int kPersistentStages128 = 3;
+constexpr int kPersistentStages64 = 6;
 
 template <int kHeadDim, int kStages>
 struct Smem {
@@ -187,11 +189,14 @@ __global__ void __launch_bounds__(kThreads)
                           l_s);
 }
 
+// [K/V stages | q | m, l | the warps' outputs for the merge (group rows each)]: the merge
+// buffer is sized for the launch's group, so that 2 blocks fit an SM at Llama's group of 4.
 template <int kHeadDim, int kStages>
 struct PersistentSmem {
   using D = Dims<kHeadDim>;
   static constexpr size_t kKvBytes = kStages * D::kStageBytes;
-  static constexpr size_t kBytes = kKvBytes + D::kQBytes + D::kMergeBytes + D::kStateBytes;
+  static constexpr size_t kOutOffset = kKvBytes + D::kQBytes + D::kStateBytes;
+  static size_t Bytes(int group) { return kOutOffset + size_t{kWarps} * group * kHeadDim * 4; }
 };
 
 // Grid: at most one block per work item (sequence, KV head, split), sized to the resident
@@ -211,9 +216,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   auto v_stage = [&](int s) { return k_stage(s) + kTile * D::Tile::kRow; };
   __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw + L::kKvBytes);
-  float* o_s = reinterpret_cast<float*>(smem_raw + L::kKvBytes + D::kQBytes);
-  float* m_s = o_s + kWarps * kMaxGroup * kHeadDim;
+  float* m_s = reinterpret_cast<float*>(smem_raw + L::kKvBytes + D::kQBytes);
   float* l_s = m_s + kWarps * kMaxGroup;
+  float* o_s = reinterpret_cast<float*>(smem_raw + L::kOutOffset);
 
   const int group = p.num_q_heads / p.num_kv_heads;
   const int num_items = p.num_seqs * p.num_kv_heads * p.num_splits;
@@ -272,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       ComputeTile<kHeadDim>(st, k_stage(s), v_stage(s), min(kTile, range.ctx - tile * kTile),
                             scale_log2);
     }
-    MergeAndStore<kHeadDim>(p, st, seq, kvh, split, group, o_s, m_s, l_s);
+    MergeAndStore<kHeadDim>(p, st, seq, kvh, split, group, o_s, m_s, l_s, group);
   }
   CpAsyncWait<0>();
 }
@@ -380,7 +385,7 @@ Status LaunchTyped(const DecodeAttentionParams& p, cudaStream_t stream) {
 
 template <int kHeadDim, int kStages>
 Status LaunchPersistent(const DecodeAttentionParams& p, cudaStream_t stream) {
-  const size_t smem = PersistentSmem<kHeadDim, kStages>::kBytes;
+  const size_t smem = PersistentSmem<kHeadDim, kStages>::Bytes(p.num_q_heads / p.num_kv_heads);
   auto kernel = PersistentDecodeAttentionKernel<kHeadDim, kStages>;
   TANDEM_RETURN_IF_CUDA_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));

@@ -50,9 +50,10 @@ struct DecodeAttentionParams {
   float softmax_scale = 0.f;                // usually 1/sqrt(head_dim)
   int num_splits = 1;                       // from the plan
   int num_stages = 0;                       // K/V tiles in flight + 1 (2..4); 0: default (3)
-  bool persistent = false;                  // one block per SM looping over the work items,
-                                            // its K/V pipeline running across items (deeper:
-                                            // 5 stages at hd 128, 8 at hd 64); num_stages unused
+  bool persistent = false;                  // as many blocks as fit the GPU at once (2 per SM
+                                            // up to a group of 4) looping over the work items,
+                                            // each one's K/V pipeline running across items
+                                            // (3 stages at hd 128, 6 at hd 64); num_stages unused
   // Optional, rope.qkv != nullptr: RoPE + K/V write of each sequence's newest token fused in
   // (the decode step's LaunchRopeKvWrite, bit for bit). q is then unused: each block rotates
   // its group's query heads from rope.qkv (rope.q_out is not written), and the block whose

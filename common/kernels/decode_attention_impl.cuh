@@ -265,17 +265,19 @@ __device__ __forceinline__ float MergeWarpStates(int row, int d, int stride, con
 
 // Merges the warps' states for rows < group and writes the output (1 split) or the split's
 // partial output and log2-sum-exp. All threads; o_s/m_s/l_s must not be in use by others.
+// o_s holds kWarps * stride rows of kHeadDim floats, m_s and l_s kWarps * stride floats
+// (stride >= group).
 template <int kHeadDim>
 __device__ __forceinline__ void MergeAndStore(const DecodeAttentionParams& p,
                                               const WarpState<kHeadDim>& st, int seq, int kvh,
                                               int split, int group, float* o_s, float* m_s,
-                                              float* l_s) {
-  StoreWarpState<kHeadDim>(st, group, threadIdx.x >> 5, kMaxGroup, o_s, m_s, l_s);
+                                              float* l_s, int stride = kMaxGroup) {
+  StoreWarpState<kHeadDim>(st, group, threadIdx.x >> 5, stride, o_s, m_s, l_s);
   __syncthreads();
   for (int i = threadIdx.x; i < group * kHeadDim; i += kThreads) {
     const int row = i / kHeadDim, d = i % kHeadDim;
     float mx, den;
-    const float out = MergeWarpStates<kHeadDim, kWarps>(row, d, kMaxGroup, o_s, m_s, l_s, mx, den);
+    const float out = MergeWarpStates<kHeadDim, kWarps>(row, d, stride, o_s, m_s, l_s, mx, den);
     const int64_t qh = static_cast<int64_t>(seq) * p.num_q_heads + kvh * group + row;
     if (p.num_splits == 1) {
       p.out[qh * kHeadDim + d] = __float2bfloat16(out);
