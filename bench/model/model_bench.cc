@@ -614,6 +614,17 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps, const Ru
         // graph runs. Back to back, the GPU's own time per step.
         const double gpu = MedianReplayMs(b, 7, 10);
         rows.push_back({what + " (graph replays)", gpu, bs / (gpu * 1e-3), floor_ms, floor_ms / gpu});
+        // The host's share of the difference: recording the step and launching its graph,
+        // each after the previous step has finished (as the rows above run them).
+        std::vector<double> host_us;
+        for (int i = 0; i < 21; ++i) {
+          const auto t0 = std::chrono::steady_clock::now();
+          graph_step();
+          host_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+          CHECK_OK(b.Synchronize());
+        }
+        std::sort(host_us.begin(), host_us.end());
+        std::printf("host %s: recording + graph launch %.1f us (median of 21)\n", what.c_str(), host_us[10]);
       }
       if (bs <= 8 && !decode_only && w.fused.tensor().defined()) {
         // The whole step as one persistent kernel; first its logits against the op-by-op

@@ -219,11 +219,14 @@ size_t CudaBackend::AttentionWorkspaceBytes(const PagedAttentionParams& m) const
   return most;
 }
 
-void CudaBackend::Record(const char* op, const void* key, size_t key_bytes, Launch launch) {
+size_t CudaBackend::AppendRecord(const char* op, const void* key, size_t key_bytes, size_t closure_bytes) {
   key_.append(op);
   key_.push_back('\0');
   key_.append(static_cast<const char*>(key), key_bytes);
-  recorded_.push_back(std::move(launch));
+  const size_t offset = (closures_.size() + kClosureAlign - 1) / kClosureAlign * kClosureAlign;
+  closures_.resize(offset + closure_bytes);
+  recorded_.push_back({nullptr, offset});
+  return offset;
 }
 
 Status CudaBackend::Embedding(Tensor ids, Tensor table, Tensor out) {
@@ -653,6 +656,7 @@ Status CudaBackend::BeginGraphStep() {
   recording_ = true;
   key_.clear();
   recorded_.clear();
+  closures_.clear();
   staging_used_ = 0;
   return Status::Ok();
 }
@@ -666,16 +670,19 @@ void CudaBackend::CancelGraphStep() {
 Status CudaBackend::EndGraphStep() {
   if (!recording_) return FailedPreconditionError("EndGraphStep without BeginGraphStep");
   recording_ = false;
-  auto it = graphs_.find(key_);
   cudaGraphExec_t exec = nullptr;
-  if (it != graphs_.end()) {
+  if (last_key_ != nullptr && *last_key_ == key_) {  // the last step's shape again: no hashing
+    exec = last_graph_;
+    ++graph_replays_;
+  } else if (auto it = graphs_.find(key_); it != graphs_.end()) {
     exec = it->second;
+    last_key_ = &it->first;
     ++graph_replays_;
   } else {
     TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
     Status launched = Status::Ok();
-    for (Launch& launch : recorded_) {
-      launched = launch(stream_);
+    for (const Recorded& r : recorded_) {
+      launched = r.run(closures_.data() + r.offset, stream_);
       if (!launched.ok()) break;
     }
     cudaGraph_t graph = nullptr;
@@ -695,7 +702,7 @@ Status CudaBackend::EndGraphStep() {
       graphs_.erase(oldest);
       graph_order_.pop_front();
     }
-    graphs_.emplace(key_, exec);
+    last_key_ = &graphs_.emplace(key_, exec).first->first;
     graph_order_.push_back(key_);
     ++graphs_captured_;
   }

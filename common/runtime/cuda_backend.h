@@ -27,10 +27,11 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstring>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -173,7 +174,11 @@ class CudaBackend final : public Backend {
   struct SamplingStateDeleter {
     void operator()(SamplingState* state) const;
   };
-  using Launch = std::function<Status(cudaStream_t)>;
+  // A recorded launch: its closure (trivially copyable) lies at `offset` in closures_.
+  struct Recorded {
+    Status (*run)(const unsigned char* closure, cudaStream_t stream);
+    size_t offset;
+  };
 
   explicit CudaBackend(const CudaBackendOptions& options);
   Status Init();
@@ -181,15 +186,26 @@ class CudaBackend final : public Backend {
   kernels::DecodeStepParams FusedStepModel(const model::ModelConfig& config, const kv_cache::KvLayout& layout) const;
   // The decode kernel's parameters and plan for a checked decode-only PagedAttention.
   StatusOr<kernels::DecodeAttentionParams> DecodeParams(const PagedAttentionParams& ap) const;
-  // Runs `launch` now, or records it with `key` (the bytes of its parameters)
-  // when inside a graph step (no std::function, so no host allocation, when eager).
+  // Runs `launch` now, or records it with `key` (the bytes of its parameters) when inside
+  // a graph step. Recording copies the closure into closures_ (no allocation per op once
+  // the buffers have grown: a step records a few hundred ops).
   template <typename F>
   Status Enqueue(const char* op, const void* key, size_t key_bytes, F&& launch) {
     if (!recording_) return launch(stream_);
-    Record(op, key, key_bytes, Launch(std::forward<F>(launch)));
+    using Fn = std::decay_t<F>;
+    static_assert(std::is_trivially_copyable_v<Fn> && alignof(Fn) <= kClosureAlign,
+                  "a recorded launch captures plain values only");
+    const size_t offset = AppendRecord(op, key, key_bytes, sizeof(Fn));
+    std::memcpy(closures_.data() + offset, &launch, sizeof(Fn));
+    recorded_.back().run = [](const unsigned char* closure, cudaStream_t stream) {
+      return (*reinterpret_cast<const Fn*>(closure))(stream);
+    };
     return Status::Ok();
   }
-  void Record(const char* op, const void* key, size_t key_bytes, Launch launch);
+  static constexpr size_t kClosureAlign = 16;
+  // Appends op and key to key_ and a record of closure_bytes to recorded_ / closures_;
+  // returns the closure's offset.
+  size_t AppendRecord(const char* op, const void* key, size_t key_bytes, size_t closure_bytes);
 
   CudaBackendOptions options_;
   cudaStream_t stream_ = nullptr;
@@ -201,11 +217,13 @@ class CudaBackend final : public Backend {
   // Graph-step state.
   bool recording_ = false;
   std::string key_;
-  std::vector<Launch> recorded_;
+  std::vector<Recorded> recorded_;
+  std::vector<unsigned char> closures_;
   size_t staging_used_ = 0;
   std::unordered_map<std::string, cudaGraphExec_t> graphs_;
   std::deque<std::string> graph_order_;
   cudaGraphExec_t last_graph_ = nullptr;  // the last launched, still in graphs_
+  const std::string* last_key_ = nullptr;  // its key (in graphs_): a repeated step skips the hash
   int graphs_captured_ = 0;
   int graph_replays_ = 0;
 

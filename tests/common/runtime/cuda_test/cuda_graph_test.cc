@@ -80,6 +80,51 @@ TEST(CudaGraphTest, ReplayMatchesEagerDecode) {
   EXPECT_LE(b->graphs_captured(), 4);
 }
 
+// Steps alternating between two batch shapes: each finds its own graph again (a key other
+// than the last step's goes through the graph map), also when the map holds one graph and
+// every step evicts the other's.
+class CudaGraphAlternationTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaGraphAlternationTest, AlternatingShapesMatchEager) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  const model::ModelConfig config = GraphConfig();
+  FakeWeights weights(config, 9);
+  CudaBackendOptions options;
+  options.max_graphs = GetParam();
+  auto b = MakeCudaBackend(options);
+  ModelOn m(b.get(), config, weights, 16, 32);
+  const size_t v = config.vocab_size;
+  const std::vector<BlockId> ta = {3, 4, 5, 6, 7}, tb = {10, 11, 12, 13, 14};
+  std::vector<TokenId> pa(40), pb(36);
+  for (size_t i = 0; i < pa.size(); ++i) pa[i] = (i * 13 + 1) % v;
+  for (size_t i = 0; i < pb.size(); ++i) pb[i] = (i * 7 + 2) % v;
+  m.Run({{.tokens = pa, .start_position = 0, .block_table = ta}, {.tokens = pb, .start_position = 0, .block_table = tb}});
+  int pos_a = 40, pos_b = 36;  // both stay within 3 blocks: one table width per batch size
+  constexpr int kSteps = 8;
+  for (int i = 0; i < kSteps; ++i) {
+    const TokenId ka = (i * 29 + 3) % v, kb = (i * 31 + 5) % v;
+    std::vector<SeqChunk> step = {{.tokens = {&ka, 1}, .start_position = pos_a, .block_table = ta, .want_logits = true}};
+    if (i % 2 == 0) step.push_back({.tokens = {&kb, 1}, .start_position = pos_b, .block_table = tb, .want_logits = true});
+    const std::vector<float> eager = m.Run(step);
+    const std::vector<float> graph = GraphForward(*b, m, step);
+    ASSERT_EQ(eager.size(), graph.size());
+    for (size_t r = 0; r < step.size(); ++r) {
+      EXPECT_LE(RowRelError(graph.data() + r * v, eager.data() + r * v, v), 1e-2) << "step " << i << " row " << r;
+    }
+    ++pos_a;
+    if (i % 2 == 0) ++pos_b;
+  }
+  if (GetParam() == 1) {
+    EXPECT_EQ(b->graphs_captured(), kSteps);  // each step evicted the other shape's graph
+    EXPECT_EQ(b->graph_replays(), 0);
+  } else {
+    EXPECT_EQ(b->graphs_captured(), 2);
+    EXPECT_EQ(b->graph_replays(), kSteps - 2);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MaxGraphs, CudaGraphAlternationTest, ::testing::Values(1, 64));
+
 TEST(CudaGraphTest, MisuseIsAnError) {
   TANDEM_SKIP_WITHOUT_GPU();
   auto b = MakeCudaBackend();

@@ -22,8 +22,8 @@ StatusOr<model::TensorView> Bf16RoundedWeights::Get(const std::string& name) con
 
 bool NoGpu() { return cuda::DeviceCount() == 0; }
 
-std::unique_ptr<CudaBackend> MakeCudaBackend() {
-  auto b = CudaBackend::Create();
+std::unique_ptr<CudaBackend> MakeCudaBackend(const CudaBackendOptions& options) {
+  auto b = CudaBackend::Create(options);
   TANDEM_CHECK(b.ok()) << b.status().ToString();
   return std::move(b).value();
 }

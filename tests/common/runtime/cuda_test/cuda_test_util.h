@@ -28,7 +28,7 @@ namespace tandem::runtime::testing {
   } while (0)
 bool NoGpu();
 
-std::unique_ptr<CudaBackend> MakeCudaBackend();
+std::unique_ptr<CudaBackend> MakeCudaBackend(const CudaBackendOptions& options = {});
 
 // `weights` with every tensor rounded to bf16 (served as F32): what the CUDA backend
 // stores, so the CPU fp32 backend over it computes the same function in higher precision.
