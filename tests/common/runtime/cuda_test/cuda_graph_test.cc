@@ -37,6 +37,18 @@ std::vector<float> GraphForward(CudaBackend& b, ModelOn& m, const std::vector<Se
   return host;
 }
 
+// The two sequences the tests decode: a in blocks 3-7, b in blocks 10-14.
+const std::vector<BlockId> kTableA = {3, 4, 5, 6, 7}, kTableB = {10, 11, 12, 13, 14};
+
+// Prefills a with len_a tokens and b with len_b (eagerly).
+void PrefillTwo(ModelOn& m, size_t vocab, int len_a, int len_b) {
+  std::vector<TokenId> pa(len_a), pb(len_b);
+  for (size_t i = 0; i < pa.size(); ++i) pa[i] = (i * 13 + 1) % vocab;
+  for (size_t i = 0; i < pb.size(); ++i) pb[i] = (i * 7 + 2) % vocab;
+  m.Run({{.tokens = pa, .start_position = 0, .block_table = kTableA},
+         {.tokens = pb, .start_position = 0, .block_table = kTableB}});
+}
+
 TEST(CudaGraphTest, ReplayMatchesEagerDecode) {
   TANDEM_SKIP_WITHOUT_GPU();
   const model::ModelConfig config = GraphConfig();
@@ -44,11 +56,9 @@ TEST(CudaGraphTest, ReplayMatchesEagerDecode) {
   auto b = MakeCudaBackend();
   ModelOn m(b.get(), config, weights, 16, 32);
   const size_t v = config.vocab_size;
-  const std::vector<BlockId> ta = {3, 4, 5, 6, 7}, tb = {10, 11, 12, 13, 14};
-  std::vector<TokenId> pa(21), pb(30);
-  for (size_t i = 0; i < pa.size(); ++i) pa[i] = (i * 13 + 1) % v;
-  for (size_t i = 0; i < pb.size(); ++i) pb[i] = (i * 7 + 2) % v;
-  m.Run({{.tokens = pa, .start_position = 0, .block_table = ta}, {.tokens = pb, .start_position = 0, .block_table = tb}});
+  const std::vector<BlockId>& ta = kTableA;
+  const std::vector<BlockId>& tb = kTableB;
+  PrefillTwo(m, v, 21, 30);
   double worst = 0;
   int steps = 0;
   std::vector<float> first_graph;
@@ -94,11 +104,9 @@ TEST_P(CudaGraphAlternationTest, AlternatingShapesMatchEager) {
   auto b = MakeCudaBackend(options);
   ModelOn m(b.get(), config, weights, 16, 32);
   const size_t v = config.vocab_size;
-  const std::vector<BlockId> ta = {3, 4, 5, 6, 7}, tb = {10, 11, 12, 13, 14};
-  std::vector<TokenId> pa(40), pb(36);
-  for (size_t i = 0; i < pa.size(); ++i) pa[i] = (i * 13 + 1) % v;
-  for (size_t i = 0; i < pb.size(); ++i) pb[i] = (i * 7 + 2) % v;
-  m.Run({{.tokens = pa, .start_position = 0, .block_table = ta}, {.tokens = pb, .start_position = 0, .block_table = tb}});
+  const std::vector<BlockId>& ta = kTableA;
+  const std::vector<BlockId>& tb = kTableB;
+  PrefillTwo(m, v, 40, 36);
   int pos_a = 40, pos_b = 36;  // both stay within 3 blocks: one table width per batch size
   constexpr int kSteps = 8;
   for (int i = 0; i < kSteps; ++i) {
