@@ -219,14 +219,15 @@ size_t CudaBackend::AttentionWorkspaceBytes(const PagedAttentionParams& m) const
   return most;
 }
 
-size_t CudaBackend::AppendRecord(const char* op, const void* key, size_t key_bytes, size_t closure_bytes) {
+unsigned char* CudaBackend::AppendRecord(const char* op, const void* key, size_t key_bytes, size_t closure_bytes,
+                                         Status (*run)(const unsigned char*, cudaStream_t)) {
   key_.append(op);
   key_.push_back('\0');
   key_.append(static_cast<const char*>(key), key_bytes);
   const size_t offset = (closures_.size() + kClosureAlign - 1) / kClosureAlign * kClosureAlign;
   closures_.resize(offset + closure_bytes);
-  recorded_.push_back({nullptr, offset});
-  return offset;
+  recorded_.push_back({run, offset});
+  return closures_.data() + offset;
 }
 
 Status CudaBackend::Embedding(Tensor ids, Tensor table, Tensor out) {

@@ -195,17 +195,17 @@ class CudaBackend final : public Backend {
     using Fn = std::decay_t<F>;
     static_assert(std::is_trivially_copyable_v<Fn> && alignof(Fn) <= kClosureAlign,
                   "a recorded launch captures plain values only");
-    const size_t offset = AppendRecord(op, key, key_bytes, sizeof(Fn));
-    std::memcpy(closures_.data() + offset, &launch, sizeof(Fn));
-    recorded_.back().run = [](const unsigned char* closure, cudaStream_t stream) {
+    auto run = [](const unsigned char* closure, cudaStream_t stream) {
       return (*reinterpret_cast<const Fn*>(closure))(stream);
     };
+    std::memcpy(AppendRecord(op, key, key_bytes, sizeof(Fn), run), &launch, sizeof(Fn));
     return Status::Ok();
   }
   static constexpr size_t kClosureAlign = 16;
-  // Appends op and key to key_ and a record of closure_bytes to recorded_ / closures_;
-  // returns the closure's offset.
-  size_t AppendRecord(const char* op, const void* key, size_t key_bytes, size_t closure_bytes);
+  // Appends op and key to key_, and to recorded_ a record that runs `run` on closure_bytes
+  // of closures_; returns where the caller copies the closure.
+  unsigned char* AppendRecord(const char* op, const void* key, size_t key_bytes, size_t closure_bytes,
+                              Status (*run)(const unsigned char*, cudaStream_t));
 
   CudaBackendOptions options_;
   cudaStream_t stream_ = nullptr;
