@@ -31,7 +31,7 @@ for name in variants:
         for line in open(log):
             m = re.match(r"^ceilings: HBM read (\d+)", line)
             if m: rows.setdefault(("ceiling GB/s", name), []).append(float(m.group(1)))
-            m = re.match(r"^((?:decode b=|  b=1).*?)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+$", line)
+            m = re.match(r"^((?:decode b=|  b=1).*?)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+(?:\s+[\d.]+)?$", line)
             if m: rows.setdefault((m.group(1).strip(), name), []).append(float(m.group(2)))
 keys = []
 for k, _ in rows:
