@@ -4,8 +4,10 @@
 // Writes one CSV row per decode shape (--csv PATH) for bench/kernels/sdpa_compare.py.
 //
 //   decode_attention_bench [--csv decode.csv] [--quick] [--reps N] [--in-order]
-//                          [--shape BATCH,CTX,HQ,HKV,HD,BS]...
+//                          [--shape BATCH,CTX,HQ,HKV,HD,BS[,STAGES[,SPLITS]]]...
 // --shape (repeatable) runs only the shapes given (decode only: no sweep, prefill or sampler);
+// STAGES and SPLITS, when given and > 0, replace the kernel's pipeline depth and the plan's
+// split count (a split count sets the tiles per work item at fixed bytes);
 // --in-order gives every sequence consecutive cache blocks instead of shuffled ones.
 #include <cuda_runtime_api.h>
 
@@ -94,6 +96,7 @@ Ceilings MeasureCeilings(cudaStream_t stream) {
 struct DecodeShape {
   int batch, ctx, hq, hkv, hd, bs;
   int stages = 0;  // 0: the kernel's default pipeline depth (these rows also go to the CSV)
+  int splits = 0;  // 0: the plan's split count
 };
 
 struct DecodeOptions {
@@ -141,8 +144,8 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
     p.softmax_scale = 1.f / std::sqrt(static_cast<float>(s.hd));
     auto plan = kernels::PlanDecodeAttention(p, num_sms);
     BENCH_OK(plan.status());
-    DeviceBuffer ws = Alloc(std::max<size_t>(plan->workspace_bytes, 16));
-    p.num_splits = plan->num_splits;
+    p.num_splits = s.splits > 0 ? s.splits : plan->num_splits;
+    DeviceBuffer ws = Alloc(std::max<size_t>(kernels::DecodeAttentionWorkspaceBytes(p), 16));
     p.num_stages = s.stages;
     p.workspace = ws.as<float>();
     const float ms = MedianMs([&] { BENCH_OK(kernels::LaunchDecodeAttention(p, stream)); }, 3, opt.reps, stream);
@@ -157,7 +160,7 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
                 s.batch, s.ctx, s.hq, s.hkv, s.hd, s.bs, s.stages, p.num_splits, kv_bytes / 1e6,
                 ms * 1e3, gbs, gbs / ceil.copy_gbs, gbs / ceil.read_gbs, ms_pers * 1e3,
                 gbs_pers / ceil.copy_gbs);
-    if (csv && s.stages == 0)
+    if (csv && s.stages == 0 && s.splits == 0)
       std::fprintf(csv, "%d,%d,%d,%d,%d,%d,%.0f,%.3f,%.1f,%.1f,%.1f,%.3f,%.1f\n", s.batch, s.ctx,
                    s.hq, s.hkv, s.hd, s.bs, kv_bytes, ms * 1e3, gbs, ceil.copy_gbs, ceil.read_gbs,
                    ms_pers * 1e3, gbs_pers);
@@ -248,8 +251,9 @@ int Main(int argc, char** argv) {
       opt.reps = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       DecodeShape s{};
-      if (std::sscanf(argv[++i], "%d,%d,%d,%d,%d,%d", &s.batch, &s.ctx, &s.hq, &s.hkv, &s.hd, &s.bs) != 6) {
-        std::fprintf(stderr, "--shape wants BATCH,CTX,HQ,HKV,HD,BS, got %s\n", argv[i]);
+      if (std::sscanf(argv[++i], "%d,%d,%d,%d,%d,%d,%d,%d", &s.batch, &s.ctx, &s.hq, &s.hkv, &s.hd, &s.bs,
+                      &s.stages, &s.splits) < 6) {
+        std::fprintf(stderr, "--shape wants BATCH,CTX,HQ,HKV,HD,BS[,STAGES[,SPLITS]], got %s\n", argv[i]);
         return 2;
       }
       only.push_back(s);
