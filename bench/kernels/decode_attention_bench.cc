@@ -4,11 +4,13 @@
 // Writes one CSV row per decode shape (--csv PATH) for bench/kernels/sdpa_compare.py.
 //
 //   decode_attention_bench [--csv decode.csv] [--quick] [--reps N] [--in-order]
-//                          [--shape BATCH,CTX,HQ,HKV,HD,BS[,STAGES[,SPLITS]]]...
+//                          [--jitter J] [--shape BATCH,CTX,HQ,HKV,HD,BS[,STAGES[,SPLITS]]]...
 // --shape (repeatable) runs only the shapes given (decode only: no sweep, prefill or sampler);
 // STAGES and SPLITS, when given and > 0, replace the kernel's pipeline depth and the plan's
 // split count (a split count sets the tiles per work item at fixed bytes);
 // --in-order gives every sequence consecutive cache blocks instead of shuffled ones.
+// --jitter J gives the sequences mixed lengths of the same total: pairs of sequences at
+// CTX + 64d and CTX - 64d tokens, d drawn uniformly from [-J, J] (J < CTX / 64).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -102,7 +104,22 @@ struct DecodeShape {
 struct DecodeOptions {
   int reps = 20;
   bool in_order = false;  // consecutive blocks per sequence (default: shuffled)
+  int jitter = 0;         // mixed lengths: +-64 * [0, jitter] tokens around ctx, in pairs
 };
+
+// Context lengths of `batch` sequences around `ctx`: pairs at ctx + 64d and ctx - 64d with d
+// uniform in [-jitter, jitter] (an odd last sequence keeps ctx), so the total is batch * ctx.
+std::vector<int32_t> ContextLens(int batch, int ctx, int jitter) {
+  std::vector<int32_t> lens(batch, ctx);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> dist(-jitter, jitter);
+  for (int i = 0; i + 1 < batch; i += 2) {
+    const int d = 64 * dist(rng);
+    lens[i] = ctx + d;
+    lens[i + 1] = ctx - d;
+  }
+  return lens;
+}
 
 void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, int num_sms,
                  const DecodeOptions& opt, cudaStream_t stream, FILE* csv) {
@@ -113,7 +130,8 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
     std::fprintf(csv, "batch,ctx,hq,hkv,hd,bs,kv_bytes,time_us,gbs,copy_gbs,read_gbs,"
                       "pers_time_us,pers_gbs\n");
   for (const auto& s : shapes) {
-    const int blocks_per_seq = (s.ctx + s.bs - 1) / s.bs;
+    const int max_ctx = s.ctx + 64 * opt.jitter;
+    const int blocks_per_seq = (max_ctx + s.bs - 1) / s.bs;
     const int64_t num_blocks = static_cast<int64_t>(s.batch) * blocks_per_seq;
     const size_t block_bytes = 2ull * s.hkv * s.bs * s.hd * 2;
     DeviceBuffer pool = Alloc(num_blocks * block_bytes);
@@ -121,7 +139,7 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
     std::vector<int32_t> table(num_blocks);
     std::iota(table.begin(), table.end(), 0);
     if (!opt.in_order) std::shuffle(table.begin(), table.end(), std::mt19937(3));  // scattered blocks
-    std::vector<int32_t> lens(s.batch, s.ctx);
+    const std::vector<int32_t> lens = ContextLens(s.batch, s.ctx, opt.jitter);
     DeviceBuffer dtable = Alloc(table.size() * 4), dlens = Alloc(lens.size() * 4);
     BENCH_OK(cuda::CudaStatus(cudaMemcpy(dtable.data(), table.data(), table.size() * 4, cudaMemcpyHostToDevice), "t"));
     BENCH_OK(cuda::CudaStatus(cudaMemcpy(dlens.data(), lens.data(), lens.size() * 4, cudaMemcpyHostToDevice), "l"));
@@ -140,7 +158,7 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
     p.head_dim = s.hd;
     p.block_size = s.bs;
     p.max_blocks_per_seq = blocks_per_seq;
-    p.max_context_len = s.ctx;
+    p.max_context_len = max_ctx;
     p.softmax_scale = 1.f / std::sqrt(static_cast<float>(s.hd));
     auto plan = kernels::PlanDecodeAttention(p, num_sms);
     BENCH_OK(plan.status());
@@ -247,6 +265,8 @@ int Main(int argc, char** argv) {
       quick = true;
     } else if (!std::strcmp(argv[i], "--in-order")) {
       opt.in_order = true;
+    } else if (!std::strcmp(argv[i], "--jitter") && i + 1 < argc) {
+      opt.jitter = std::max(0, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
       opt.reps = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {

@@ -358,6 +358,8 @@ Status ValidateShapes(const DecodeAttentionParams& p) {
     return InvalidArgumentError("DecodeAttention: head_dim must be 64 or 128");
   if (p.block_size < 8 || p.block_size > 64 || (p.block_size & (p.block_size - 1)) != 0)
     return InvalidArgumentError("DecodeAttention: block_size must be a power of two in [8, 64]");
+  if (2ll * p.num_kv_heads * p.block_size * p.head_dim * 2 > INT32_MAX)  // IssueTile's 32-bit block offsets
+    return InvalidArgumentError("DecodeAttention: a cache block (K and V of every KV head) must be under 2 GiB");
   if (p.max_context_len < 0 ||
       static_cast<int64_t>(p.max_blocks_per_seq) * p.block_size < p.max_context_len)
     return InvalidArgumentError("DecodeAttention: max_blocks_per_seq * block_size < max_context_len");

@@ -256,6 +256,12 @@ TEST(DecodeAttentionPlanTest, SplitsOnlyWhenTheBatchIsSmall) {
   p.head_dim = 128;
   p.max_blocks_per_seq = 10;  // too small for max_context_len
   EXPECT_EQ(PlanDecodeAttention(p, 132).status().code(), StatusCode::kInvalidArgument);
+  p.max_blocks_per_seq = 2048;
+  p.num_q_heads = p.num_kv_heads = 1 << 16;  // blocks of 64: 2 GiB per cache block
+  p.block_size = 64;
+  EXPECT_EQ(PlanDecodeAttention(p, 132).status().code(), StatusCode::kInvalidArgument);
+  p.num_q_heads = p.num_kv_heads = (1 << 16) - 1;  // just under
+  EXPECT_TRUE(PlanDecodeAttention(p, 132).ok());
 }
 
 // The split count fills the waves of resident blocks (2 per SM for head dim 128 at the
