@@ -130,6 +130,11 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
     std::fprintf(csv, "batch,ctx,hq,hkv,hd,bs,kv_bytes,time_us,gbs,copy_gbs,read_gbs,"
                       "pers_time_us,pers_gbs\n");
   for (const auto& s : shapes) {
+    if (64 * opt.jitter >= s.ctx) {
+      std::fprintf(stderr, "--jitter %d: lengths %d +- %d would not be positive, shape skipped\n", opt.jitter,
+                   s.ctx, 64 * opt.jitter);
+      continue;
+    }
     const int max_ctx = s.ctx + 64 * opt.jitter;
     const int blocks_per_seq = (max_ctx + s.bs - 1) / s.bs;
     const int64_t num_blocks = static_cast<int64_t>(s.batch) * blocks_per_seq;
