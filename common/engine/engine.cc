@@ -98,6 +98,7 @@ StatusOr<scheduler::SequenceParams> Engine::Admit(const EngineRequest& request) 
   params.tenant_salt = request.tenant_salt;
   params.prompt_tokens = request.prompt_tokens;
   params.priority = request.priority;
+  params.hold_kv_after_finish = request.hold_kv_after_finish;
   TANDEM_ASSIGN_OR_RETURN(params.max_tokens,
                           runtime::EffectiveMaxTokens(request.sampling,
                                                       static_cast<int>(request.prompt_tokens.size()),
@@ -146,7 +147,8 @@ void Engine::Submit(EngineRequest request) {
 void Engine::Cancel(RequestId id) {
   std::lock_guard<std::mutex> lock(mu_);
   events_.push_back([this, id](std::vector<EngineOutput>* outputs) {
-    if (!scheduler_->Cancel(id).ok()) return;  // unknown or already ended
+    if (scheduler_->ReleaseHeld(id).ok()) return;  // ended already; only its KV was left
+    if (!scheduler_->Cancel(id).ok()) return;      // unknown or already ended
     // Report the end now, so the id can be reused at once (the router's Release-then-local path);
     // the scheduler's own record of it is swallowed at the next step.
     reported_.insert(id);
@@ -158,6 +160,12 @@ void Engine::Cancel(RequestId id) {
     out.status = CancelledError("cancelled");
     outputs->push_back(std::move(out));
   });
+  cv_.notify_one();
+}
+
+void Engine::ReleaseHeld(RequestId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back([this, id](std::vector<EngineOutput>*) { scheduler_->ReleaseHeld(id).IgnoreError(); });
   cv_.notify_one();
 }
 
@@ -247,9 +255,9 @@ void Engine::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (!busy) {
-        // Reservations need their leases checked even when nothing else happens.
-        auto idle = counters_.reservations_active > 0 ? std::chrono::milliseconds(20)
-                                                      : std::chrono::milliseconds(500);
+        // Leases and quarantines need checking even when nothing else happens.
+        const bool timed = counters_.reservations_active > 0 || counters_.num_quarantined_blocks > 0;
+        auto idle = timed ? std::chrono::milliseconds(20) : std::chrono::milliseconds(500);
         cv_.wait_for(lock, idle, [this] { return stop_ || !events_.empty(); });
       }
       if (stop_) return;
