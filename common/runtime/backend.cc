@@ -12,12 +12,15 @@ class ReadyFence final : public CopyFence {
   bool Ready() override { return true; }
 };
 
-// Copies at once through CopyToHost (which waits for the ops before it).
+// Copies at once through CopyToHost / CopyToDevice (which wait for the ops before them).
 class SyncHostCopyQueue final : public HostCopyQueue {
  public:
   explicit SyncHostCopyQueue(Backend* backend) : backend_(backend) {}
   Status Enqueue(Tensor src, void* dst, size_t num_bytes) override {
     return backend_->CopyToHost(src, dst, num_bytes);
+  }
+  Status EnqueueToDevice(const void* src, Tensor dst, size_t num_bytes) override {
+    return backend_->CopyToDevice(src, num_bytes, dst);
   }
   StatusOr<std::shared_ptr<CopyFence>> Mark() override { return std::shared_ptr<CopyFence>(ready_); }
   Status JoinCompute() override { return Status::Ok(); }
@@ -29,8 +32,13 @@ class SyncHostCopyQueue final : public HostCopyQueue {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<HostCopyQueue>> Backend::CreateHostCopyQueue() {
+StatusOr<std::unique_ptr<HostCopyQueue>> Backend::CreateHostCopyQueue(CopyQueueOptions) {
   return std::unique_ptr<HostCopyQueue>(std::make_unique<SyncHostCopyQueue>(this));
+}
+
+StatusOr<std::shared_ptr<CopyFence>> Backend::MarkCompute() {
+  static const std::shared_ptr<CopyFence> ready = std::make_shared<ReadyFence>();
+  return ready;
 }
 
 Status Backend::LinearAsOps(const LinearParams& p, const std::function<Status(const LinearParams&)>& product) {

@@ -49,27 +49,38 @@ struct FusedDecodeParams {
                            // kernels::DecodeStepParams::trace); not in graph steps
 };
 
-// Ready once the device->host copies before it have landed. Ready() may be
-// called from any thread.
+// Ready once the work before it (copies, or the ops of a step) has finished.
+// Ready() may be called from any thread.
 class CopyFence {
  public:
   virtual ~CopyFence() = default;
   virtual bool Ready() = 0;
 };
 
-// Device->host copies that overlap the forward (a node streaming KV out layer
-// by layer while later layers compute). Enqueue orders a copy after every op
-// issued on the backend so far; Mark returns a fence for every copy enqueued
-// before it. The copies read device memory that later steps may reuse, so the
-// caller calls JoinCompute once per step after its last Enqueue: the backend's
-// later ops then wait for the copies. Copies complete in enqueue order.
-// Thread rule: Enqueue/Mark/JoinCompute on the backend's thread.
+struct CopyQueueOptions {
+  // true: each copy waits for every op issued on the backend before it, so it can
+  // read what the forward writes (a prefill node streaming KV out layer by layer
+  // while later layers compute). false: copies run on their own, for memory no
+  // step touches yet (a decode node uploading landed KV into reserved blocks); the
+  // queue may then be used from a thread other than the backend's.
+  bool after_compute = true;
+};
+
+// Copies between device memory and host memory that overlap the forward.
+// Mark returns a fence for every copy enqueued before it; copies complete in
+// enqueue order. With after_compute, the copies read device memory that later
+// steps may reuse, so the caller calls JoinCompute once per step after its last
+// Enqueue: the backend's later ops then wait for the copies.
+// Thread rule: one owner thread — the backend's with after_compute, any
+// otherwise (one at a time).
 class HostCopyQueue {
  public:
   virtual ~HostCopyQueue() = default;
-  // `dst` must stay valid until a later fence is ready (pinned, on a GPU: see
-  // Backend::PinHostMemory, or the copy is synchronous).
+  // Device -> host. `dst` must stay valid until a later fence is ready (pinned,
+  // on a GPU: see Backend::PinHostMemory, or the copy is synchronous).
   virtual Status Enqueue(Tensor src, void* dst, size_t num_bytes) = 0;
+  // Host -> device, `src` as `dst` above.
+  virtual Status EnqueueToDevice(const void* src, Tensor dst, size_t num_bytes) = 0;
   virtual StatusOr<std::shared_ptr<CopyFence>> Mark() = 0;
   virtual Status JoinCompute() = 0;
 };
@@ -153,8 +164,11 @@ class Backend : public Ops {
   }
 
   // A copy queue for this backend. The default copies synchronously through
-  // CopyToHost (every fence is ready at once).
-  virtual StatusOr<std::unique_ptr<HostCopyQueue>> CreateHostCopyQueue();
+  // CopyToHost / CopyToDevice (every fence is ready at once).
+  virtual StatusOr<std::unique_ptr<HostCopyQueue>> CreateHostCopyQueue(CopyQueueOptions options = {});
+  // A fence that is ready once every op issued so far has finished (a GPU's
+  // compute stream); ready at once where ops run synchronously. Backend's thread.
+  virtual StatusOr<std::shared_ptr<CopyFence>> MarkCompute();
   // Page-locks [data, data + num_bytes) so async copies into it do not stall
   // the host; Unpin before freeing it. No-ops where copies are synchronous.
   virtual Status PinHostMemory(void* data, size_t num_bytes) { return Status::Ok(); }

@@ -733,9 +733,14 @@ StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CudaBackend::CreateKvTierStor
   return std::unique_ptr<kv_cache::KvTierStorage>(std::move(storage));
 }
 
-StatusOr<std::unique_ptr<HostCopyQueue>> CudaBackend::CreateHostCopyQueue() {
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<CudaHostCopyQueue> queue, CudaHostCopyQueue::Create(*this));
+StatusOr<std::unique_ptr<HostCopyQueue>> CudaBackend::CreateHostCopyQueue(CopyQueueOptions options) {
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<CudaHostCopyQueue> queue, CudaHostCopyQueue::Create(*this, options));
   return std::unique_ptr<HostCopyQueue>(std::move(queue));
+}
+
+StatusOr<std::shared_ptr<CopyFence>> CudaBackend::MarkCompute() {
+  if (recording_) return FailedPreconditionError("MarkCompute inside a graph step");
+  return CudaEventFence::Record(options_.device, stream_);
 }
 
 Status CudaBackend::PinHostMemory(void* data, size_t num_bytes) {

@@ -127,7 +127,9 @@ class CudaBackend final : public Backend {
       Tensor device_pool, const kv_cache::KvLayout& layout, int num_host_blocks) override;
 
   // CudaHostCopyQueue: copies on their own stream, fences are events.
-  StatusOr<std::unique_ptr<HostCopyQueue>> CreateHostCopyQueue() override;
+  StatusOr<std::unique_ptr<HostCopyQueue>> CreateHostCopyQueue(CopyQueueOptions options = {}) override;
+  // An event recorded on the compute stream. FailedPrecondition inside a graph step.
+  StatusOr<std::shared_ptr<CopyFence>> MarkCompute() override;
   // cudaHostRegister / cudaHostUnregister.
   Status PinHostMemory(void* data, size_t num_bytes) override;
   void UnpinHostMemory(void* data) override;
