@@ -13,9 +13,10 @@
 # Environment (GPU defaults; --local ones in the script below):
 #   TANDEM_GPU_PREBUILT  folder or .tar.xz of binaries (tools/gpu/pack_prebuilt.sh); unset: build
 #                        into build-gpu with the Debian packages of .deps/debs (tools/gpu/fetch_deps.sh)
-#   TRANSPORT=cuda_ipc   the nodes' `transport` (cuda_ipc | ucx | ...); UCX_TRANSPORTS=shm with ucx
+#   TRANSPORT=cuda_ipc   the nodes' `transport` (cuda_ipc | ucx | ...); KV_UCX_TRANSPORTS=shm: their
+#                        `ucx_transports` with ucx (not named UCX_*: UCX warns of unknown UCX_ variables)
 #   PREFILL_GPU=0 DECODE_GPU=1 with two GPUs, else 0 and 0
-#   MODEL_PRESET=llama3-8b MODEL_DIR=/tmp/tandem_cluster/model (kept when it has a config.json)
+#   MODEL_PRESET=llama3-8b MODEL_DIR=/tmp/tandem_cluster/model_$MODEL_PRESET (kept once written whole)
 #   SHORT_PROMPT=1024 LONG_PROMPT=4096 SINGLE_OUTPUT=32 REPEATS=5   one prompt at a time
 #   RATE=6 DURATION=40 POISSON_PROMPT=2048 POISSON_OUTPUT=128        Poisson arrivals
 #   GREEDY_PROMPT=4096 GREEDY_TOKENS=32                              the equality check
@@ -40,7 +41,7 @@ UTIL="python3 tools/gpu/cluster_util.py"
 
 if [ "$LOCAL" = 1 ]; then
   BACKEND=cpu; NGPU=0; B=${TANDEM_BUILD_DIR:-build}
-  : "${TRANSPORT:=ucx}" "${UCX_TRANSPORTS:=tcp}" "${MODEL_PRESET:=tiny}" "${MODEL_ARGS:=--vocab-size 1024}"
+  : "${TRANSPORT:=ucx}" "${KV_UCX_TRANSPORTS:=tcp}" "${MODEL_PRESET:=tiny}" "${MODEL_ARGS:=--vocab-size 1024}"
   : "${SHORT_PROMPT:=64}" "${LONG_PROMPT:=256}" "${SINGLE_OUTPUT:=8}" "${REPEATS:=2}"
   : "${RATE:=4}" "${DURATION:=4}" "${POISSON_PROMPT:=128}" "${POISSON_OUTPUT:=8}"
   : "${GREEDY_PROMPT:=256}" "${GREEDY_TOKENS:=16}" "${DECODE_KV_BLOCKS:=512}" "${PREFILL_KV_BLOCKS:=256}"
@@ -51,7 +52,7 @@ else
   NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   export NCCL_NVLS_ENABLE=0
 fi
-: "${TRANSPORT:=cuda_ipc}" "${UCX_TRANSPORTS:=shm}" "${MODEL_PRESET:=llama3-8b}" "${MODEL_ARGS:=}"
+: "${TRANSPORT:=cuda_ipc}" "${KV_UCX_TRANSPORTS:=shm}" "${MODEL_PRESET:=llama3-8b}" "${MODEL_ARGS:=}"
 : "${MODEL_DIR:=$WORK/model_$MODEL_PRESET}"
 : "${PREFILL_GPU:=0}" "${DECODE_GPU:=$([ "$NGPU" -ge 2 ] && echo 1 || echo 0)}"
 : "${SHORT_PROMPT:=1024}" "${LONG_PROMPT:=4096}" "${SINGLE_OUTPUT:=32}" "${REPEATS:=5}"
@@ -120,7 +121,7 @@ start_node() {  # ROLE GPU KV_BLOCKS
   local bin=${1^^}
   "${!bin}" --router-address "127.0.0.1:$CONTROL_PORT" --cluster-token "$TOKEN" \
     --node-name "$1-0" --listen-address 127.0.0.1:0 --http-address 127.0.0.1:0 \
-    --transport "$TRANSPORT" --ucx-transports "$UCX_TRANSPORTS" --transfer-blocks "$TRANSFER_BLOCKS" \
+    --transport "$TRANSPORT" --ucx-transports "$KV_UCX_TRANSPORTS" --transfer-blocks "$TRANSFER_BLOCKS" \
     --model-dir "$MODEL_DIR" --model-name $MODEL --backend $BACKEND --device "$2" \
     --kv-block-size "$BLOCK_SIZE" --kv-num-device-blocks "$3" --kv-num-host-blocks "$HOST_KV_BLOCKS" \
     --kv-enable-prefix-caching "$PREFIX_CACHING" --scheduler-max-num-batched-tokens "$MAX_BATCHED_TOKENS" \
@@ -228,7 +229,7 @@ step done
 for f in "$LOGS"/bench_*.log; do grep -q '^summary_json=' "$f" || { echo "---- $(basename "$f") ----"; tail -5 "$f"; }; done
 {
   echo "cluster check: $BACKEND backend, model $MODEL_PRESET, transport $TRANSPORT" \
-       "$([ "$TRANSPORT" = ucx ] && echo "($UCX_TRANSPORTS)"), prefill GPU $PREFILL_GPU, decode GPU $DECODE_GPU," \
+       "$([ "$TRANSPORT" = ucx ] && echo "($KV_UCX_TRANSPORTS)"), prefill GPU $PREFILL_GPU, decode GPU $DECODE_GPU," \
        "prefix caching $PREFIX_CACHING, $(( $(date +%s) - T0 )) s"
   $UTIL table "$LOGS"
 } > "$OUT/cluster_table.md"
