@@ -9,7 +9,7 @@
 #
 # Usage (repository root): tools/gpu/cluster_check.sh [--local]
 #   --local  here, without a GPU: CPU backend, tiny model, short scenarios, UCX over tcp, binaries
-#            from build/ (tests this script end to end)
+#            from build/ or TANDEM_GPU_PREBUILT (tests this script end to end)
 # Environment (GPU defaults; --local ones in the script below):
 #   TANDEM_GPU_PREBUILT  folder or .tar.xz of binaries (tools/gpu/pack_prebuilt.sh); unset: build
 #                        into build-gpu with the Debian packages of .deps/debs (tools/gpu/fetch_deps.sh)
@@ -73,11 +73,11 @@ trap 'exit 143' TERM INT
 die() { echo "cluster_check: $*" | tee -a "$LOG"; tail -n 25 "$LOGS"/*.log 2>/dev/null | tail -n 80; exit 1; }
 
 # ---- binaries ----
-if [ "$LOCAL" = 1 ]; then
-  step "binaries from $B"
-elif [ -n "${TANDEM_GPU_PREBUILT:-}" ]; then
+if [ -n "${TANDEM_GPU_PREBUILT:-}" ]; then
   step "prebuilt binaries from $TANDEM_GPU_PREBUILT"
   use_prebuilt "$TANDEM_GPU_PREBUILT" || die "no prebuilt binaries"
+elif [ "$LOCAL" = 1 ]; then
+  step "binaries from $B"
 else
   B=build-gpu
   step "unpack .deps/debs"
