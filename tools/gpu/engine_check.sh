@@ -3,10 +3,10 @@
 # logs under $OUT, a short table last. The build keeps between calls while the machine
 # stays warm, so a second call with other phases only links what is new.
 # Usage (repository root): tools/gpu/engine_check.sh PHASE...
-# With TANDEM_GPU_PREBUILT=DIR the binaries are taken from DIR (built elsewhere with nvcc,
-# e.g. copied out of a Release build and carried to the GPU machine) and nothing is built;
-# binaries built on Debian 12 also want its libyaml-cpp.so.0.7 and libspdlog.so.1.10 on
-# LD_LIBRARY_PATH there (engine_cuda_test).
+# With TANDEM_GPU_PREBUILT=DIR (or a .tar.xz of one, tools/gpu/pack_prebuilt.sh) the binaries
+# are taken from there (built elsewhere with nvcc and carried to the GPU machine) and nothing is
+# built; every lib/ folder in it goes on LD_LIBRARY_PATH (binaries built on Debian 12 want its
+# libyaml-cpp.so.0.7 and libspdlog.so.1.10 there).
 #   tests      skinny GEMM, kernel (attention, small ops, sampling), runtime (incl. the
 #              forward against transformers' logits) and engine GPU tests
 #   fused      the fused decode step: its tests (against the op-by-op step) and
@@ -25,10 +25,11 @@ PHASES=" $* "
 [ "$PHASES" = "  " ] && PHASES=" tests "
 [[ "$PHASES" == *" all "* ]] && PHASES=" tests disagg memcheck model skinny attention "
 has() { [[ "$PHASES" == *" $1 "* ]]; }
-B=${TANDEM_GPU_PREBUILT:-build-gpu}
+B=build-gpu
 T0=$(date +%s)
 LOG="$OUT/engine_build.log"
-step() { echo "== $1 ($(( $(date +%s) - T0 )) s)" | tee -a "$LOG"; }
+source "$(dirname "$0")/lib.sh"
+if [ -n "${TANDEM_GPU_PREBUILT:-}" ]; then use_prebuilt "$TANDEM_GPU_PREBUILT" || exit 1; fi
 
 TARGETS=""
 has tests && TARGETS="$TARGETS skinny_gemm_test kernels_test runtime_cuda_test runtime_cuda_kv_test engine_cuda_test"
@@ -51,7 +52,6 @@ if has disagg && [ -z "${TANDEM_GPU_PREBUILT:-}" ]; then
 fi
 export TANDEM_SOURCE_DIR=$PWD
 : > "$OUT/summary.txt"
-find_bin() { find $B -name "$1" -type f | head -1; }
 run() {  # name, timeout, command...
   local name=$1 t=$2; shift 2
   step "$name"
