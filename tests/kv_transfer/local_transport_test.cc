@@ -7,10 +7,10 @@
 namespace tandem::kv_transfer {
 namespace {
 
-TEST(LocalTransportTest, BatchesLandByteExact) {
+TEST(LocalTransportTest, Conforms) {
   LocalFabric fabric;
   LocalTransport a(fabric), b(fabric);
-  testing::CheckBatchesLandByteExact(a, b);
+  testing::CheckHostTransportConforms(a, b);
 }
 
 TEST(LocalTransportTest, CapabilitiesAndTwoSidedRefused) {
@@ -90,3 +90,4 @@ TEST(LocalTransportTest, DescriptorOfAnotherPeerIsRefused) {
 
 }  // namespace
 }  // namespace tandem::kv_transfer
+
