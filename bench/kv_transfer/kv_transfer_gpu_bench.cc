@@ -140,7 +140,8 @@ KvResult RunKvSessions(const std::string& mode, int reps) {
       result.ok = false;
       break;
     }
-    if (rep > 0) rates.push_back(Gbps(layout.BytesPerBlockLayer() * kPromptBlocks * layout.num_layers, Seconds(t0, t1)));
+    const uint64_t bytes = layout.BytesPerBlockLayer() * kPromptBlocks * layout.num_layers;
+    if (rep > 0) rates.push_back(Gbps(bytes, Seconds(t0, t1)));
   }
   TANDEM_CHECK_OK((*t)->UnregisterMemory(region));
   if (rates.empty()) return result;
@@ -173,9 +174,12 @@ void Ceilings(uint64_t bytes, int reps, std::vector<Row>* rows, double* d2d) {
   DeviceMemory a(0, bytes, 1), b(0, bytes, 2);
   void* host = nullptr;
   BENCH_CUDA(cudaHostAlloc(&host, bytes, cudaHostAllocPortable));
-  *d2d = BestRate(bytes, reps, s, [&] { BENCH_CUDA(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, s)); });
-  double d2h = BestRate(bytes, reps, s, [&] { BENCH_CUDA(cudaMemcpyAsync(host, a.ptr, bytes, cudaMemcpyDeviceToHost, s)); });
-  double h2d = BestRate(bytes, reps, s, [&] { BENCH_CUDA(cudaMemcpyAsync(a.ptr, host, bytes, cudaMemcpyHostToDevice, s)); });
+  auto copy = [&](void* dst, const void* src, cudaMemcpyKind kind) {
+    return BestRate(bytes, reps, s, [&] { BENCH_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, s)); });
+  };
+  *d2d = copy(b.ptr, a.ptr, cudaMemcpyDeviceToDevice);
+  double d2h = copy(host, a.ptr, cudaMemcpyDeviceToHost);
+  double h2d = copy(a.ptr, host, cudaMemcpyHostToDevice);
   std::printf("GPU 0, %llu MiB: D2D cudaMemcpyAsync %.1f GB/s, pinned D2H %.1f GB/s, pinned H2D %.1f GB/s\n",
               static_cast<unsigned long long>(bytes >> 20), *d2d, d2h, h2d);
   rows->push_back(Row{"D2D cudaMemcpyAsync (GPU 0)", bytes, *d2d, "", 0, ""});
@@ -201,7 +205,8 @@ void ThresholdSweep(int reps) {
     std::vector<int32_t> slot = Scattered(n, n, 7);
     double engines = BestRate(kBytes, reps, s, [&] {
       for (int i = 0; i < n; ++i) {
-        BENCH_CUDA(cudaMemcpyAsync(dst.bytes() + slot[i] * run, src.bytes() + i * run, run, cudaMemcpyDeviceToDevice, s));
+        BENCH_CUDA(
+            cudaMemcpyAsync(dst.bytes() + slot[i] * run, src.bytes() + i * run, run, cudaMemcpyDeviceToDevice, s));
       }
     });
     double kernel = BestRate(kBytes, reps, s, [&] {

@@ -114,7 +114,9 @@ struct CudaIpcTransport::Impl {
     CUdeviceptr b = 0;
     size_t n = 0;
     CUresult r = get_address_range(&b, &n, reinterpret_cast<CUdeviceptr>(ptr));
-    if (r != CUDA_SUCCESS) return InvalidArgumentError(fmt::format("cuMemGetAddressRange failed ({})", static_cast<int>(r)));
+    if (r != CUDA_SUCCESS) {
+      return InvalidArgumentError(fmt::format("cuMemGetAddressRange failed ({})", static_cast<int>(r)));
+    }
     *base = reinterpret_cast<std::byte*>(b);
     *size = n;
     return Status::Ok();
@@ -235,7 +237,8 @@ StatusOr<RegisteredRegion> CudaIpcTransport::RegisterMemory(void* addr, size_t l
   uint64_t size = 0;
   TANDEM_RETURN_IF_ERROR(m.AddressRange(addr, &base, &size));
   const uint64_t offset = static_cast<uint64_t>(static_cast<std::byte*>(addr) - base);
-  TANDEM_RETURN_IF_ERROR(CheckRange(offset, length, size, "cuda_ipc region").WithContext("region leaves its allocation"));
+  TANDEM_RETURN_IF_ERROR(
+      CheckRange(offset, length, size, "cuda_ipc region").WithContext("region leaves its allocation"));
   cudaIpcMemHandle_t handle;
   cudaError_t err = cudaIpcGetMemHandle(&handle, base);
   if (err != cudaSuccess) {
@@ -336,7 +339,8 @@ StatusOr<RemoteRegionId> CudaIpcTransport::LoadRemoteRegion(PeerId peer, std::st
     cudaError_t err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
     if (err != cudaSuccess) {
       cudaGetLastError();
-      return UnavailableError(fmt::format("cuda_ipc: cannot open the peer's memory handle: {}", cudaGetErrorString(err)));
+      return UnavailableError(
+          fmt::format("cuda_ipc: cannot open the peer's memory handle: {}", cudaGetErrorString(err)));
     }
     std::byte* base = nullptr;
     uint64_t size = 0;

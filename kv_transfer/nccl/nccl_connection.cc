@@ -242,14 +242,16 @@ void NcclConnection::Progress(std::vector<TransferEvent>* events) {
   switch (state_) {
     case State::kInitializing:
       if (async == ncclInProgress) {
-        if (PastDeadline()) Abort(DeadlineExceededError(fmt::format("NCCL init did not finish in {} ms", config_.init_timeout_ms)));
+        if (PastDeadline()) {
+          Abort(UnavailableError(fmt::format("NCCL init did not finish in {} ms", config_.init_timeout_ms)));
+        }
         return;
       }
       if (Status w = StartWarmUp(); !w.ok()) Abort(UnavailableError(w.message()));
       return;
     case State::kWarmEnqueue:
       if (async == ncclInProgress) {
-        if (PastDeadline()) Abort(DeadlineExceededError("NCCL warm-up did not enqueue in time"));
+        if (PastDeadline()) Abort(UnavailableError("NCCL warm-up did not enqueue in time"));
         return;
       }
       if (Status r = cuda::CudaStatus(cudaEventRecord(warm_event_, stream_), "cudaEventRecord"); !r.ok()) {
@@ -260,7 +262,7 @@ void NcclConnection::Progress(std::vector<TransferEvent>* events) {
     case State::kWarming: {
       cudaError_t e = cudaEventQuery(warm_event_);
       if (e == cudaErrorNotReady) {
-        if (PastDeadline()) Abort(DeadlineExceededError("NCCL warm-up exchange did not finish in time"));
+        if (PastDeadline()) Abort(UnavailableError("NCCL warm-up exchange did not finish in time"));
         return;
       }
       if (e != cudaSuccess) {

@@ -35,7 +35,7 @@ struct NcclConfig {
   // communicators' rank).
   int device = 0;
   // Communicator init plus the warm-up exchange must finish within this; else
-  // the connection is aborted and its batches fail (DeadlineExceeded).
+  // the connection is aborted and its batches fail (Unavailable).
   int64_t init_timeout_ms = 10'000;
   // ncclCommAbort gets this long to return; then the connection's batches end
   // anyway and Health() reports the transport unusable.

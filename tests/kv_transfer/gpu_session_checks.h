@@ -47,7 +47,8 @@ inline ::testing::AssertionResult PoolIs(const std::vector<uint8_t>& got, const 
       }
       if (i >= 0 && !landed) continue;
       for (size_t k = 0; k < n; ++k) {
-        uint8_t want = i < 0 ? fill : PeerPattern((static_cast<size_t>(layer) * kPeerSendBlocks + kPeerSrcBlocks[i]) * n + k);
+        const size_t src = (static_cast<size_t>(layer) * kPeerSendBlocks + (i < 0 ? 0 : kPeerSrcBlocks[i])) * n;
+        const uint8_t want = i < 0 ? fill : PeerPattern(src + k);
         if (got[layout.BlockOffset(layer, b) + k] != want) {
           return ::testing::AssertionFailure() << "layer " << layer << " block " << b << " byte " << k;
         }
@@ -171,7 +172,9 @@ inline void CheckKilledTargetEndsBatches(Transport& t, const std::string& backen
     }
   }
   if (target.two_sided()) {  // writes whose receives never come: in flight until the abort
-    for (uint64_t i = 0; i < 4; ++i) open.insert(*t.PostWrites(link.peer, {{WriteOp{link.local, 0, link.remote, 0, kBatch}}}));
+    for (uint64_t i = 0; i < 4; ++i) {
+      open.insert(*t.PostWrites(link.peer, {{WriteOp{link.local, 0, link.remote, 0, kBatch}}}));
+    }
   }
   target.process().Kill();
   auto killed_at = SteadyClock::now();

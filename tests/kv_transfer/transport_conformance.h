@@ -237,7 +237,8 @@ inline void CheckBatchesLandByteExact(Transport& sender, ConformanceSource& sour
   std::vector<WriteOp> tiny;  // more ops than one run-copy launch takes
   for (uint64_t i = 0; i < 1500; ++i) tiny.push_back(WriteOp{link.local, i * 131 + 7, link.remote, i * 97 + 3, 64});
   run(tiny, "1500 tiny ops");
-  run({WriteOp{link.local, 16, link.remote, 4096, 768 << 10}, WriteOp{link.local, 800 << 10, link.remote, 1 << 20, 200 << 10},
+  run({WriteOp{link.local, 16, link.remote, 4096, 768 << 10},
+       WriteOp{link.local, 800 << 10, link.remote, 1 << 20, 200 << 10},
        WriteOp{link.local, 5, link.remote, 1000, 3000}},
       "long and short ops");
   run({}, "empty batch");
