@@ -15,16 +15,14 @@
 //    (each step timed alone, its host recording included: "(graph)"; and the same graph
 //    replayed back to back, the GPU's time per step: "(graph replays)");
 //    steps run as CUDA graphs (CudaBackend graph steps), median of many replays; at batch
-//    <= 8 also as the fused decode step (one persistent kernel, CudaBackend::FusedDecodeStep,
-//    what LlamaModel runs there; its logits are first compared with the op-by-op step's),
-//    with cuBLAS instead of the skinny GEMM kernel, and with RoPE + KV write as a kernel of
-//    its own before the attention, for comparison;
+//    <= 8 also with cuBLAS instead of the skinny GEMM kernel, and with RoPE + KV write as a
+//    kernel of its own before the attention, for comparison;
 //  - prefill of 512/2K/4K/8K tokens: model FLOPs / time over the measured GEMM rate;
 //  - KV swap through the host tier (CudaKvTierStorage: pinned memory, copy stream), 1 GiB
 //    out and in, against one pinned cudaMemcpyAsync of the same size.
-// Usage: model_bench [--quick] [--trace] [--decode-only [--repeat N] [--reps R]] [--timeline]
+// Usage: model_bench [--quick] [--decode-only [--repeat N] [--reps R]] [--timeline]
 //                    [--early-gemm-chain=N] [--defer-norms=N] [--attention-late-next=N]
-//   --trace: the fused step's per-phase timeline; --decode-only: only the op-by-op decode
+//   --decode-only: only the decode
 //   rows at batch 1 and 8 (1K and 8K contexts; with --quick 1K only) with their fused-op
 //   comparison rows, and the b=1 attribution rows, N times over (for A/B
 //   runs of two builds side by side), each the median of R graph replays (default 30).
@@ -47,7 +45,6 @@
 #include "common/cuda/cuda_status.h"
 #include "common/cuda/gemm.h"
 #include "common/cuda/kv_tier_storage_cuda.h"
-#include "common/kernels/decode_step.h"
 #include "common/kernels/misc_ops.h"
 #include "common/kernels/streaming_read.h"
 #include "common/runtime/cuda_backend.h"
@@ -87,7 +84,7 @@ struct Model {
 };
 
 struct Work {
-  Buffer meta, slots, residual, normed, sums, qkv, q, attn, gate_up, act, attn_ws, pick_r, pick_n, logits, fused;
+  Buffer meta, slots, residual, normed, sums, qkv, q, attn, gate_up, act, attn_ws, pick_r, pick_n, logits;
 };
 
 // Step metadata on the device (views of Work::meta).
@@ -165,8 +162,6 @@ Work MakeWork(CudaBackend& b, const Model& m, int max_tokens, int max_seqs, int 
   w.pick_r = Must(b.Allocate(DType::kF32, {max_seqs, kHidden}));
   w.pick_n = Must(b.Allocate(DType::kBF16, {max_seqs, kHidden}));
   w.logits = Must(b.Allocate(DType::kF32, {max_seqs, kVocab}));
-  const size_t fused = b.FusedDecodeWorkspaceBytes(m.config, layout, max_kv);
-  if (fused > 0) w.fused = Must(b.Allocate(DType::kU8, {static_cast<int64_t>(fused)}));
   return w;
 }
 
@@ -276,96 +271,6 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
     TANDEM_RETURN_IF_ERROR(b.RmsNorm({.x = pr, .weight = m.w.final_norm.tensor(), .out = pn, .eps = kEps}));
   }
   return b.Linear({pn, m.w.LmHead(), Tensor(), w.logits.tensor().Rows(0, r)});
-}
-
-// The same step as one persistent kernel (CudaBackend::FusedDecodeStep), with its
-// timeline into `trace` when given. REQUIRES: a decode step of at most 8 sequences.
-Status FusedStep(CudaBackend& b, const Model& m, Work& w, const Step& st, const PagedKvCache& cache,
-                 Tensor trace = Tensor()) {
-  TANDEM_ASSIGN_OR_RETURN(
-      const bool fused,
-      b.FusedDecodeStep({.config = &m.config, .weights = &m.w, .token_ids = st.ids, .positions = st.positions,
-                         .slot_mapping = st.slots, .kv_lens = st.kv_lens, .block_tables = st.tables,
-                         .logits_rows = st.logits_rows, .num_seqs = st.s, .num_logits_rows = st.s,
-                         .max_kv_len = st.max_kv, .kv_pool = cache.pool(), .layout = cache.layout(),
-                         .logits = w.logits.tensor().Rows(0, st.s), .workspace = w.fused.tensor(),
-                         .trace = trace}));
-  return fused ? Status::Ok() : FailedPreconditionError("the backend did not take the fused decode step");
-}
-
-// One eager fused step with the kernel's timeline, summarized per phase (medians over the
-// layers): the consumers' work in it (median and slowest block), their wait at its closing
-// barrier, the phase's length on the clock, and how long before its closing barrier's
-// release the producer had issued the phase's last loads.
-void TraceFusedStep(CudaBackend& b, const Model& m, Work& w, const Step& st, const PagedKvCache& cache) {
-  const int stride = kernels::DecodeStepTraceStride(kLayers);
-  const int nb = std::min(b.num_sms(), kernels::kDecodeStepMaxBlocks);
-  Buffer trace = Must(b.Allocate(DType::kI64, {static_cast<int64_t>(nb) * stride}));
-  CHECK_OK(FusedStep(b, m, w, st, cache));  // warm-up
-  CHECK_OK(FusedStep(b, m, w, st, cache, trace.tensor()));
-  std::vector<int64_t> t(static_cast<size_t>(nb) * stride);
-  CHECK_OK(b.CopyToHost(trace.tensor(), t.data(), t.size() * 8));
-  const int barriers = kernels::DecodeStepTraceBarriers(kLayers);
-  auto at = [&](int blk, int i) { return t[static_cast<size_t>(blk) * stride + i]; };
-  auto arrive = [&](int blk, int k) { return at(blk, kernels::DecodeStepTraceBarrier(k)); };
-  auto release = [&](int blk, int k) { return k < 0 ? at(blk, 0) : at(blk, kernels::DecodeStepTraceBarrier(k) + 1); };
-  auto waited = [&](int blk, int k) { return at(blk, kernels::DecodeStepTraceBarrier(k) + 2); };
-  auto produced = [&](int blk, int e) { return at(blk, kernels::DecodeStepTraceProducer(kLayers, e)); };
-  auto producer_waited = [&](int blk, int e) { return at(blk, kernels::DecodeStepTraceProducer(kLayers, e) + 1); };
-  // SM cycles per ns, from the block's clock64 and globaltimer at its start and end.
-  const double ghz =
-      static_cast<double>(at(0, stride - 1) - at(0, 1)) / static_cast<double>(at(0, stride - 2) - at(0, 0));
-  const int per_layer = (barriers - 2) / kLayers;
-  const std::vector<std::string> names = {"norm", "qkv", "attention", "o", "norm", "gate/up", "down"};
-  // Producer event of the phase a barrier closes (-1: none).
-  auto producer_event = [&](int l, int j) {
-    const std::string& n = names[j];
-    if (n == "qkv") return 5 * l;
-    if (n == "attention") return 5 * l + 1;
-    if (n == "o") return 5 * l + 2;
-    if (n == "gate/up") return 5 * l + 3;
-    if (n == "down") return 5 * l + 4;
-    return -1;
-  };
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
-  std::printf("fused step timeline, b=%d ctx=%d: %.3f ms from block 0's start to the last barrier, SM clock %.2f GHz\n",
-              st.s, st.max_kv, (release(0, barriers - 1) - at(0, 0)) / 1e6, ghz);
-  std::printf("%-10s %10s %10s %10s %10s %12s %12s %12s\n", "phase", "work med", "work max", "stage wait", "barrier",
-              "length", "issued before", "prod. waited");
-  for (size_t j = 0; j < names.size(); ++j) {
-    std::vector<double> work_med, work_max, data_wait, wait_med, length, ahead, pwait;
-    for (int l = 0; l < kLayers; ++l) {
-      const int k = 1 + l * per_layer + static_cast<int>(j);
-      std::vector<double> work, wait, dw;
-      double wmax = 0;
-      const int e = producer_event(l, static_cast<int>(j));
-      for (int blk = 0; blk < nb; ++blk) {
-        const double wk = (arrive(blk, k) - release(blk, k - 1)) / 1e3;
-        work.push_back(wk);
-        wmax = std::max(wmax, wk);
-        wait.push_back((release(blk, k) - arrive(blk, k)) / 1e3);
-        dw.push_back(waited(blk, k) / ghz / 1e3);
-        if (e >= 0) {
-          ahead.push_back((release(blk, k) - produced(blk, e)) / 1e3);
-          pwait.push_back(producer_waited(blk, e) / ghz / 1e3);
-        }
-      }
-      work_med.push_back(median(work));
-      work_max.push_back(wmax);
-      data_wait.push_back(median(dw));
-      wait_med.push_back(median(wait));
-      length.push_back((release(0, k) - release(0, k - 1)) / 1e3);
-    }
-    std::printf("%-10s %10.2f %10.2f %10.2f %10.2f %12.2f %12.2f %12.2f\n", names[j].c_str(), median(work_med),
-                median(work_max), median(data_wait), median(wait_med), median(length), median(ahead), median(pwait));
-  }
-  std::printf("(us, medians over layers of medians over blocks; work: a block's time in the phase; stage wait: "
-              "consumer thread 0's time waiting for ring stages in it; barrier: waiting at its closing barrier; "
-              "issued before: the producer had issued the phase's loads this long before the barrier's release; "
-              "prod. waited: the producer's time waiting for free slots while issuing them)\n");
 }
 
 struct Timer {
@@ -494,9 +399,8 @@ void PrintStepTimeline(CudaBackend& b, const std::string& what) {
   std::printf("\n");
 }
 
-int Run(bool quick, bool trace, bool decode_only, int repeat, int reps, const RunFlags& flags) {
+int Run(bool quick, bool decode_only, int repeat, int reps, const RunFlags& flags) {
   CudaBackendOptions options;
-  options.fused_decode = true;  // the op-by-op rows run Forward below, which never asks for it
   if (flags.early_gemm_chain >= 0) options.early_gemm_chain = flags.early_gemm_chain != 0;
   if (flags.defer_norms >= 0) options.defer_norms = flags.defer_norms != 0;
   if (flags.attention_late_next >= 0) options.attention_late_next = flags.attention_late_next != 0;
@@ -652,42 +556,6 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps, const Ru
         std::sort(host_us.begin(), host_us.end());
         std::printf("host %s: recording + graph launch %.1f us (median of 21)\n", what.c_str(), host_us[10]);
       }
-      if (bs <= 8 && !decode_only && w.fused.tensor().defined()) {
-        // The whole step as one persistent kernel; first its logits against the op-by-op
-        // step's (same weights, same KV; both write the same new K/V).
-        const int64_t lv = static_cast<int64_t>(bs) * kVocab;
-        std::vector<float> ops_logits(lv), fused_logits(lv);
-        Tensor logits = w.logits.tensor().Rows(0, bs);
-        CHECK_OK(Forward(b, m, w, st, cache));
-        CHECK_OK(b.CopyToHost(logits, ops_logits.data(), lv * 4));
-        CHECK_OK(FusedStep(b, m, w, st, cache));
-        CHECK_OK(b.CopyToHost(logits, fused_logits.data(), lv * 4));
-        double worst = 0;
-        int same_top1 = 0;
-        for (int r = 0; r < bs; ++r) {
-          const float* a = fused_logits.data() + static_cast<int64_t>(r) * kVocab;
-          const float* o = ops_logits.data() + static_cast<int64_t>(r) * kVocab;
-          double diff = 0, ref = 0;
-          for (int v = 0; v < kVocab; ++v) {
-            diff = std::max(diff, std::abs(static_cast<double>(a[v]) - o[v]));
-            ref = std::max(ref, std::abs(static_cast<double>(o[v])));
-          }
-          worst = std::max(worst, diff / ref);
-          same_top1 += std::max_element(a, a + kVocab) - a == std::max_element(o, o + kVocab) - o;
-        }
-        std::printf("%-24s fused vs op-by-op logits: max relative error %.3g, top-1 same %d/%d\n", what.c_str(),
-                    worst, same_top1, bs);
-        auto fused_step = [&] {
-          CHECK_OK(b.BeginGraphStep());
-          Status f = FusedStep(b, m, w, st, cache);
-          if (!f.ok()) b.CancelGraphStep();
-          CHECK_OK(f);
-          CHECK_OK(b.EndGraphStep());
-        };
-        const double fused = MedianMs(s, 3, 30, fused_step);
-        rows.push_back({what + " (fused step)", fused, bs / (fused * 1e-3), floor_ms, floor_ms / fused});
-        if (trace) TraceFusedStep(b, m, w, st, cache);
-      }
       if (bs <= 8 && !decode_only) {
         // The same step with every GEMM on cuBLAS (the skinny GEMM kernel off).
         b.set_skinny_gemm_max_m(0);
@@ -821,7 +689,7 @@ int Run(bool quick, bool trace, bool decode_only, int repeat, int reps, const Ru
 }  // namespace tandem::runtime
 
 int main(int argc, char** argv) {
-  bool quick = false, trace = false, decode_only = false;
+  bool quick = false, decode_only = false;
   int repeat = 1, reps = 30;
   tandem::runtime::RunFlags flags;
   for (int i = 1; i < argc; ++i) {
@@ -834,7 +702,6 @@ int main(int argc, char** argv) {
     option("--defer-norms", &flags.defer_norms);
     option("--attention-late-next", &flags.attention_late_next);
     quick |= std::strcmp(argv[i], "--quick") == 0;
-    trace |= std::strcmp(argv[i], "--trace") == 0;
     decode_only |= std::strcmp(argv[i], "--decode-only") == 0;
     if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
@@ -843,5 +710,5 @@ int main(int argc, char** argv) {
     std::printf("model_bench: no CUDA device, nothing to measure\n");
     return 0;
   }
-  return tandem::runtime::Run(quick, trace, decode_only, repeat, reps, flags);
+  return tandem::runtime::Run(quick, decode_only, repeat, reps, flags);
 }

@@ -1,11 +1,8 @@
 #include "common/runtime/cuda_backend.h"
 
-#include "common/cuda/kv_tier_storage_cuda.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "common/cuda/cuda_status.h"
@@ -13,7 +10,6 @@
 #include "common/cuda/gemm.h"
 #include "common/cuda/kv_tier_storage_cuda.h"
 #include "common/kernels/decode_attention.h"
-#include "common/kernels/decode_step.h"
 #include "common/kernels/embedding.h"
 #include "common/kernels/misc_ops.h"
 #include "common/kernels/prefill_attention.h"
@@ -22,7 +18,6 @@
 #include "common/kernels/silu_mul.h"
 #include "common/kernels/skinny_gemm.h"
 #include "common/runtime/cuda_host_copy_queue.h"
-#include "common/runtime/llama_weights.h"
 #include "common/runtime/op_checks.h"
 
 namespace tandem::runtime {
@@ -505,106 +500,6 @@ Status CudaBackend::PagedAttention(const PagedAttentionParams& ap) {
   g.max_q_len = ap.max_query_len;
   g.softmax_scale = ap.scale;
   return Enqueue("generic_attn", &g, sizeof(g), [g](cudaStream_t s) { return kernels::LaunchGenericAttention(g, s); });
-}
-
-kernels::DecodeStepParams CudaBackend::FusedStepModel(const model::ModelConfig& c,
-                                                     const kv_cache::KvLayout& layout) const {
-  auto d = Zeroed<kernels::DecodeStepParams>();
-  d.num_layers = c.num_layers;
-  d.hidden = c.hidden_size;
-  d.ffn = c.intermediate_size;
-  d.vocab = c.vocab_size;
-  d.num_q_heads = c.num_heads;
-  d.num_kv_heads = c.num_kv_heads;
-  d.head_dim = c.head_dim;
-  d.eps = static_cast<float>(c.rms_norm_eps);
-  d.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  d.rope = KernelRope(c.rope_theta, c.rope_scaling);
-  d.block_size = layout.block_size;
-  d.num_cache_blocks = layout.num_blocks;
-  d.kv_layer_stride = static_cast<int64_t>(layout.BytesPerLayer() / sizeof(__nv_bfloat16));
-  return d;
-}
-
-size_t CudaBackend::FusedDecodeWorkspaceBytes(const model::ModelConfig& config, const kv_cache::KvLayout& layout,
-                                              int max_model_len) const {
-  const kernels::DecodeStepParams d = FusedStepModel(config, layout);
-  if (!options_.fused_decode || layout.dtype != DType::kBF16 || layout.num_kv_heads != config.num_kv_heads ||
-      layout.head_dim != config.head_dim || !kernels::CheckDecodeStepShape(d).ok()) {
-    return 0;
-  }
-  // Graph steps plan for the whole block-table width: one block more than the longest context.
-  auto bytes = kernels::DecodeStepMaxWorkspaceBytes(d, num_sms_, max_model_len + layout.block_size);
-  return bytes.ok() ? *bytes : 0;
-}
-
-StatusOr<bool> CudaBackend::FusedDecodeStep(const FusedDecodeParams& fp) {
-  if (!options_.fused_decode || fp.num_seqs < 1 || fp.num_seqs > kernels::kDecodeStepMaxSeqs) return false;
-  if (fp.config == nullptr || fp.weights == nullptr) return InvalidArgumentError("FusedDecodeStep: no model");
-  const model::ModelConfig& c = *fp.config;
-  const LlamaWeights& w = *fp.weights;
-  TANDEM_RETURN_IF_ERROR(OnDevice("FusedDecodeStep", fp.kv_pool));
-  if (fp.layout.dtype != DType::kBF16 || fp.layout.num_layers != c.num_layers ||
-      fp.layout.num_kv_heads != c.num_kv_heads || fp.layout.head_dim != c.head_dim ||
-      static_cast<int>(w.layers.size()) != c.num_layers || fp.block_tables.ndim != 2 ||
-      fp.block_tables.shape[0] != fp.num_seqs || fp.num_logits_rows < 0 || fp.num_logits_rows > fp.num_seqs ||
-      fp.logits.shape[0] != fp.num_logits_rows || fp.logits.shape[1] != c.vocab_size ||
-      fp.logits.dtype != DType::kF32) {
-    return InvalidArgumentError("FusedDecodeStep: step tensors do not fit the model");
-  }
-  kernels::DecodeStepParams d = FusedStepModel(c, fp.layout);
-  if (!kernels::CheckDecodeStepShape(d).ok()) return false;
-  auto opt = [](const Buffer& b) { return b.tensor().defined() ? Bf16(b.tensor()) : nullptr; };
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LlamaLayerWeights& lw = w.layers[l];
-    d.layers[l] = {Bf16(lw.input_norm.tensor()), Bf16(lw.qkv_proj.tensor()), opt(lw.qkv_bias), opt(lw.q_norm),
-                   opt(lw.k_norm), Bf16(lw.o_proj.tensor()), opt(lw.o_bias), Bf16(lw.post_attention_norm.tensor()),
-                   Bf16(lw.gate_up_proj.tensor()), Bf16(lw.down_proj.tensor())};
-  }
-  d.embed = Bf16(w.embed_tokens.tensor());
-  d.final_norm = Bf16(w.final_norm.tensor());
-  d.lm_head = Bf16(w.LmHead());
-  d.kv_pool = MutBf16(fp.kv_pool);
-  d.token_ids = fp.token_ids.As<int32_t>();
-  d.positions = fp.positions.As<int32_t>();
-  d.slot_mapping = fp.slot_mapping.As<int64_t>();
-  d.context_lens = fp.kv_lens.As<int32_t>();
-  d.block_tables = fp.block_tables.As<int32_t>();
-  d.logits_rows = fp.num_logits_rows > 0 ? fp.logits_rows.As<int32_t>() : nullptr;
-  d.num_seqs = fp.num_seqs;
-  d.num_logits_rows = fp.num_logits_rows;
-  d.max_blocks_per_seq = static_cast<int>(fp.block_tables.shape[1]);
-  d.logits = fp.num_logits_rows > 0 ? fp.logits.As<float>() : nullptr;
-  d.workspace = fp.workspace.data;
-  // As DecodeParams: a graph step plans for the whole table width, so its key holds for
-  // every context length that fits the width.
-  d.max_context_len = recording_ ? d.max_blocks_per_seq * fp.layout.block_size : fp.max_kv_len;
-  TANDEM_ASSIGN_OR_RETURN(kernels::DecodeStepPlan plan, kernels::PlanDecodeStep(d, num_sms_));
-  const size_t have = fp.workspace.defined() ? fp.workspace.NumBytes() : 0;
-  if (plan.workspace_bytes > have) {
-    return InvalidArgumentError(
-        fmt::format("FusedDecodeStep: needs {} bytes of workspace, have {}", plan.workspace_bytes, have));
-  }
-  d.num_splits = plan.num_splits;
-  d.num_blocks = plan.num_blocks;
-  if (fused_maps_workspace_ != d.workspace || fused_maps_weights_[0] != d.layers[0].qkv ||
-      fused_maps_weights_[1] != d.lm_head) {
-    // Once per model and workspace, queued now (not recorded): before any launch of them.
-    TANDEM_RETURN_IF_ERROR(kernels::WriteDecodeStepTensorMaps(d, stream_));
-    fused_maps_workspace_ = d.workspace;
-    fused_maps_weights_[0] = d.layers[0].qkv;
-    fused_maps_weights_[1] = d.lm_head;
-  }
-  if (fp.trace.defined()) {
-    const int64_t need = static_cast<int64_t>(d.num_blocks) * kernels::DecodeStepTraceStride(c.num_layers);
-    if (recording_ || fp.trace.dtype != DType::kI64 || fp.trace.NumElements() < need) {
-      return InvalidArgumentError(fmt::format("FusedDecodeStep: a trace needs I64 [{}], outside graph steps", need));
-    }
-    d.trace = fp.trace.As<int64_t>();
-  }
-  TANDEM_RETURN_IF_ERROR(
-      Enqueue("decode_step", &d, sizeof(d), [d](cudaStream_t s) { return kernels::LaunchDecodeStep(d, s); }));
-  return true;
 }
 
 Status CudaBackend::SiluAndMul(Tensor gate_up, Tensor out) {

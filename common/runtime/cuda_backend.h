@@ -40,7 +40,6 @@
 
 namespace tandem::kernels {
 struct DecodeAttentionParams;
-struct DecodeStepParams;
 }  // namespace tandem::kernels
 
 namespace tandem::runtime {
@@ -53,10 +52,6 @@ struct CudaBackendOptions {
   // Linear with at most this many rows uses the skinny GEMM kernel (weights read once at
   // HBM speed) instead of cuBLAS; 0 = always cuBLAS. Range [0, kernels::kSkinnyGemmMaxM].
   int skinny_gemm_max_m = 8;
-  // Decode-only steps of at most kernels::kDecodeStepMaxSeqs sequences run as one
-  // persistent kernel (FusedDecodeStep) where the model shape allows. Off by default: on
-  // the H200 it is still slower than the op-by-op step (docs/perf.md, eighth session).
-  bool fused_decode = false;
   // A Linear with a NormHandoff (norm_out) defers the norm into the skinny GEMMs' epilogues
   // (no RMSNorm kernel; the next GEMM scales by 1/rms). Off by default: with early_gemm_chain
   // and attention_late_next, norm kernels were as fast at b=1 and 1.3-2.2 % faster at b=8
@@ -101,13 +96,6 @@ class CudaBackend final : public Backend {
   Status RopeKvWriteAndAttention(const RopeKvWriteParams& rope, const PagedAttentionParams& attn) override;
   Status SiluAndMul(Tensor gate_up, Tensor out) override;
   Status GatherRows(Tensor src, Tensor indices, Tensor out) override;
-  // The whole decode step in one kernel (common/kernels/decode_step.h) for decode-only
-  // batches of at most 8 sequences, head_dim 64/128, GQA group <= 8, block size 8..64, when
-  // CudaBackendOptions::fused_decode is on (the workspace size is 0 when it is off); false
-  // (nothing queued) otherwise.
-  size_t FusedDecodeWorkspaceBytes(const model::ModelConfig& config, const kv_cache::KvLayout& layout,
-                                   int max_model_len) const override;
-  StatusOr<bool> FusedDecodeStep(const FusedDecodeParams& p) override;
 
   // Graph steps (see the file comment). Begin waits for the previous graph
   // launch to finish reading the staging area. Between Begin and End,
@@ -146,9 +134,6 @@ class CudaBackend final : public Backend {
   int device_ordinal() const { return options_.device; }
   // Benchmarks compare the skinny GEMM with cuBLAS (see CudaBackendOptions). REQUIRES: in [0, 16].
   void set_skinny_gemm_max_m(int m) { options_.skinny_gemm_max_m = m; }
-  // Tests and benchmarks compare the fused decode step with the op-by-op one. Turning it
-  // on after a model sized its workspace does not give that model one.
-  void set_fused_decode(bool on) { options_.fused_decode = on; }
   // Tests and benchmarks compare deferred norms with norm kernels (see CudaBackendOptions).
   void set_defer_norms(bool on) { options_.defer_norms = on; }
   bool defer_norms() const { return options_.defer_norms; }
@@ -182,8 +167,6 @@ class CudaBackend final : public Backend {
 
   explicit CudaBackend(const CudaBackendOptions& options);
   Status Init();
-  // The fused step kernel's model and cache fields (no step, no plan); its shape check.
-  kernels::DecodeStepParams FusedStepModel(const model::ModelConfig& config, const kv_cache::KvLayout& layout) const;
   // The decode kernel's parameters and plan for a checked decode-only PagedAttention.
   StatusOr<kernels::DecodeAttentionParams> DecodeParams(const PagedAttentionParams& ap) const;
   // Runs `launch` now, or records it with `key` (the bytes of its parameters) when inside
@@ -226,11 +209,6 @@ class CudaBackend final : public Backend {
   const std::string* last_key_ = nullptr;  // its key (in graphs_): a repeated step skips the hash
   int graphs_captured_ = 0;
   int graph_replays_ = 0;
-
-  // The fused decode step's weight descriptors were written into this workspace for these
-  // weights (layer 0's QKV and the LM head identify them).
-  const void* fused_maps_workspace_ = nullptr;
-  const void* fused_maps_weights_[2] = {nullptr, nullptr};
 
   // SampleTokens' staging and scratch, created by its first call.
   std::unique_ptr<SamplingState, SamplingStateDeleter> sampling_;

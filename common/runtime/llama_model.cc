@@ -25,7 +25,6 @@ struct LlamaModel::Workspace {
   Buffer logits_residual;  // F32 [max_logits_rows, hidden]: picked residual rows
   Buffer logits_normed;  // [max_logits_rows, hidden]: their final norm
   Buffer logits;         // F32 [max_logits_rows, vocab]
-  Buffer fused;          // U8 [Backend::FusedDecodeWorkspaceBytes]; undefined when the backend has none
 
   // Views of `meta` for the current step.
   Tensor token_ids, positions, slot_mapping, query_start, kv_lens, block_tables, logits_rows;
@@ -109,10 +108,6 @@ Status LlamaModel::AllocateWorkspace() {
   TANDEM_ASSIGN_OR_RETURN(w.logits_residual, backend_->Allocate(DType::kF32, {r, h}));
   TANDEM_ASSIGN_OR_RETURN(w.logits_normed, backend_->Allocate(act, {r, h}));
   TANDEM_ASSIGN_OR_RETURN(w.logits, backend_->Allocate(DType::kF32, {r, config_.vocab_size}));
-  const size_t fused_bytes = backend_->FusedDecodeWorkspaceBytes(config_, KvLayoutFor(0), options_.max_model_len);
-  if (fused_bytes > 0) {
-    TANDEM_ASSIGN_OR_RETURN(w.fused, backend_->Allocate(DType::kU8, {static_cast<int64_t>(fused_bytes)}));
-  }
   return Status::Ok();
 }
 
@@ -201,20 +196,6 @@ StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCa
   w.logits_rows = meta.Rows(plan.logits_rows_offset, r);
 
   Tensor logits = w.logits.tensor().Rows(0, r);
-  // A decode-only step may run as one unit on backends that have it (no per-layer hook:
-  // its layers are not issued one by one).
-  if (w.fused.tensor().defined() && !after_layer && plan.max_query_len == 1 && n == s) {
-    TANDEM_ASSIGN_OR_RETURN(
-        const bool fused,
-        backend_->FusedDecodeStep({.config = &config_, .weights = &weights_, .token_ids = w.token_ids,
-                                   .positions = w.positions, .slot_mapping = w.slot_mapping, .kv_lens = w.kv_lens,
-                                   .block_tables = w.block_tables, .logits_rows = w.logits_rows,
-                                   .num_seqs = plan.num_seqs, .num_logits_rows = plan.num_logits_rows,
-                                   .max_kv_len = plan.max_kv_len, .kv_pool = cache.pool(), .layout = layout,
-                                   .logits = logits, .workspace = w.fused.tensor()}));
-    if (fused) return logits;
-  }
-
   Tensor residual = w.residual.tensor().Rows(0, n);
   TANDEM_RETURN_IF_ERROR(backend_->Embedding(w.token_ids, weights_.embed_tokens.tensor(), residual));
   // Layer 0's input norm is an op of its own (later ones come out of the down projections).
