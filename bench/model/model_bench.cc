@@ -4,8 +4,7 @@
 // LlamaModel::RunLayer (RMSNorm -> fused QKV GEMM -> RoPE + paged KV write and paged
 // attention (one kernel in decode steps) -> o GEMM added into the fp32 residual stream ->
 // RMSNorm -> gate/up GEMM with SiLU-mul in its epilogue -> down GEMM added into the residual
-// stream (the norms through NormHandoff); then
-// gather of the logits rows -> final norm -> LM head, fp32 logits) on CudaBackend.
+// stream; then gather of the logits rows -> final norm -> LM head, fp32 logits) on CudaBackend.
 //
 // Prints, with ceilings measured in the same run (streaming-read HBM bandwidth over 4 GiB; HBM
 // read as a decode-shaped cuBLAS GEMV, PERFORMANCE.md's reference; cuBLAS bf16 GEMM 8192^3):
@@ -21,13 +20,13 @@
 //  - KV swap through the host tier (CudaKvTierStorage: pinned memory, copy stream), 1 GiB
 //    out and in, against one pinned cudaMemcpyAsync of the same size.
 // Usage: model_bench [--quick] [--decode-only [--repeat N] [--reps R]] [--timeline]
-//                    [--early-gemm-chain=N] [--defer-norms=N] [--attention-late-next=N]
+//                    [--early-gemm-chain=N] [--attention-late-next=N]
 //   --decode-only: only the decode
 //   rows at batch 1 and 8 (1K and 8K contexts; with --quick 1K only) with their fused-op
 //   comparison rows, and the b=1 attribution rows, N times over (for A/B
 //   runs of two builds side by side), each the median of R graph replays (default 30).
 //   --timeline: only the kernel timelines (CUPTI) of decode steps at b=1 / 8, 1K / 8K;
-//   --early-gemm-chain=N / --defer-norms=N / --attention-late-next=N: those CudaBackendOptions
+//   --early-gemm-chain=N / --attention-late-next=N: those CudaBackendOptions
 //   for every row (N = 0 / 1).
 #include <cuda_runtime_api.h>
 
@@ -84,7 +83,7 @@ struct Model {
 };
 
 struct Work {
-  Buffer meta, slots, residual, normed, sums, qkv, q, attn, gate_up, act, attn_ws, pick_r, pick_n, logits;
+  Buffer meta, slots, residual, normed, qkv, q, attn, gate_up, act, attn_ws, pick_r, pick_n, logits;
 };
 
 // Step metadata on the device (views of Work::meta).
@@ -148,7 +147,6 @@ Work MakeWork(CudaBackend& b, const Model& m, int max_tokens, int max_seqs, int 
   w.slots = Must(b.Allocate(DType::kI64, {t}));
   w.residual = Must(b.Allocate(DType::kF32, {t, kHidden}));  // fp32 residual stream, as LlamaModel
   w.normed = Must(b.Allocate(DType::kBF16, {t, kHidden}));
-  w.sums = Must(b.Allocate(DType::kF32, {t, (kHidden + 15) / 16}));
   w.qkv = Must(b.Allocate(DType::kBF16, {t, kQkv}));
   w.q = Must(b.Allocate(DType::kBF16, {t, kHeads, kHeadDim}));
   w.attn = Must(b.Allocate(DType::kBF16, {t, kHeads, kHeadDim}));
@@ -211,7 +209,7 @@ Step Upload(CudaBackend& b, Work& w, int seqs, int q_len, int ctx, int blocks_pe
 // What a step runs: everything, or parts of it (to attribute the decode step's time: each
 // part drops one kind of op from every layer), or everything with a fused op as ops of
 // their own: RoPE + KV write before the attention; SiLU-mul as a kernel after the gate/up
-// GEMM (with the norms as kernels, the default, the op sequence before the fused SiLU).
+// GEMM.
 enum class Part { kAll, kGemmsOnly, kNoAttention, kUnfusedRope, kSiluKernel };
 
 // The forward of one step, op for op as LlamaModel::Forward / RunLayer.
@@ -227,15 +225,15 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
   if (small_ops) TANDEM_RETURN_IF_ERROR(b.Embedding(st.ids, m.w.embed_tokens.tensor(), residual));
   RopeParams rope{.theta = 500000.0,
                   .scaling = {model::RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192}};
-  NormHandoff input{.source = residual, .weight = m.w.layers[0].input_norm.tensor(), .normed = normed,
-                    .sums = w.sums.tensor().Rows(0, n), .eps = kEps};
-  NormHandoff post = input;
   // Layer 0's input norm (GEMMs only: none, the projection of whatever `normed` holds; the
-  // backend's norms as kernels are in the GEMM rows then, CudaBackendOptions::defer_norms).
-  if (small_ops) TANDEM_RETURN_IF_ERROR(b.RmsNorm({.x = residual, .weight = input.weight, .out = normed, .eps = kEps}));
+  // norms after the o and down projections run there too).
+  if (small_ops) {
+    TANDEM_RETURN_IF_ERROR(
+        b.RmsNorm({.x = residual, .weight = m.w.layers[0].input_norm.tensor(), .out = normed, .eps = kEps}));
+  }
   for (int l = 0; l < kLayers; ++l) {
     const LlamaLayerWeights& L = m.w.layers[l];
-    TANDEM_RETURN_IF_ERROR(b.Linear({.x = normed, .weight = L.qkv_proj.tensor(), .out = qkv, .x_norm = &input}));
+    TANDEM_RETURN_IF_ERROR(b.Linear({.x = normed, .weight = L.qkv_proj.tensor(), .out = qkv}));
     const RopeKvWriteParams rope_write{.qkv = qkv, .q_out = q, .positions = st.positions, .slot_mapping = st.slots,
                                        .kv_pool = cache.pool(), .layout = cache.layout(), .layer = l, .rope = rope};
     const PagedAttentionParams attention_params{
@@ -249,20 +247,22 @@ Status Forward(CudaBackend& b, const Model& m, Work& w, const Step& st, const Pa
       TANDEM_RETURN_IF_ERROR(b.RopeKvWrite(rope_write));
       if (attention) TANDEM_RETURN_IF_ERROR(b.PagedAttention(attention_params));
     }
-    post.weight = L.post_attention_norm.tensor();
     TANDEM_RETURN_IF_ERROR(b.Linear({.x = attn.Reshape({n, kHeads * kHeadDim}), .weight = L.o_proj.tensor(),
-                                     .out = residual, .accumulate = true, .norm_out = &post}));
+                                     .out = residual, .accumulate = true}));
+    TANDEM_RETURN_IF_ERROR(
+        b.RmsNorm({.x = residual, .weight = L.post_attention_norm.tensor(), .out = normed, .eps = kEps}));
     if (fused_silu && small_ops) {
-      TANDEM_RETURN_IF_ERROR(b.Linear({.x = normed, .weight = L.gate_up_proj.tensor(), .out = act, .x_norm = &post,
-                                       .silu_mul = true, .scratch = gate_up}));
+      TANDEM_RETURN_IF_ERROR(b.Linear({.x = normed, .weight = L.gate_up_proj.tensor(), .out = act, .silu_mul = true,
+                                       .scratch = gate_up}));
     } else {
-      TANDEM_RETURN_IF_ERROR(b.Linear({.x = normed, .weight = L.gate_up_proj.tensor(), .out = gate_up, .x_norm = &post}));
+      TANDEM_RETURN_IF_ERROR(b.Linear({.x = normed, .weight = L.gate_up_proj.tensor(), .out = gate_up}));
       if (small_ops) TANDEM_RETURN_IF_ERROR(b.SiluAndMul(gate_up, act));
     }
-    const bool last = l + 1 == kLayers;
-    if (!last) input.weight = m.w.layers[l + 1].input_norm.tensor();
-    TANDEM_RETURN_IF_ERROR(b.Linear({.x = act, .weight = L.down_proj.tensor(), .out = residual, .accumulate = true,
-                                     .norm_out = last ? nullptr : &input}));
+    TANDEM_RETURN_IF_ERROR(b.Linear({.x = act, .weight = L.down_proj.tensor(), .out = residual, .accumulate = true}));
+    if (l + 1 < kLayers) {
+      TANDEM_RETURN_IF_ERROR(
+          b.RmsNorm({.x = residual, .weight = m.w.layers[l + 1].input_norm.tensor(), .out = normed, .eps = kEps}));
+    }
   }
   const int64_t r = st.s;
   Tensor pr = w.pick_r.tensor().Rows(0, r), pn = w.pick_n.tensor().Rows(0, r);
@@ -331,7 +331,6 @@ double MedianReplayMs(CudaBackend& b, int rounds, int per_round) {
 struct RunFlags {
   bool timeline = false;         // --timeline: only the kernel timelines of decode steps
   int early_gemm_chain = -1;     // --early-gemm-chain=N: CudaBackendOptions::early_gemm_chain (-1: default)
-  int defer_norms = -1;          // --defer-norms=N: CudaBackendOptions::defer_norms
   int attention_late_next = -1;  // --attention-late-next=N: CudaBackendOptions::attention_late_next
 };
 
@@ -402,10 +401,9 @@ void PrintStepTimeline(CudaBackend& b, const std::string& what) {
 int Run(bool quick, bool decode_only, int repeat, int reps, const RunFlags& flags) {
   CudaBackendOptions options;
   if (flags.early_gemm_chain >= 0) options.early_gemm_chain = flags.early_gemm_chain != 0;
-  if (flags.defer_norms >= 0) options.defer_norms = flags.defer_norms != 0;
   if (flags.attention_late_next >= 0) options.attention_late_next = flags.attention_late_next != 0;
-  std::printf("options: defer_norms %d, early_gemm_chain %d, attention_late_next %d\n", options.defer_norms,
-              options.early_gemm_chain, options.attention_late_next);
+  std::printf("options: early_gemm_chain %d, attention_late_next %d\n", options.early_gemm_chain,
+              options.attention_late_next);
   bool timeline_on = false;
   if (flags.timeline) {
     const Status t = bench::EnableKernelTimeline();
@@ -564,8 +562,7 @@ int Run(bool quick, bool decode_only, int repeat, int reps, const RunFlags& flag
         rows.push_back({what + " (cuBLAS GEMMs)", cublas, bs / (cublas * 1e-3), floor_ms, floor_ms / cublas});
       }
       if (bs <= 8) {
-        // The fused SiLU-mul against its kernel (the op sequence before it), and the norms the
-        // other way than the run's CudaBackendOptions::defer_norms, same run.
+        // The fused SiLU-mul against its kernel, same run.
         part = Part::kSiluKernel;
         const double silu_kernel = MedianMs(s, 3, reps, graph_step);
         rows.push_back({what + " (SiLU as a kernel)", silu_kernel, bs / (silu_kernel * 1e-3), floor_ms,
@@ -574,13 +571,6 @@ int Run(bool quick, bool decode_only, int repeat, int reps, const RunFlags& flag
           const double gpu = MedianReplayMs(b, 7, 10);
           rows.push_back({what + " (SiLU as a kernel) replays", gpu, bs / (gpu * 1e-3), floor_ms, floor_ms / gpu});
         }
-        part = Part::kAll;
-        const bool defer_norms = b.defer_norms();
-        b.set_defer_norms(!defer_norms);
-        const double other = MedianMs(s, 3, reps, graph_step);
-        b.set_defer_norms(defer_norms);
-        rows.push_back({what + (defer_norms ? " (norms as kernels)" : " (norms deferred)"), other, bs / (other * 1e-3),
-                        floor_ms, floor_ms / other});
         part = Part::kAll;
       }
       if (bs <= 8 && !decode_only) {
@@ -699,7 +689,6 @@ int main(int argc, char** argv) {
       if (std::strncmp(argv[i], name, len) == 0 && argv[i][len] == '=') *value = std::atoi(argv[i] + len + 1);
     };
     option("--early-gemm-chain", &flags.early_gemm_chain);
-    option("--defer-norms", &flags.defer_norms);
     option("--attention-late-next", &flags.attention_late_next);
     quick |= std::strcmp(argv[i], "--quick") == 0;
     decode_only |= std::strcmp(argv[i], "--decode-only") == 0;

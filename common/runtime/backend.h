@@ -135,10 +135,9 @@ class Backend : public Ops {
   virtual Status SampleTokens(Tensor logits, std::span<const SampleRequest> requests, std::span<SampledToken> out);
 
  protected:
-  // Linear `p` with its options as separate ops, for backends (or shapes) without fused
-  // forms: product(q) computes q, a LinearParams without options (into p.scratch with
-  // silu_mul), then SiluAndMul, then RmsNorm of out into norm_out (not deferred).
-  // REQUIRES: p checked, p.x_norm not deferred.
+  // Linear `p` with silu_mul as a separate op, for backends (or shapes) without the fused
+  // form: product(q) computes q, a LinearParams without silu_mul (into p.scratch with
+  // silu_mul), then SiluAndMul. REQUIRES: p checked.
   Status LinearAsOps(const LinearParams& p, const std::function<Status(const LinearParams&)>& product);
 
   // Releases memory from Allocate. Called by Buffer only.

@@ -268,12 +268,7 @@ Status CudaBackend::Linear(const LinearParams& lp) {
   TANDEM_RETURN_IF_ERROR(CheckLinear(lp, DType::kBF16));
   TANDEM_RETURN_IF_ERROR(OnDevice("Linear", lp.x));
   const int64_t rows = lp.x.shape[0];
-  const NormHandoff* x_norm = lp.x_norm;
-  const bool deferred_x = x_norm != nullptr && x_norm->deferred;
-  if (rows == 0) {
-    if (lp.norm_out != nullptr) lp.norm_out->deferred = false;
-    return Status::Ok();
-  }
+  if (rows == 0) return Status::Ok();
   if (rows <= options_.skinny_gemm_max_m) {
     auto sp = Zeroed<kernels::SkinnyGemmParams>();
     sp.x = Bf16(lp.x);
@@ -286,32 +281,13 @@ Status CudaBackend::Linear(const LinearParams& lp) {
     sp.k = static_cast<int>(lp.x.shape[1]);
     sp.accumulate = lp.accumulate;
     sp.silu_mul = lp.silu_mul;
-    if (deferred_x) {
-      sp.x_sums = x_norm->sums.As<float>();
-      sp.x_eps = x_norm->eps;
-    }
-    // Defer the norm only where its consumer (the same rows, k = n) takes the skinny GEMM.
-    NormHandoff* h = lp.norm_out;
-    if (h != nullptr && options_.defer_norms && sp.n % 8 == 0) {
-      sp.norm_weight = Bf16(h->weight);
-      sp.norm_out = MutBf16(h->normed);
-      sp.norm_sums = h->sums.As<float>();
-    }
-    // A deferred norm and a fused SiLU-mul go straight into another GEMM.
-    sp.early_next = options_.early_gemm_chain || !(sp.norm_out != nullptr || sp.silu_mul);
+    // A fused SiLU-mul goes straight into another GEMM.
+    sp.early_next = options_.early_gemm_chain || !sp.silu_mul;
     if (kernels::ValidateSkinnyGemm(sp).ok()) {
-      TANDEM_RETURN_IF_ERROR(Enqueue("skinny_gemm", &sp, sizeof(sp),
-                                     [sp](cudaStream_t s) { return kernels::LaunchSkinnyGemm(sp, s); }));
-      if (h == nullptr) return Status::Ok();
-      h->deferred = sp.norm_out != nullptr;
-      if (h->deferred) return Status::Ok();
-      return RmsNorm({.x = h->source, .weight = h->weight, .out = h->normed, .eps = h->eps});
+      return Enqueue("skinny_gemm", &sp, sizeof(sp), [sp](cudaStream_t s) { return kernels::LaunchSkinnyGemm(sp, s); });
     }
   }
-  // cuBLAS, with the options as their own kernels. A deferred x becomes the plain norm first.
-  if (deferred_x) {
-    TANDEM_RETURN_IF_ERROR(RmsNorm({.x = x_norm->source, .weight = x_norm->weight, .out = lp.x, .eps = x_norm->eps}));
-  }
+  // cuBLAS, with the options as their own kernels.
   const cuda::CublasHandle* handle = &impl_->cublas;
   return LinearAsOps(lp, [this, handle](const LinearParams& q) {
     auto g = Zeroed<cuda::GemmParams>();

@@ -52,14 +52,8 @@ struct CudaBackendOptions {
   // Linear with at most this many rows uses the skinny GEMM kernel (weights read once at
   // HBM speed) instead of cuBLAS; 0 = always cuBLAS. Range [0, kernels::kSkinnyGemmMaxM].
   int skinny_gemm_max_m = 8;
-  // A Linear with a NormHandoff (norm_out) defers the norm into the skinny GEMMs' epilogues
-  // (no RMSNorm kernel; the next GEMM scales by 1/rms). Off by default: with early_gemm_chain
-  // and attention_late_next, norm kernels were as fast at b=1 and 1.3-2.2 % faster at b=8
-  // (docs/perf.md, twelfth session).
-  bool defer_norms = false;
   // Every skinny GEMM lets the next kernel launch as soon as it has waited for its own
-  // predecessor (PDL), also the SiLU-mul and deferred-norm GEMMs, whose successors are other
-  // GEMMs: those take each SM as the previous GEMM leaves it and start loading weights.
+  // predecessor (PDL), also the SiLU-mul GEMMs, whose successors are other GEMMs: those take each SM as the previous GEMM leaves it and start loading weights.
   bool early_gemm_chain = true;
   // Decode attention lets the kernel after it launch only as it ends
   // (kernels::DecodeAttentionParams::late_next). Without it, the early GEMM launches above
@@ -134,9 +128,6 @@ class CudaBackend final : public Backend {
   int device_ordinal() const { return options_.device; }
   // Benchmarks compare the skinny GEMM with cuBLAS (see CudaBackendOptions). REQUIRES: in [0, 16].
   void set_skinny_gemm_max_m(int m) { options_.skinny_gemm_max_m = m; }
-  // Tests and benchmarks compare deferred norms with norm kernels (see CudaBackendOptions).
-  void set_defer_norms(bool on) { options_.defer_norms = on; }
-  bool defer_norms() const { return options_.defer_norms; }
   cudaStream_t stream() const { return stream_; }
   int num_sms() const { return num_sms_; }
 

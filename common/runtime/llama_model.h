@@ -81,8 +81,9 @@ class LlamaModel {
 
   LlamaModel(const model::ModelConfig& config, const RuntimeOptions& options, Backend* backend);
   Status AllocateWorkspace();
-  // One transformer layer; `input` holds its input norm on entry and the next layer's on return.
-  Status RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cache, NormHandoff& input);
+  // One transformer layer; the workspace's `normed` holds its input norm on entry and the
+  // next layer's on return.
+  Status RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cache);
   Status CheckCache(const PagedKvCache& cache) const;
 
   model::ModelConfig config_;

@@ -81,20 +81,6 @@ Status CheckLinear(const LinearParams& p, DType act) {
     }
     if (!Is(p.scratch, act, {n, out_features})) return Bad("Linear", "scratch", p.scratch);
   }
-  if (const NormHandoff* h = p.norm_out; h != nullptr) {
-    if (!p.accumulate || h->source.data != p.out.data || !Is(h->source, DType::kF32, {n, out_features})) {
-      return Bad("Linear", "norm_out (accumulate into its source)", h->source);
-    }
-    if (!Is(h->weight, act, {out_features})) return Bad("Linear", "norm_out weight", h->weight);
-    if (!Is(h->normed, act, {n, out_features})) return Bad("Linear", "norm_out normed", h->normed);
-    if (!Is(h->sums, DType::kF32, {n, (out_features + 15) / 16})) {
-      return Bad("Linear", "norm_out sums", h->sums);
-    }
-    if (!(h->eps > 0.0f)) return InvalidArgumentError("Linear: norm_out eps must be positive");
-  }
-  if (const NormHandoff* h = p.x_norm; h != nullptr && (h->normed.data != p.x.data || !Is(h->normed, act, {p.x.shape[0], p.x.shape[1]}))) {
-    return Bad("Linear", "x (not the normed of its x_norm)", p.x);
-  }
   return Status::Ok();
 }
 

@@ -36,31 +36,12 @@ struct RmsNormParams {
   float eps = 1e-6f;
 };
 
-// The RMSNorm between a residual update and the next sub-layer's projection, handed from
-// the Linear that updates the residual stream (LinearParams::norm_out) to the Linear that
-// projects its norm (LinearParams::x_norm); together they compute
-// RMSNorm(source) * weight · Wᵀ as RmsNorm then Linear would. `normed` and `sums` are scratch
-// in a form the backend picks per call and records in `deferred` (CUDA's skinny GEMM keeps
-// source * weight there and scales the next product by 1/rms, so no norm kernel runs); read
-// them only through x_norm of the next Linear over the same rows.
-struct NormHandoff {
-  Tensor source{};  // F32 [N, dim]: the residual stream, the producing Linear's out
-  Tensor weight{};  // [dim]
-  Tensor normed{};  // [N, dim], compute dtype: the consuming Linear's x
-  Tensor sums{};    // F32 [N, ceil(dim / 16)]: per 16 features, sums of squares (when deferred)
-  float eps = 1e-6f;
-  bool deferred = false;  // set by the producer: normed = source * weight, 1/rms still to apply
-};
-
 // out = x * weight^T + bias; with `accumulate`, out += x * weight^T + bias (out F32: the
 // o and down projections add into the fp32 residual stream, the same one add as
-// RmsNormParams::residual would do).
-//  - norm_out (with accumulate): then also the next sub-layer's input norm of out (see
-//    NormHandoff; norm_out->source is out).
-//  - x_norm: x is x_norm->normed, the result that of RMSNorm(x_norm->source) * weight.
-//  - silu_mul: weight is the fused [gate (ffn) | up (ffn)] projection and out =
-//    silu(x · gateᵀ) * (x · upᵀ), [N, ffn], as Linear into `scratch` [N, 2 * ffn] then
-//    SiluAndMul (which backends without the fused form run).
+// RmsNormParams::residual would do). With `silu_mul`, weight is the fused [gate (ffn) |
+// up (ffn)] projection and out = silu(x · gateᵀ) * (x · upᵀ), [N, ffn]: Linear into
+// `scratch` [N, 2 * ffn] then SiluAndMul, which a backend may fold into one kernel (CUDA
+// does at decode batch sizes).
 struct LinearParams {
   Tensor x{};       // [N, in]
   Tensor weight{};  // [out_features, in] (Hugging Face nn.Linear layout)
@@ -68,8 +49,6 @@ struct LinearParams {
   Tensor out{};     // [N, out_features] (silu_mul: [N, out_features / 2]), activation dtype or
                     // F32 (logits, the residual stream); must not alias x
   bool accumulate = false;
-  NormHandoff* norm_out = nullptr;
-  const NormHandoff* x_norm = nullptr;
   bool silu_mul = false;
   Tensor scratch{};  // silu_mul: [N, out_features], compute dtype
 };
