@@ -14,20 +14,17 @@
 //    (each step timed alone, its host recording included: "(graph)"; and the same graph
 //    replayed back to back, the GPU's time per step: "(graph replays)");
 //    steps run as CUDA graphs (CudaBackend graph steps), median of many replays; at batch
-//    <= 8 also with cuBLAS instead of the skinny GEMM kernel, and with RoPE + KV write as a
-//    kernel of its own before the attention, for comparison;
+//    <= 8 also with RoPE + KV write as a kernel of its own before the attention, for
+//    comparison;
 //  - prefill of 512/2K/4K/8K tokens: model FLOPs / time over the measured GEMM rate;
 //  - KV swap through the host tier (CudaKvTierStorage: pinned memory, copy stream), 1 GiB
 //    out and in, against one pinned cudaMemcpyAsync of the same size.
 // Usage: model_bench [--quick] [--decode-only [--repeat N] [--reps R]] [--timeline]
-//                    [--early-gemm-chain=N] [--attention-late-next=N]
 //   --decode-only: only the decode
 //   rows at batch 1 and 8 (1K and 8K contexts; with --quick 1K only) with their fused-op
 //   comparison rows, and the b=1 attribution rows, N times over (for A/B
 //   runs of two builds side by side), each the median of R graph replays (default 30).
-//   --timeline: only the kernel timelines (CUPTI) of decode steps at b=1 / 8, 1K / 8K;
-//   --early-gemm-chain=N / --attention-late-next=N: those CudaBackendOptions
-//   for every row (N = 0 / 1).
+//   --timeline: only the kernel timelines (CUPTI) of decode steps at b=1 / 8, 1K / 8K.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -330,8 +327,6 @@ double MedianReplayMs(CudaBackend& b, int rounds, int per_round) {
 // Switches of a run beyond the table's shape (see main's usage).
 struct RunFlags {
   bool timeline = false;         // --timeline: only the kernel timelines of decode steps
-  int early_gemm_chain = -1;     // --early-gemm-chain=N: CudaBackendOptions::early_gemm_chain (-1: default)
-  int attention_late_next = -1;  // --attention-late-next=N: CudaBackendOptions::attention_late_next
 };
 
 // One step's kernels as the GPU ran them: the last graph step replayed 5 times back to back
@@ -400,10 +395,6 @@ void PrintStepTimeline(CudaBackend& b, const std::string& what) {
 
 int Run(bool quick, bool decode_only, int repeat, int reps, const RunFlags& flags) {
   CudaBackendOptions options;
-  if (flags.early_gemm_chain >= 0) options.early_gemm_chain = flags.early_gemm_chain != 0;
-  if (flags.attention_late_next >= 0) options.attention_late_next = flags.attention_late_next != 0;
-  std::printf("options: early_gemm_chain %d, attention_late_next %d\n", options.early_gemm_chain,
-              options.attention_late_next);
   bool timeline_on = false;
   if (flags.timeline) {
     const Status t = bench::EnableKernelTimeline();
@@ -554,13 +545,6 @@ int Run(bool quick, bool decode_only, int repeat, int reps, const RunFlags& flag
         std::sort(host_us.begin(), host_us.end());
         std::printf("host %s: recording + graph launch %.1f us (median of 21)\n", what.c_str(), host_us[10]);
       }
-      if (bs <= 8 && !decode_only) {
-        // The same step with every GEMM on cuBLAS (the skinny GEMM kernel off).
-        b.set_skinny_gemm_max_m(0);
-        const double cublas = MedianMs(s, 3, 30, graph_step);
-        b.set_skinny_gemm_max_m(CudaBackendOptions().skinny_gemm_max_m);
-        rows.push_back({what + " (cuBLAS GEMMs)", cublas, bs / (cublas * 1e-3), floor_ms, floor_ms / cublas});
-      }
       if (bs <= 8) {
         // The fused SiLU-mul against its kernel, same run.
         part = Part::kSiluKernel;
@@ -684,12 +668,6 @@ int main(int argc, char** argv) {
   tandem::runtime::RunFlags flags;
   for (int i = 1; i < argc; ++i) {
     flags.timeline |= std::strcmp(argv[i], "--timeline") == 0;
-    auto option = [&](const char* name, int* value) {
-      const size_t len = std::strlen(name);
-      if (std::strncmp(argv[i], name, len) == 0 && argv[i][len] == '=') *value = std::atoi(argv[i] + len + 1);
-    };
-    option("--early-gemm-chain", &flags.early_gemm_chain);
-    option("--attention-late-next", &flags.attention_late_next);
     quick |= std::strcmp(argv[i], "--quick") == 0;
     decode_only |= std::strcmp(argv[i], "--decode-only") == 0;
     if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) repeat = std::max(1, std::atoi(argv[++i]));

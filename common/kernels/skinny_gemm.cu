@@ -128,7 +128,11 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
   float acc[kRowTiles][kTokenTiles][2][4] = {};
   const int num_steps = (k_total + kStepK - 1) / kStepK;
   // Launched with PDL: the first batch of weight loads (nobody writes weights) goes out
-  // while the previous kernel finishes; x and y only after it has.
+  // while the previous kernel finishes; x and y only after it has. Once this kernel has
+  // waited, the next one may launch: a GEMM after it takes each SM as this one leaves it and
+  // starts loading its weights. Its loads in flight need the large L1 of a small
+  // shared-memory carveout, so a kernel of large shared memory before a skinny GEMM lets it
+  // launch only as it ends (DecodeAttentionParams::late_next).
   bool waited = false;
 #pragma unroll 1
   for (int s0 = warp; s0 < num_steps; s0 += kWarps * kUnroll) {
@@ -145,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
     }
     if (!waited) {
       detail::WaitForPreviousKernel();
-      if (p.early_next) detail::AllowNextKernel();
+      detail::AllowNextKernel();
       waited = true;
     }
 #pragma unroll

@@ -61,12 +61,6 @@ struct SkinnyGemmParams {
   SkinnyGemmTiling tiling = SkinnyGemmTiling::kAuto;
   bool accumulate = false;              // y += x · wᵀ (+ bias), one fp32 add; y_dtype kF32
   bool silu_mul = false;                // see above: n even, y bf16 [m, n/2], bias in w's row order
-  // Lets the next kernel launch (PDL) as soon as this one has waited for its predecessor.
-  // The loads this kernel keeps in flight need the large L1 of a small shared-memory
-  // carveout (H200: gate/up 59 -> 80 us at the largest; docs/perf.md, twelfth session), so
-  // a kernel of large shared memory before it should not let it launch early
-  // (DecodeAttentionParams::late_next).
-  bool early_next = true;
 };
 
 // OK when `params` is a shape and layout LaunchSkinnyGemm takes (pointers non-null and

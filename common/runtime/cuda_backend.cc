@@ -25,6 +25,10 @@ namespace {
 
 constexpr int64_t kMaxAllocBytes = int64_t{1} << 40;
 constexpr size_t kStagingAlign = 256;
+// Linear with at most this many rows runs the skinny GEMM kernel (weights read once at HBM
+// speed), more rows cuBLAS (bench/kernels/skinny_gemm_bench compares the two per shape).
+constexpr int64_t kSkinnyGemmMaxRows = 8;
+static_assert(kSkinnyGemmMaxRows <= kernels::kSkinnyGemmMaxM);
 
 // A zeroed parameter struct, so its padding bytes are deterministic (they become part of a
 // graph key).
@@ -69,9 +73,6 @@ Status CudaBackendOptions::Validate() const {
   if (device < 0) return InvalidArgumentError("CudaBackendOptions: device < 0");
   if (staging_bytes < kStagingAlign) return InvalidArgumentError("CudaBackendOptions: staging_bytes too small");
   if (max_graphs < 1) return InvalidArgumentError("CudaBackendOptions: max_graphs must be >= 1");
-  if (skinny_gemm_max_m < 0 || skinny_gemm_max_m > kernels::kSkinnyGemmMaxM) {
-    return InvalidArgumentError("CudaBackendOptions: skinny_gemm_max_m out of [0, 16]");
-  }
   return Status::Ok();
 }
 
@@ -269,7 +270,7 @@ Status CudaBackend::Linear(const LinearParams& lp) {
   TANDEM_RETURN_IF_ERROR(OnDevice("Linear", lp.x));
   const int64_t rows = lp.x.shape[0];
   if (rows == 0) return Status::Ok();
-  if (rows <= options_.skinny_gemm_max_m) {
+  if (rows <= kSkinnyGemmMaxRows) {
     auto sp = Zeroed<kernels::SkinnyGemmParams>();
     sp.x = Bf16(lp.x);
     sp.w = Bf16(lp.weight);
@@ -281,8 +282,6 @@ Status CudaBackend::Linear(const LinearParams& lp) {
     sp.k = static_cast<int>(lp.x.shape[1]);
     sp.accumulate = lp.accumulate;
     sp.silu_mul = lp.silu_mul;
-    // A fused SiLU-mul goes straight into another GEMM.
-    sp.early_next = options_.early_gemm_chain || !sp.silu_mul;
     if (kernels::ValidateSkinnyGemm(sp).ok()) {
       return Enqueue("skinny_gemm", &sp, sizeof(sp), [sp](cudaStream_t s) { return kernels::LaunchSkinnyGemm(sp, s); });
     }
@@ -424,7 +423,9 @@ StatusOr<kernels::DecodeAttentionParams> CudaBackend::DecodeParams(const PagedAt
                                             plan.workspace_bytes, have));
   }
   d.num_splits = plan.num_splits;
-  d.late_next = options_.attention_late_next;
+  // The next kernel (the merge, or the o projection's skinny GEMM) launches only as the
+  // attention ends, onto drained SMs (see DecodeAttentionParams::late_next).
+  d.late_next = true;
   return d;
 }
 

@@ -49,17 +49,6 @@ struct CudaBackendOptions {
   size_t cublas_workspace_bytes = 32 << 20;  // cuBLAS scratch (fixed, so GEMMs can be captured)
   size_t staging_bytes = 8 << 20;        // pinned staging for host->device copies in graph steps
   int max_graphs = 64;                   // captured step graphs kept (oldest dropped first)
-  // Linear with at most this many rows uses the skinny GEMM kernel (weights read once at
-  // HBM speed) instead of cuBLAS; 0 = always cuBLAS. Range [0, kernels::kSkinnyGemmMaxM].
-  int skinny_gemm_max_m = 8;
-  // Every skinny GEMM lets the next kernel launch as soon as it has waited for its own
-  // predecessor (PDL), also the SiLU-mul GEMMs, whose successors are other GEMMs: those take each SM as the previous GEMM leaves it and start loading weights.
-  bool early_gemm_chain = true;
-  // Decode attention lets the kernel after it launch only as it ends
-  // (kernels::DecodeAttentionParams::late_next). Without it, the early GEMM launches above
-  // lost 20-40 us per boundary at b=8 and at b=1 8K: GEMM blocks on SMs still configured for
-  // the attention's shared memory (docs/perf.md, twelfth session). Off: for benchmarks.
-  bool attention_late_next = true;
 
   Status Validate() const;
 };
@@ -126,8 +115,6 @@ class CudaBackend final : public Backend {
   // Blocks until all queued work is done.
   Status Synchronize();
   int device_ordinal() const { return options_.device; }
-  // Benchmarks compare the skinny GEMM with cuBLAS (see CudaBackendOptions). REQUIRES: in [0, 16].
-  void set_skinny_gemm_max_m(int m) { options_.skinny_gemm_max_m = m; }
   cudaStream_t stream() const { return stream_; }
   int num_sms() const { return num_sms_; }
 

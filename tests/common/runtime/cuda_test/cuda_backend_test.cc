@@ -299,7 +299,7 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFastPathTest, ::testing::Values("llama", 
     ASSERT_TRUE(_st.ok()) << _st.ToString(); \
   } while (0)
 
-// Linear with accumulate adds onto y: the skinny GEMM (up to skinny_gemm_max_m rows) with
+// Linear with accumulate adds onto y: the skinny GEMM (up to 8 rows) with
 // one fp32 add onto the bits the plain kernel writes, cuBLAS with beta = 1.
 // Random device tensors and their values on the host.
 class DeviceData {
