@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu/streaming_read.h"
 #include "bench/kernels/bench_util.h"
 #include "common/base/dtype.h"
 #include "common/cuda/cuda_status.h"
@@ -32,7 +33,6 @@
 #include "common/kernels/decode_attention.h"
 #include "common/kernels/prefill_attention.h"
 #include "common/kernels/sampling.h"
-#include "common/kernels/streaming_read.h"
 
 namespace tandem {
 namespace {
@@ -89,7 +89,7 @@ Ceilings MeasureCeilings(cudaStream_t stream) {
   float ms = MedianMs([&] { cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream); },
                       3, 15, stream);
   c.copy_gbs = 2.0 * bytes / (ms * 1e-3) / 1e9;
-  ms = MedianMs([&] { BENCH_OK(kernels::LaunchStreamingRead(a.data(), bytes, sink.data(), stream)); },
+  ms = MedianMs([&] { BENCH_OK(bench::LaunchStreamingRead(a.data(), bytes, sink.data(), stream)); },
                 3, 15, stream);
   c.read_gbs = bytes / (ms * 1e-3) / 1e9;
   return c;

@@ -37,12 +37,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu/fill_random.h"
+#include "bench/gpu/streaming_read.h"
 #include "bench/model/kernel_timeline.h"
 #include "common/cuda/cuda_status.h"
 #include "common/cuda/gemm.h"
 #include "common/cuda/kv_tier_storage_cuda.h"
-#include "common/kernels/misc_ops.h"
-#include "common/kernels/streaming_read.h"
 #include "common/runtime/cuda_backend.h"
 #include "common/runtime/llama_weights.h"
 #include "common/runtime/paged_kv_cache.h"
@@ -93,7 +93,7 @@ uint64_t g_seed = 1;
 
 void Fill(CudaBackend& b, const Buffer& buf, float center, float spread) {
   const Tensor& t = buf.tensor();
-  CHECK_OK(kernels::LaunchFillRandomBf16(static_cast<__nv_bfloat16*>(t.data), t.NumBytes() / 2, g_seed++, center,
+  CHECK_OK(bench::LaunchFillRandomBf16(static_cast<__nv_bfloat16*>(t.data), t.NumBytes() / 2, g_seed++, center,
                                          spread, b.stream()));
 }
 
@@ -416,7 +416,7 @@ int Run(bool quick, bool decode_only, int repeat, int reps, const RunFlags& flag
     Buffer sink = Must(b.Allocate(DType::kU8, {4096 * 16 * 4}));
     Fill(b, buf, 0.f, 1.f);
     const double ms = MedianMs(s, 3, 20, [&] {
-      CHECK_OK(kernels::LaunchStreamingRead(buf.tensor().data, bytes, sink.tensor().data, s));
+      CHECK_OK(bench::LaunchStreamingRead(buf.tensor().data, bytes, sink.tensor().data, s));
     });
     read_gbs = bytes / (ms * 1e-3) / 1e9;
   }
@@ -470,7 +470,7 @@ int Run(bool quick, bool decode_only, int repeat, int reps, const RunFlags& flag
   mc.num_kv_heads = kKvHeads;
   mc.head_dim = kHeadDim;
   PagedKvCache cache = Must(PagedKvCache::Create(&b, KvLayoutForModel(mc, kBlock, num_blocks, DType::kBF16)));
-  CHECK_OK(kernels::LaunchFillRandomBf16(static_cast<__nv_bfloat16*>(cache.pool().data), cache.pool().NumBytes() / 2,
+  CHECK_OK(bench::LaunchFillRandomBf16(static_cast<__nv_bfloat16*>(cache.pool().data), cache.pool().NumBytes() / 2,
                                          g_seed++, 0.f, 1.f, s));
   Work w = MakeWork(b, m, max_ctx, max_seqs, max_ctx, cache.layout());
   CHECK_OK(b.Synchronize());
