@@ -52,7 +52,9 @@ Status Backend::CheckSampleArgs(const Tensor& logits, Device device, std::span<c
     return InvalidArgumentError(fmt::format("SampleTokens: {} outputs for {} requests", out.size(), requests.size()));
   }
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i].params == nullptr) return InvalidArgumentError(fmt::format("SampleTokens: row {} has no params", i));
+    if (requests[i].params == nullptr) {
+      return InvalidArgumentError(fmt::format("SampleTokens: row {} has no params", i));
+    }
   }
   return Status::Ok();
 }

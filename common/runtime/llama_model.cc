@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
 #include "common/runtime/rope.h"
 
@@ -71,8 +72,21 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const model::ModelConfi
                                                          const RuntimeOptions& options) {
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
   TANDEM_RETURN_IF_ERROR(options.Validate());
+  TANDEM_ASSIGN_OR_RETURN(LlamaWeights uploaded, LlamaWeights::Load(config, weights, backend));
+  return CreateWithWeights(config, std::move(uploaded), backend, options);
+}
+
+StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateWithWeights(const model::ModelConfig& config,
+                                                                    LlamaWeights weights, Backend* backend,
+                                                                    const RuntimeOptions& options) {
+  TANDEM_RETURN_IF_ERROR(CheckConfig(config));
+  TANDEM_RETURN_IF_ERROR(options.Validate());
+  if (static_cast<int>(weights.layers.size()) != config.num_layers) {
+    return InvalidArgumentError(
+        fmt::format("{} layers of weights for a model of {}", weights.layers.size(), config.num_layers));
+  }
   std::unique_ptr<LlamaModel> m(new LlamaModel(config, options, backend));
-  TANDEM_ASSIGN_OR_RETURN(m->weights_, LlamaWeights::Load(config, weights, backend));
+  m->weights_ = std::move(weights);
   TANDEM_RETURN_IF_ERROR(m->AllocateWorkspace());
   return m;
 }
