@@ -203,7 +203,7 @@ size_t CudaBackend::AttentionWorkspaceBytes(const PagedAttentionParams& m) const
   d.head_dim = m.layout.head_dim;
   d.block_size = m.layout.block_size;
   // Graph steps plan for the whole block-table width: one block more than the longest context.
-  d.max_context_len = m.max_kv_len + m.layout.block_size;
+  d.max_context_len = m.max_context_len + m.layout.block_size;
   d.max_blocks_per_seq = (d.max_context_len + d.block_size - 1) / d.block_size;
   d.softmax_scale = 1.0f;
   size_t most = 0;
@@ -399,7 +399,7 @@ StatusOr<kernels::DecodeAttentionParams> CudaBackend::DecodeParams(const PagedAt
   d.q = Bf16(ap.q);
   d.kv_cache = LayerBase(ap.kv_pool, l, ap.layer);
   d.block_tables = ap.block_tables.As<int32_t>();
-  d.context_lens = ap.kv_lens.As<int32_t>();
+  d.context_lens = ap.context_lens.As<int32_t>();
   d.out = MutBf16(ap.out);
   d.workspace = ap.workspace.defined() ? ap.workspace.As<float>() : nullptr;
   d.num_seqs = ap.num_seqs;
@@ -411,11 +411,11 @@ StatusOr<kernels::DecodeAttentionParams> CudaBackend::DecodeParams(const PagedAt
   d.softmax_scale = ap.scale;
   const size_t have = ap.workspace.defined() ? ap.workspace.NumBytes() : 0;
   // In a graph step the plan covers the whole table width, so the key (and graph) holds
-  // for every context length that fits the width; eagerly it covers max_kv_len.
-  d.max_context_len = recording_ ? width * l.block_size : ap.max_kv_len;
+  // for every context length that fits the width; eagerly it covers max_context_len.
+  d.max_context_len = recording_ ? width * l.block_size : ap.max_context_len;
   TANDEM_ASSIGN_OR_RETURN(kernels::DecodeAttentionPlan plan, kernels::PlanDecodeAttention(d, num_sms_));
   if (plan.workspace_bytes > have && recording_) {
-    d.max_context_len = ap.max_kv_len;
+    d.max_context_len = ap.max_context_len;
     TANDEM_ASSIGN_OR_RETURN(plan, kernels::PlanDecodeAttention(d, num_sms_));
   }
   if (plan.workspace_bytes > have) {
@@ -448,7 +448,7 @@ Status CudaBackend::PagedAttention(const PagedAttentionParams& ap) {
     p.kv_cache = LayerBase(ap.kv_pool, l, ap.layer);
     p.block_tables = ap.block_tables.As<int32_t>();
     p.cu_q_lens = ap.query_start.As<int32_t>();
-    p.context_lens = ap.kv_lens.As<int32_t>();
+    p.context_lens = ap.context_lens.As<int32_t>();
     p.out = MutBf16(ap.out);
     p.num_seqs = ap.num_seqs;
     p.num_q_heads = static_cast<int>(heads);
@@ -466,7 +466,7 @@ Status CudaBackend::PagedAttention(const PagedAttentionParams& ap) {
   g.kv_cache = LayerBase(ap.kv_pool, l, ap.layer);
   g.block_tables = ap.block_tables.As<int32_t>();
   g.query_start = ap.query_start.As<int32_t>();
-  g.context_lens = ap.kv_lens.As<int32_t>();
+  g.context_lens = ap.context_lens.As<int32_t>();
   g.out = MutBf16(ap.out);
   g.num_seqs = ap.num_seqs;
   g.num_q_heads = static_cast<int>(heads);

@@ -27,7 +27,7 @@ struct LlamaModel::Workspace {
   Buffer logits;         // F32 [max_logits_rows, vocab]
 
   // Views of `meta` for the current step.
-  Tensor token_ids, positions, slot_mapping, query_start, kv_lens, block_tables, logits_rows;
+  Tensor token_ids, positions, slot_mapping, query_start, context_lens, block_tables, logits_rows;
 };
 
 namespace {
@@ -111,7 +111,7 @@ Status LlamaModel::AllocateWorkspace() {
   // Attention scratch for the largest step: every sequence at the full model length.
   PagedAttentionParams max_shape{.q = Tensor(nullptr, act, backend_->device(), {t, config_.num_heads, d}),
                                  .layout = KvLayoutFor(0), .num_seqs = options_.max_num_seqs,
-                                 .max_query_len = options_.max_num_tokens, .max_kv_len = options_.max_model_len,
+                                 .max_query_len = options_.max_num_tokens, .max_context_len = options_.max_model_len,
                                  .scale = 1.0f};
   const size_t attn_bytes = backend_->AttentionWorkspaceBytes(max_shape);
   if (attn_bytes > 0) {
@@ -157,8 +157,8 @@ Status LlamaModel::RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cach
        .positions = w.positions, .slot_mapping = w.slot_mapping, .kv_pool = cache.pool(), .layout = layout,
        .layer = layer, .rope = {config_.rope_theta, config_.rope_scaling}},
       {.q = q, .out = attn, .kv_pool = cache.pool(), .layout = layout, .layer = layer,
-       .query_start = w.query_start, .kv_lens = w.kv_lens, .block_tables = w.block_tables,
-       .num_seqs = plan.num_seqs, .max_query_len = plan.max_query_len, .max_kv_len = plan.max_kv_len,
+       .query_start = w.query_start, .context_lens = w.context_lens, .block_tables = w.block_tables,
+       .num_seqs = plan.num_seqs, .max_query_len = plan.max_query_len, .max_context_len = plan.max_context_len,
        .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), .workspace = w.attn_workspace.tensor()}));
   TANDEM_RETURN_IF_ERROR(backend_->Linear({.x = attn.Reshape({n, config_.num_heads * d}), .weight = lw.o_proj.tensor(),
                                            .bias = lw.o_bias.tensor(), .out = residual, .accumulate = true}));
@@ -200,7 +200,7 @@ StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCa
   w.slot_mapping = w.slots.tensor().Rows(0, n);
   TANDEM_RETURN_IF_ERROR(backend_->CopyToDevice(plan.slot_mapping.data(), n * sizeof(int64_t), w.slot_mapping));
   w.query_start = meta.Rows(plan.query_start_offset, s + 1);
-  w.kv_lens = meta.Rows(plan.kv_lens_offset, s);
+  w.context_lens = meta.Rows(plan.context_lens_offset, s);
   w.block_tables = meta.Rows(plan.block_tables_offset, s * plan.table_width).Reshape({s, plan.table_width});
   w.logits_rows = meta.Rows(plan.logits_rows_offset, r);
 

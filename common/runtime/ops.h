@@ -9,7 +9,7 @@
 //    number of sequences.
 //  - Ops are enqueued in order on the backend's stream; they never read
 //    device memory on the host. Host-side sizes that a launcher needs to plan
-//    its grid (num_seqs, max_kv_len ...) travel in the params.
+//    its grid (num_seqs, max_context_len ...) travel in the params.
 //  - Shapes are checked (op_checks.h) and a mismatch is InvalidArgument; the
 //    values in device memory (ids, block tables) are the caller's contract.
 // Thread rule: an Ops object is used by one thread (the engine thread).
@@ -81,23 +81,23 @@ struct RopeKvWriteParams {
 
 // Causal attention over the paged cache for a mixed batch. Sequence s owns
 // query rows [query_start[s], query_start[s+1]); those are its newest tokens,
-// at positions [kv_lens[s] - n_s, kv_lens[s]). Query row at position p attends
+// at positions [context_lens[s] - n_s, context_lens[s]). Query row at position p attends
 // to cache positions [0, p] of its own sequence (already written by
 // RopeKvWrite). GQA: query head h reads KV head h / (num_heads / num_kv_heads).
 struct PagedAttentionParams {
-  Tensor q{};             // [N, num_heads, head_dim]
-  Tensor out{};           // [N, num_heads, head_dim]
-  Tensor kv_pool{};       // the whole pool
+  Tensor q{};               // [N, num_heads, head_dim]
+  Tensor out{};             // [N, num_heads, head_dim]
+  Tensor kv_pool{};         // the whole pool
   kv_cache::KvLayout layout;
   int layer = 0;
-  Tensor query_start{};   // I32 [S + 1], query_start[0] = 0, query_start[S] = N
-  Tensor kv_lens{};       // I32 [S]: cache length of each sequence after this step
-  Tensor block_tables{};  // I32 [S, max_blocks_per_seq], rows padded past the used blocks
-  int num_seqs = 0;       // S (host copy, for planning)
-  int max_query_len = 0;  // max n_s (host copy)
-  int max_kv_len = 0;     // max kv_lens[s] (host copy)
-  float scale = 1.0f;     // softmax scale, 1/sqrt(head_dim)
-  Tensor workspace{};     // U8 [Backend::AttentionWorkspaceBytes(...)]; may be undefined when that is 0
+  Tensor query_start{};     // I32 [S + 1], query_start[0] = 0, query_start[S] = N
+  Tensor context_lens{};    // I32 [S]: cache length of each sequence after this step
+  Tensor block_tables{};    // I32 [S, max_blocks_per_seq], rows padded past the used blocks
+  int num_seqs = 0;         // S (host copy, for planning)
+  int max_query_len = 0;    // max n_s (host copy)
+  int max_context_len = 0;  // max context_lens[s] (host copy)
+  float scale = 1.0f;       // softmax scale, 1/sqrt(head_dim)
+  Tensor workspace{};       // U8 [Backend::AttentionWorkspaceBytes(...)]; may be undefined when that is 0
 };
 
 class Ops {
