@@ -117,8 +117,8 @@ __device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int se
     // general path below does 64-bit math per row. Tiles start at multiples of kTile, a
     // multiple of the block size, so row r0 + kRowsPerPass * k has the same page slot and
     // in-page row in every tile; kRowsPerPass % 8 == 0 keeps the swizzle of the thread's rows
-    // equal, so pass k lands at a constant offset from pass 0. (H200, 256 x 1K: 106 -> 75 M
-    // instructions, 275 -> 261 us; docs/perf.md, fifteenth session.)
+    // equal, so pass k lands at a constant offset from pass 0. (H200, 256 x 1K: 75 M
+    // instructions and 261 us, against 106 M and 275 us with the general path for every tile.)
     static_assert(kRowsPerPass % 8 == 0, "the swizzle repeats every 8 rows");
     const int32_t* row_pages = table + (start >> bs_shift);
     const char* base = reinterpret_cast<const char*>(p.kv_cache + head_off + c * 8);

@@ -244,13 +244,11 @@ Status LaunchForTiling(const SkinnyGemmParams& p, SkinnyGemmTiling tiling, cudaS
 
 // Every tiling fits 2 blocks (16 warps) per SM and no more (80-128 registers, no spills
 // with nvcc 13), so the ones with 8 KB of weights in flight per warp win on paper. The
-// 32-row blocks (x fragments shared by two row tiles) lost to 16 x 8 on the large GEMMs:
-// H200, gate/up 28672 x 4096 alone 58.5 -> 56.4 us at m = 1, 62.2 -> 58.3 at m = 8; the
-// decode step b=1 / b=8 1K 4.126 -> 4.107 / 4.672 -> 4.623 ms (docs/perf.md, twelfth session).
-// A GEMM whose 16-row blocks fit in one wave at k <= 4096 (the o projection of an 8B model)
-// takes 4 KB per warp and batch, four batches a warp: H200, o_proj 4096 x 4096 at m = 1,
-// 9.42 against 9.88 us alone; in the whole b=1 / b=8 1K decode step 4.224 -> 4.217 /
-// 4.786 -> 4.742 ms (docs/perf.md, ninth session).
+// 32-row blocks (x fragments shared by two row tiles) are slower than 16 x 8 on the large
+// GEMMs (H200, gate/up 28672 x 4096 alone: 58.5 against 56.4 us at m = 1, 62.2 against 58.3
+// at m = 8). A GEMM whose 16-row blocks fit in one wave at k <= 4096 (the o projection of an
+// 8B model) takes 4 KB per warp and batch, four batches a warp (H200, o_proj 4096 x 4096 at
+// m = 1: 9.42 against 9.88 us alone).
 SkinnyGemmTiling ChooseTiling(const SkinnyGemmParams& p) {
   if (p.k <= kMaxKFor16RowsUnroll4 && p.n <= kMaxFeaturesFor16RowsUnroll4) return SkinnyGemmTiling::k16RowsUnroll4;
   return SkinnyGemmTiling::k16RowsUnroll8;
