@@ -45,12 +45,8 @@ Status Backend::LinearAsOps(const LinearParams& p, const std::function<Status(co
   TANDEM_RETURN_IF_ERROR(
       product({.x = p.x, .weight = p.weight, .bias = p.bias, .out = p.silu_mul ? p.scratch : p.out,
                .accumulate = p.accumulate}));
-  if (p.silu_mul) TANDEM_RETURN_IF_ERROR(SiluAndMul(p.scratch, p.out));
-  if (NormHandoff* h = p.norm_out; h != nullptr) {
-    TANDEM_RETURN_IF_ERROR(RmsNorm({.x = h->source, .weight = h->weight, .out = h->normed, .eps = h->eps}));
-    h->deferred = false;
-  }
-  return Status::Ok();
+  if (!p.silu_mul) return Status::Ok();
+  return SiluAndMul(p.scratch, p.out);
 }
 
 Status Backend::CheckSampleArgs(const Tensor& logits, Device device, std::span<const SampleRequest> requests,
@@ -64,7 +60,9 @@ Status Backend::CheckSampleArgs(const Tensor& logits, Device device, std::span<c
     return InvalidArgumentError(fmt::format("SampleTokens: {} outputs for {} requests", out.size(), requests.size()));
   }
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i].params == nullptr) return InvalidArgumentError(fmt::format("SampleTokens: row {} has no params", i));
+    if (requests[i].params == nullptr) {
+      return InvalidArgumentError(fmt::format("SampleTokens: row {} has no params", i));
+    }
   }
   return Status::Ok();
 }
