@@ -157,9 +157,9 @@ Status Sync(runtime::Backend* backend, const runtime::Tensor& any) {
 
 void Row(const char* phase, double seconds, double gb = 0) {
   if (gb > 0) {
-    std::printf("| %-44s | %8.3f | %7.2f | %7.2f |\n", phase, seconds, gb, seconds > 0 ? gb / seconds : 0.0);
+    std::printf("| %-56s | %8.3f | %7.2f | %7.2f |\n", phase, seconds, gb, seconds > 0 ? gb / seconds : 0.0);
   } else {
-    std::printf("| %-44s | %8.3f |         |         |\n", phase, seconds);
+    std::printf("| %-56s | %8.3f |         |         |\n", phase, seconds);
   }
 }
 
@@ -168,8 +168,9 @@ Status Run(const Flags& f) {
   const std::vector<std::string> files = SafetensorsFiles(f.model);
   if (files.empty()) return NotFoundError(f.model + ": no .safetensors files");
   TANDEM_ASSIGN_OR_RETURN(auto cache, PageCacheState(files));
-  std::printf("load_bench: %s onto %s (device %d), %d fill threads, %d MiB chunks (CUDA)\n", f.model.c_str(),
-              f.backend.c_str(), f.device, f.threads, f.chunk_mb);
+  std::printf("load_bench: %s onto %s (device %d), %d fill threads (of %u hardware threads), %d MiB chunks (CUDA)\n",
+              f.model.c_str(), f.backend.c_str(), f.device, f.threads, std::thread::hardware_concurrency(),
+              f.chunk_mb);
   std::printf("page cache before the load: %.1f %% of %.2f GB resident (%s). Run it twice: the second run sees a "
               "warm cache; a cold one needs `sync; echo 3 | sudo tee /proc/sys/vm/drop_caches` first.\n",
               100.0 * cache.second / cache.first, cache.first / 1e9,
@@ -237,6 +238,7 @@ Status Run(const Flags& f) {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // the table's lines in order with the log's (stderr)
   tandem::Flags f;
   CLI::App app{"load_bench: a model directory's load onto a backend, by phase"};
   app.add_option("--model", f.model, "Model directory (config.json, safetensors)")->required();
