@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace tandem::runtime {
 namespace {
@@ -31,6 +33,22 @@ class SyncHostCopyQueue final : public HostCopyQueue {
 };
 
 }  // namespace
+
+Status Backend::FillDevice(Tensor dst, const HostFill& fill) {
+  if (!dst.defined() || dst.device != device()) {
+    return InvalidArgumentError(fmt::format("FillDevice: {} is not on this backend", dst.DebugString()));
+  }
+  constexpr size_t kChunkBytes = 16 << 20;
+  const size_t total = dst.NumBytes();
+  std::vector<std::byte> chunk(std::min(total, kChunkBytes));
+  for (size_t offset = 0; offset < total; offset += kChunkBytes) {
+    const size_t n = std::min(kChunkBytes, total - offset);
+    TANDEM_RETURN_IF_ERROR(fill(offset, std::span<std::byte>(chunk.data(), n)));
+    Tensor part(static_cast<std::byte*>(dst.data) + offset, DType::kU8, dst.device, {static_cast<int64_t>(n)});
+    TANDEM_RETURN_IF_ERROR(CopyToDevice(chunk.data(), n, part));
+  }
+  return Status::Ok();
+}
 
 StatusOr<std::unique_ptr<HostCopyQueue>> Backend::CreateHostCopyQueue(CopyQueueOptions) {
   return std::unique_ptr<HostCopyQueue>(std::make_unique<SyncHostCopyQueue>(this));

@@ -101,6 +101,17 @@ class Backend : public Ops {
   // Copies `src` into host memory `dst` and waits for all prior ops to finish.
   virtual Status CopyToHost(Tensor src, void* dst, size_t num_bytes) = 0;
 
+  // Writes bytes [offset, offset + chunk.size()) of a tensor's contents into `chunk`.
+  using HostFill = std::function<Status(size_t offset, std::span<std::byte> chunk)>;
+  // Fills `dst` from the host chunk by chunk, for bulk uploads (weights): calls `fill`
+  // for consecutive chunks covering dst.NumBytes() in order, each in host memory the
+  // backend owns (dst's own memory on the CPU, pinned staging on a GPU, where the
+  // copy of one chunk overlaps the fill of the next), and stops at the first error
+  // `fill` returns. Chunk offsets are multiples of 256 bytes. Later ops see the
+  // contents; the copies may still be in flight when it returns. The default fills a
+  // host chunk and copies it with CopyToDevice.
+  virtual Status FillDevice(Tensor dst, const HostFill& fill);
+
   // Bytes of scratch PagedAttention needs for any step within `max_shape`
   // (its sizes and host scalars at their maximum; pointers ignored). The
   // caller allocates it once (plan/run split, CUDA-graph friendly).

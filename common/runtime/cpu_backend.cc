@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -66,6 +67,19 @@ Status CpuBackend::CopyToDevice(const void* src, size_t num_bytes, Tensor dst) {
     return InvalidArgumentError(fmt::format("CopyToDevice: {} bytes into {}", num_bytes, dst.DebugString()));
   }
   if (num_bytes > 0) std::memcpy(dst.data, src, num_bytes);
+  return Status::Ok();
+}
+
+Status CpuBackend::FillDevice(Tensor dst, const HostFill& fill) {
+  if (!dst.defined() || dst.device != Device::kCpu) {
+    return InvalidArgumentError(fmt::format("FillDevice: {} is not on the CPU", dst.DebugString()));
+  }
+  constexpr size_t kChunkBytes = 64 << 20;
+  const size_t total = dst.NumBytes();
+  for (size_t offset = 0; offset < total; offset += kChunkBytes) {
+    const size_t n = std::min(kChunkBytes, total - offset);
+    TANDEM_RETURN_IF_ERROR(fill(offset, std::span<std::byte>(static_cast<std::byte*>(dst.data) + offset, n)));
+  }
   return Status::Ok();
 }
 

@@ -64,14 +64,26 @@ Status OnDevice(const char* op, const Tensor& t) {
 }  // namespace
 
 struct CudaBackend::Impl {
+  ~Impl() {
+    for (cudaEvent_t e : upload_done) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+  }
   cuda::CublasHandle cublas;
   cuda::DeviceBuffer cublas_workspace;
   cuda::PinnedBuffer staging;
+  // FillDevice's two chunks (created by its first call) and, per chunk, an event after
+  // the last copy that reads it.
+  cuda::PinnedBuffer upload;
+  cudaEvent_t upload_done[2] = {nullptr, nullptr};
 };
 
 Status CudaBackendOptions::Validate() const {
   if (device < 0) return InvalidArgumentError("CudaBackendOptions: device < 0");
   if (staging_bytes < kStagingAlign) return InvalidArgumentError("CudaBackendOptions: staging_bytes too small");
+  if (upload_chunk_bytes == 0 || upload_chunk_bytes % kStagingAlign != 0) {
+    return InvalidArgumentError("CudaBackendOptions: upload_chunk_bytes must be a positive multiple of 256");
+  }
   if (max_graphs < 1) return InvalidArgumentError("CudaBackendOptions: max_graphs must be >= 1");
   return Status::Ok();
 }
@@ -175,6 +187,34 @@ Status CudaBackend::CopyToDevice(const void* src, size_t num_bytes, Tensor dst) 
   return Enqueue("copy", &key, sizeof(key), [dst = dst.data, staged, num_bytes](cudaStream_t s) {
     return cuda::CudaStatus(cudaMemcpyAsync(dst, staged, num_bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
   });
+}
+
+Status CudaBackend::FillDevice(Tensor dst, const HostFill& fill) {
+  if (recording_) return FailedPreconditionError("FillDevice inside a graph step");
+  if (!dst.defined() || dst.device != Device::kCuda) {
+    return InvalidArgumentError(fmt::format("FillDevice: {} is not on the GPU", dst.DebugString()));
+  }
+  const size_t chunk = options_.upload_chunk_bytes;
+  for (cudaEvent_t& e : impl_->upload_done) {
+    if (e == nullptr) {
+      TANDEM_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+  }
+  if (impl_->upload.data() == nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(impl_->upload, cuda::PinnedBuffer::Allocate(2 * chunk));
+  }
+  const size_t total = dst.NumBytes();
+  for (size_t offset = 0, i = 0; offset < total; offset += chunk, i ^= 1) {
+    const size_t n = std::min(chunk, total - offset);
+    std::byte* host = impl_->upload.as<std::byte>() + i * chunk;
+    // The copy that last read this chunk (from this call or an earlier one) must be done.
+    TANDEM_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(impl_->upload_done[i]));
+    TANDEM_RETURN_IF_ERROR(fill(offset, std::span<std::byte>(host, n)));
+    TANDEM_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(static_cast<std::byte*>(dst.data) + offset, host, n,
+                                                cudaMemcpyHostToDevice, stream_));
+    TANDEM_RETURN_IF_CUDA_ERROR(cudaEventRecord(impl_->upload_done[i], stream_));
+  }
+  return Status::Ok();
 }
 
 Status CudaBackend::CopyToHost(Tensor src, void* dst, size_t num_bytes) {

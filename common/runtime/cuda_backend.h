@@ -48,6 +48,10 @@ struct CudaBackendOptions {
   int device = 0;                        // CUDA device ordinal
   size_t cublas_workspace_bytes = 32 << 20;  // cuBLAS scratch (fixed, so GEMMs can be captured)
   size_t staging_bytes = 8 << 20;        // pinned staging for host->device copies in graph steps
+  // FillDevice's chunk: two pinned buffers of this size (allocated by its first call, kept
+  // for the backend's life) take turns, one filling while the other's copy runs. A
+  // multiple of 256.
+  size_t upload_chunk_bytes = 16 << 20;
   int max_graphs = 64;                   // captured step graphs kept (oldest dropped first)
 
   Status Validate() const;
@@ -68,6 +72,9 @@ class CudaBackend final : public Backend {
   StatusOr<Buffer> Allocate(DType dtype, const std::vector<int64_t>& shape) override;
   Status CopyToDevice(const void* src, size_t num_bytes, Tensor dst) override;
   Status CopyToHost(Tensor src, void* dst, size_t num_bytes) override;
+  // Double-buffered through pinned chunks (CudaBackendOptions::upload_chunk_bytes), each
+  // copied on the stream while the next fills. FailedPrecondition inside a graph step.
+  Status FillDevice(Tensor dst, const HostFill& fill) override;
   size_t AttentionWorkspaceBytes(const PagedAttentionParams& max_shape) const override;
 
   Status Embedding(Tensor ids, Tensor table, Tensor out) override;
