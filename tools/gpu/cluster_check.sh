@@ -14,7 +14,8 @@
 #   TANDEM_GPU_PREBUILT  folder or .tar.xz of binaries (tools/gpu/pack_prebuilt.sh); unset: build
 #                        into build-gpu with the Debian packages of .deps/debs (tools/gpu/fetch_deps.sh)
 #   TRANSPORT=cuda_ipc   the nodes' `transport` (cuda_ipc | ucx | ...); KV_UCX_TRANSPORTS=shm: their
-#                        `ucx_transports` with ucx (not named UCX_*: UCX warns of unknown UCX_ variables)
+#                        `ucx_transports` with ucx (not named UCX_*: UCX warns of unknown UCX_ variables);
+#                        KV_STAGING=auto: their `kv_staging` (host: always through the host arenas)
 #   PREFILL_GPU=0 DECODE_GPU=1 with two GPUs, else 0 and 0
 #   MODEL_PRESET=llama3-8b MODEL_DIR=/tmp/tandem_cluster/model_$MODEL_PRESET (kept once written whole)
 #   SHORT_PROMPT=1024 LONG_PROMPT=4096 SINGLE_OUTPUT=32 REPEATS=5   one prompt at a time

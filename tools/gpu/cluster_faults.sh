@@ -19,7 +19,7 @@
 #   --local  here, without a GPU: CPU backend, tiny model, UCX over tcp, binaries from build/ or
 #            TANDEM_GPU_PREBUILT (tests this script end to end)
 # Environment (GPU defaults; --local ones below). The shared ones as in cluster_check.sh: TANDEM_GPU_PREBUILT,
-# TRANSPORT=cuda_ipc, KV_UCX_TRANSPORTS=shm, PREFILL_GPU=0, DECODE_GPU (1 with two GPUs, else 0), MODEL_PRESET,
+# TRANSPORT=cuda_ipc, KV_UCX_TRANSPORTS=shm, KV_STAGING=auto, PREFILL_GPU=0, DECODE_GPU (1 with two GPUs, else 0), MODEL_PRESET,
 # MODEL_DIR, HOST_KV_BLOCKS, TRANSFER_BLOCKS, BLOCK_SIZE, PREFIX_CACHING, BENCH_VOCAB=500, READY_TIMEOUT.
 #   SCENARIOS="kill_prefill kill_decode cancel"  REPEATS=3
 #   DECODES=2 DECODE2_GPU=$DECODE_GPU     a second decode node (one H200 holds three 16 GB processes)
@@ -54,6 +54,7 @@ FAULTS="python3 tools/gpu/cluster_faults.py"
 if [ "$LOCAL" = 1 ]; then
   : "${REQUESTS:=4}" "${PROMPT_MIN:=512}" "${PROMPT_MAX:=1536}" "${OUTPUT:=8}" "${REPEATS:=2}" "${DELAY_MS:=300}"
   : "${DECODE_KV_BLOCKS:=1024}" "${PREFILL_KV_BLOCKS:=1024}" "${MAX_BATCHED_TOKENS:=4096}" "${PREFILL_CHUNK:=4096}"
+  : "${TRANSFER_BLOCKS:=512}"
 fi
 cluster_defaults
 : "${SCENARIOS:=kill_prefill kill_decode cancel}" "${REPEATS:=3}" "${DECODES:=2}" "${DECODE2_GPU:=$DECODE_GPU}"

@@ -71,6 +71,7 @@ cluster_defaults() {
   : "${PREFILL_GPU:=0}" "${DECODE_GPU:=$([ "$NGPU" -ge 2 ] && echo 1 || echo 0)}"
   : "${HOST_KV_BLOCKS:=0}" "${TRANSFER_BLOCKS:=512}" "${BLOCK_SIZE:=16}" "${MAX_BATCHED_TOKENS:=8192}"
   : "${PREFILL_CHUNK:=4096}" "${PREFIX_CACHING:=false}" "${BENCH_VOCAB:=500}" "${READY_TIMEOUT:=300}"
+  : "${KV_STAGING:=auto}"
 }
 
 # Runs $CLUSTER_REPORT (a function, if set), kills the processes still running (PID), waits for them,
@@ -152,7 +153,8 @@ start_node() {
   LAUNCHED_MS[$name]=$(now_ms)
   "${!bin}" --router-address "127.0.0.1:$CONTROL_PORT" --cluster-token "$TOKEN" \
     --node-name "$name" --listen-address 127.0.0.1:0 --http-address 127.0.0.1:0 \
-    --transport "$TRANSPORT" --ucx-transports "$KV_UCX_TRANSPORTS" --transfer-blocks "$TRANSFER_BLOCKS" \
+    --transport "$TRANSPORT" --ucx-transports "$KV_UCX_TRANSPORTS" --kv-staging "$KV_STAGING" \
+    --transfer-blocks "$TRANSFER_BLOCKS" \
     --model-dir "$MODEL_DIR" --model-name $MODEL --backend $BACKEND --device "$3" \
     --kv-block-size "$BLOCK_SIZE" --kv-num-device-blocks "$4" --kv-num-host-blocks "$HOST_KV_BLOCKS" \
     --kv-enable-prefix-caching "$PREFIX_CACHING" --scheduler-max-num-batched-tokens "$MAX_BATCHED_TOKENS" \
