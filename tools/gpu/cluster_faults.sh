@@ -99,6 +99,7 @@ start_router disaggregated
 for n in "${NODES[@]}"; do launch "$n"; done
 wait_ready "${NODES[@]}" router
 step "ready: $(for n in "${NODES[@]}"; do printf '%s %.1f s ' "$n" "$(( READY_MS[$n] ))e-3"; done)"
+gpu_memory > "$LOGS/gpu_start.txt"
 step "warm-up request through prefill"
 $FAULTS probe --router "$ROUTER_URL" --model $MODEL --len "$PROMPT_MAX" --tokens "$OUTPUT" --vocab "$BENCH_VOCAB" \
   --seed 1 --sent-by "$(metrics_url prefill)" --timeout 120 --out "$LOGS/probe_warmup.json" | tee -a "$LOG" \
@@ -155,6 +156,13 @@ run_repeat() {  # SCENARIO R SEED
     --seed "$(( seed + 50000 ))" --sent-by "$(metrics_url prefill)" "${clean[@]}" --settle "$SETTLE_S" \
     --timeout "$(( REQUEST_TIMEOUT < $(left) ? REQUEST_TIMEOUT : $(left) ))" --out "$LOGS/probe_${s}_$r.json" \
     2>&1 | tee -a "$LOG"
+  gpu_memory > "$LOGS/gpu_${s}_$r.txt"
+}
+# Memory used per GPU (MiB) and per process: a dead node's memory that stays mapped grows across repeats.
+gpu_memory() {
+  [ "$LOCAL" = 1 ] && return
+  nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | sed 's/^/process /'
 }
 
 # Rounds: every scenario once, then again, so a DEADLINE cuts repeats, not whole scenarios. A repeat is

@@ -3,6 +3,7 @@
 /metrics parsing, the KV-clean check, SSE outcome classification, victim choice, the per-repeat verdict."""
 import json
 import sys
+import tempfile
 import unittest
 from pathlib import Path
 
@@ -176,6 +177,13 @@ class JudgeTest(unittest.TestCase):
         # A cancel elsewhere is a client that gave up: no terminal outcome seen.
         self.assertEqual(fv.judge(result("kill_prefill", [left]), OK_PROBE, [], 5, 5),
                          ["without exactly one terminal outcome: {'cancelled': 1} []"])
+
+    def test_gpu_memory_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "gpu_kill_decode_1.txt"
+            path.write_text("0, 91234\n1, 17\nprocess 4242, 30000\n")
+            self.assertEqual(fv.gpu_memory(path), "GPU 0 91234 MiB, GPU 1 17 MiB")
+            self.assertEqual(fv.gpu_memory(Path(d) / "absent.txt"), "")
 
 
 if __name__ == "__main__":

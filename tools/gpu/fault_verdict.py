@@ -81,6 +81,14 @@ def describe(s):
         fmt(s["clean_s"]))
 
 
+def gpu_memory(path):
+    """"GPU i N MiB, ..." from a gpu_*.txt of cluster_faults.sh (nvidia-smi lines "index, MiB"), or ""."""
+    if not path.exists():
+        return ""
+    gpus = [l.split(",") for l in path.read_text().splitlines() if l.strip() and not l.startswith("process")]
+    return ", ".join("GPU %s %s MiB" % (g[0].strip(), g[1].strip()) for g in gpus if len(g) == 2)
+
+
 def table(logdir, terminal_limit_s, clean_limit_s):
     logdir = Path(logdir)
     plan = [l.split(None, 2) for l in (logdir / "scenarios.txt").read_text().splitlines() if l.strip()]
@@ -108,8 +116,10 @@ def table(logdir, terminal_limit_s, clean_limit_s):
             agg["probes"] += bool(probe_result and probe_result["ok"])
             agg["passed"] += not why
             agg["sure"] += bool(s["trigger"] and s["trigger"]["sure"])
-            details.append("- %s #%s: %s; probe %s%s" % (
+            memory = gpu_memory(logdir / ("gpu_%s_%s.txt" % (name, result["repeat"])))
+            details.append("- %s #%s: %s; probe %s%s%s" % (
                 name, result["repeat"], describe(s), "ok" if probe_result and probe_result["ok"] else "FAILED",
+                "; memory after: " + memory if memory else "",
                 "" if not why else " -> FAIL: " + "; ".join(why)))
         n = len(results)
         verdict = "SKIPPED" if n == 0 else ("PASS" if agg["passed"] == n else "FAIL")
@@ -131,5 +141,6 @@ def table(logdir, terminal_limit_s, clean_limit_s):
     print("mid-transfer, sure: repeats whose fault surely met a transfer to (or from) the victim: the prefill node "
           "had more send sessions open than the other decode nodes had receive sessions (else: one of several "
           "decode nodes receiving)")
-    print("\n".join(["", "per repeat:"] + details))
+    start = gpu_memory(logdir / "gpu_start.txt")
+    print("\n".join(["", "per repeat%s:" % (" (memory at the start: %s)" % start if start else "")] + details))
     return 1 if failed else 0
