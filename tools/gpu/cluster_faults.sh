@@ -93,6 +93,12 @@ BLOCKS=([prefill]=$PREFILL_KV_BLOCKS [decode-a]=$DECODE_KV_BLOCKS [decode-b]=$DE
 launch() { start_node "$1" "${ROLE[$1]}" "${GPU[$1]}" "${BLOCKS[$1]}"; }
 metrics_url() { echo "http://$(node_http "$1")/metrics"; }
 ROUTER_URL=http://127.0.0.1:$HTTP_PORT
+# Memory used per GPU (MiB) and per process: a dead node's memory that stays mapped grows across repeats.
+gpu_memory() {
+  [ "$LOCAL" = 1 ] && return
+  nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | sed 's/^/process /'
+}
 
 step "start router, ${NODES[*]}; transport $TRANSPORT"
 start_router disaggregated
@@ -157,12 +163,6 @@ run_repeat() {  # SCENARIO R SEED
     --timeout "$(( REQUEST_TIMEOUT < $(left) ? REQUEST_TIMEOUT : $(left) ))" --out "$LOGS/probe_${s}_$r.json" \
     2>&1 | tee -a "$LOG"
   gpu_memory > "$LOGS/gpu_${s}_$r.txt"
-}
-# Memory used per GPU (MiB) and per process: a dead node's memory that stays mapped grows across repeats.
-gpu_memory() {
-  [ "$LOCAL" = 1 ] && return
-  nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits
-  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | sed 's/^/process /'
 }
 
 # Rounds: every scenario once, then again, so a DEADLINE cuts repeats, not whole scenarios. A repeat is
