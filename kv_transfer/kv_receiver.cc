@@ -24,7 +24,7 @@ Status KvReceiverConfig::Validate() const {
 KvReceiver::KvReceiver(const KvReceiverConfig& config, Transport& transport, Clock& clock,
                        ControlSink sink)
     : config_(config), transport_(transport), clock_(clock), sink_(std::move(sink)),
-      two_sided_(!transport.Capabilities().one_sided) {
+      two_sided_(!transport.Capabilities().one_sided), refusal_log_(clock) {
   TANDEM_CHECK_OK(config.Validate());
   TANDEM_CHECK(sink_ != nullptr);
 }
@@ -114,7 +114,10 @@ Status KvReceiver::Apply(Session& s, const ControlMessage& m, bool* finished) {
   switch (m.type) {
     case MessageType::kHello:
       if (s.state != State::kAwaitingHello) return FailedPreconditionError("protocol: second Hello");
-      TANDEM_RETURN_IF_ERROR(CheckCompatible(config_.model_id, config_.layout, m.model_id, m.layout));
+      if (Status st = CheckCompatible(config_.model_id, config_.layout, m.model_id, m.layout); !st.ok()) {
+        LogHandshakeRefusal(refusal_log_, "kv receiver", m.request_id, st, /*by_peer=*/false);
+        return st;
+      }
       s.state = State::kReceiving;
       return Status::Ok();
     case MessageType::kLayerDone:
@@ -140,6 +143,9 @@ Status KvReceiver::Apply(Session& s, const ControlMessage& m, bool* finished) {
     case MessageType::kLayerPosted:
       return InternalError("LayerPosted is handled per connection");
     case MessageType::kAbort:
+      if (IsHandshakeRefusal(m.status)) {
+        LogHandshakeRefusal(refusal_log_, "kv receiver", m.request_id, m.status, /*by_peer=*/true);
+      }
       return m.status.WithContext("sender aborted");
   }
   return InternalError("unreachable");

@@ -167,6 +167,7 @@ class KvReceiver {
   std::set<std::string> reset_tokens_;             // connections never to accept again
   std::map<TransferId, Receive> receives_;         // two-sided receive batches in flight
   KvReceiverStats stats_;
+  LogLimiter refusal_log_;  // handshake refusals, either way
 };
 
 }  // namespace tandem::kv_transfer

@@ -46,7 +46,7 @@ Status KvSenderConfig::Validate() const {
 
 KvSender::KvSender(const KvSenderConfig& config, Transport& transport, Clock& clock, ControlSink sink)
     : config_(config), transport_(transport), clock_(clock), sink_(std::move(sink)),
-      two_sided_(!transport.Capabilities().one_sided) {
+      two_sided_(!transport.Capabilities().one_sided), refusal_log_(clock) {
   TANDEM_CHECK_OK(config.Validate());
   TANDEM_CHECK(sink_ != nullptr);
 }
@@ -145,7 +145,10 @@ Status KvSender::Open(SendParams params) {
     }
   }
   Status st = CheckCompatible(config_.model_id, config_.layout, target.model_id, target.layout);
-  if (!st.ok()) return refuse(st);
+  if (!st.ok()) {
+    LogHandshakeRefusal(refusal_log_, "kv sender", target.request_id, st, /*by_peer=*/false);
+    return refuse(st);
+  }
   if (params.source_blocks.size() != target.blocks.size()) {
     return refuse(InvalidArgumentError(fmt::format("{} source blocks for {} target blocks",
                                                    params.source_blocks.size(), target.blocks.size())));
@@ -305,6 +308,9 @@ void KvSender::OnControlMessage(std::string_view bytes) {
   if (m->type != MessageType::kAbort) {
     ++stats_.stale_messages;  // receivers send only Abort
     return;
+  }
+  if (IsHandshakeRefusal(m->status)) {
+    LogHandshakeRefusal(refusal_log_, "kv sender", m->request_id, m->status, /*by_peer=*/true);
   }
   DoneList done;
   // Unavailable from the receiver: it gave up on the connection (a two-sided

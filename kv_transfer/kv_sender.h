@@ -113,6 +113,7 @@ class KvSender {
   std::map<TransferId, std::pair<RequestId, int>> transfers_;  // -> (request, layer)
   KvSenderStats stats_;
   bool two_sided_;  // the transport needs the receiver to post receives (LayerPosted)
+  LogLimiter refusal_log_;  // handshake refusals, either way
 };
 
 }  // namespace tandem::kv_transfer

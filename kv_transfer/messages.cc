@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "common/base/logging.h"
 #include "kv_transfer/wire.h"
 
 namespace tandem::kv_transfer {
@@ -16,6 +17,7 @@ constexpr uint8_t kKindTarget = 1;
 // Caps that keep every size computation of a parsed layout far from overflow.
 constexpr int kMaxLayers = 1024, kMaxHeads = 1024, kMaxHeadDim = 4096, kMaxBlockSize = 4096;
 constexpr int kMaxPoolBlocks = 1 << 24;
+constexpr std::string_view kHandshakeRefused = "KV handshake refused: ";
 
 void WriteLayout(ByteWriter& w, const kv_cache::KvLayout& l) {
   w.U32(kv_cache::kKvLayoutVersion);
@@ -221,14 +223,26 @@ StatusOr<ControlMessage> DecodeControlMessage(std::string_view bytes) {
 Status CheckCompatible(std::string_view local_model, const kv_cache::KvLayout& local,
                        std::string_view peer_model, const kv_cache::KvLayout& peer) {
   if (local_model != peer_model) {
-    return FailedPreconditionError(fmt::format("KV handshake refused: model id mismatch (local '{}', peer '{}')",
+    return FailedPreconditionError(fmt::format("{}model id mismatch (local '{}', peer '{}')", kHandshakeRefused,
                                                local_model, peer_model));
   }
   if (!local.Compatible(peer)) {
-    return FailedPreconditionError(fmt::format("KV handshake refused: layout mismatch (local {}, peer {})",
+    return FailedPreconditionError(fmt::format("{}layout mismatch (local {}, peer {})", kHandshakeRefused,
                                                local.DebugString(), peer.DebugString()));
   }
   return Status::Ok();
+}
+
+bool IsHandshakeRefusal(const Status& status) {
+  return status.code() == StatusCode::kFailedPrecondition && status.message().starts_with(kHandshakeRefused);
+}
+
+void LogHandshakeRefusal(LogLimiter& limiter, std::string_view side, RequestId request_id, const Status& status,
+                         bool by_peer) {
+  int64_t suppressed = 0;
+  if (!limiter.Allow(status.ToString(), &suppressed)) return;
+  TANDEM_LOG_WARN("{}: {} request {}: {}{}", side, by_peer ? "the peer refused the KV handshake of" :
+                  "refused the KV handshake of", request_id, status.ToString(), SuppressedNote(suppressed));
 }
 
 }  // namespace tandem::kv_transfer

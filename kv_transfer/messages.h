@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/base/ids.h"
+#include "common/base/log_limiter.h"
 #include "common/base/status.h"
 #include "common/kv_cache/kv_layout.h"
 
@@ -91,5 +92,12 @@ StatusOr<ControlMessage> DecodeControlMessage(std::string_view bytes);
 // naming both sides otherwise.
 Status CheckCompatible(std::string_view local_model, const kv_cache::KvLayout& local,
                        std::string_view peer_model, const kv_cache::KvLayout& peer);
+// True for a CheckCompatible refusal, also as it comes back to the peer in an Abort.
+bool IsHandshakeRefusal(const Status& status);
+// Logs a handshake refusal of request `request_id` on side `side` ("kv sender",
+// "kv receiver"): the refusal this side made, or (by_peer) the one it got in an
+// Abort. At most once per side, reason and interval of `limiter`.
+void LogHandshakeRefusal(LogLimiter& limiter, std::string_view side, RequestId request_id, const Status& status,
+                         bool by_peer);
 
 }  // namespace tandem::kv_transfer

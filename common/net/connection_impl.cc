@@ -123,6 +123,10 @@ void ConnectionImpl::OnRead(const boost::system::error_code& ec, size_t bytes) {
   while (!closed_ && !reading_stopped_) {
     auto next = decoder_.Next();
     if (!next.ok()) {
+      if (!authenticated_ && options_.side == Side::kServer) {
+        RefuseHello(0, next.status());  // rate-limited: anyone can dial the control port
+        return;
+      }
       TANDEM_LOG_WARN("garbled frame from {}: {}", remote_address(), next.status().ToString());
       Reject(0, next.status());
       return;

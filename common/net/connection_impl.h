@@ -16,6 +16,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "common/base/log_limiter.h"
 #include "common/net/address.h"
 #include "common/net/cluster_token.h"
 #include "common/net/frame.h"
@@ -38,6 +39,9 @@ class ConnectionImpl final : public RpcConnection,
     int64_t default_call_timeout_ms = 10000;
     std::shared_ptr<asio::ssl::context> tls;  // null: plaintext
     RpcHandlers handlers;
+    // Rate-limits the logs of refused Hellos, shared by one server's (or client's)
+    // connections; null logs every refusal.
+    std::shared_ptr<LogLimiter> refusal_log;
   };
   // Result of a client's connect + TLS + Hello.
   using OpenCallback = std::function<void(Status)>;
@@ -85,6 +89,11 @@ class ConnectionImpl final : public RpcConnection,
   void SendHello();
   void MarkOpen();
   void Reject(uint64_t correlation_id, const Status& status);
+  // Server: logs why a peer that has not passed Hello is refused (rate-limited per
+  // peer host and reason), then rejects it with `status`.
+  void RefuseHello(uint64_t correlation_id, const Status& status);
+  // Logs `message` unless refusal_log holds back another occurrence of `key`.
+  void LogRefusal(const std::string& key, const std::string& message);
   void CloseAfterFlush(const Status& reason);
   void ArmKeepalive();
   void OnKeepalive();
@@ -105,6 +114,7 @@ class ConnectionImpl final : public RpcConnection,
   std::string peer_name_;       // guarded by info_mu_
 
   // Strand state.
+  std::string remote_host_;  // the peer's host (server: its IP; client: the dialed host)
   tcp::resolver resolver_;
   FrameDecoder decoder_;
   std::array<char, 64 * 1024> read_buffer_{};

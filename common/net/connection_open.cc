@@ -27,6 +27,7 @@ void ConnectionImpl::StartServer() {
       std::lock_guard<std::mutex> lock(self->info_mu_);
       self->remote_address_ = ec ? "?" : FormatHostPort({endpoint.address().to_string(), endpoint.port()});
     }
+    self->remote_host_ = ec ? "?" : endpoint.address().to_string();
     self->open_timer_.expires_after(std::chrono::milliseconds(self->options_.rpc.hello_timeout_ms));
     self->open_timer_.async_wait([self](const boost::system::error_code& ec) {
       if (!ec && !self->authenticated_) {
@@ -55,6 +56,7 @@ void ConnectionImpl::StartClient(const HostPort& peer, int64_t timeout_ms, OpenC
       std::lock_guard<std::mutex> lock(self->info_mu_);
       self->remote_address_ = FormatHostPort(peer);
     }
+    self->remote_host_ = peer.host;
     self->open_timer_.expires_after(std::chrono::milliseconds(timeout_ms));
     self->open_timer_.async_wait([self](const boost::system::error_code& ec) {
       if (!ec && !self->authenticated_) {
@@ -120,7 +122,16 @@ void ConnectionImpl::SendHello() {
   PendingCall call;
   call.on_reply = [self = shared_from_this()](StatusOr<MessagePtr> reply) {
     if (!reply.ok()) {
-      self->DoClose(reply.status().WithContext("Hello refused"));
+      const Status refused = reply.status().WithContext("Hello refused");
+      const StatusCode code = reply.status().code();
+      // The peer's own refusals (token, version, a bad Hello), not a lost connection.
+      if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded &&
+          code != StatusCode::kCancelled) {
+        const std::string address = self->remote_address();
+        const std::string why = reply.status().ToString().substr(0, 512);  // the peer's text: bounded
+        self->LogRefusal(address + "|" + why, "control connection to " + address + " refused by the peer: " + why);
+      }
+      self->DoClose(refused);
       return;
     }
     if (proto::TypeOf(**reply) != proto::MESSAGE_TYPE_HELLO_REPLY) {
@@ -151,28 +162,39 @@ void ConnectionImpl::MarkOpen() {
   if (options_.handlers.on_open) options_.handlers.on_open(shared_from_this());
 }
 
+void ConnectionImpl::LogRefusal(const std::string& key, const std::string& message) {
+  int64_t suppressed = 0;
+  if (options_.refusal_log && !options_.refusal_log->Allow(key, &suppressed)) return;
+  TANDEM_LOG_WARN("{}{}", message, SuppressedNote(suppressed));
+}
+
+void ConnectionImpl::RefuseHello(uint64_t correlation_id, const Status& status) {
+  LogRefusal(remote_host_ + "|" + status.ToString(),
+             "refused control connection from " + remote_host_ + ": " + status.ToString());
+  Reject(correlation_id, status);
+}
+
 void ConnectionImpl::HandleHello(const Frame& frame) {
   if (frame.header.kind != FrameKind::kRequest || frame.header.type != proto::MESSAGE_TYPE_HELLO) {
-    Reject(0, PermissionDeniedError("expected Hello first"));
+    RefuseHello(0, PermissionDeniedError("expected Hello first"));
     return;
   }
   auto parsed = proto::ParseMessage(proto::MESSAGE_TYPE_HELLO, frame.payload, options_.rpc.max_frame_bytes);
   if (!parsed.ok()) {
-    Reject(frame.header.correlation_id, parsed.status());
+    RefuseHello(frame.header.correlation_id, parsed.status());
     return;
   }
   const auto& hello = static_cast<const proto::Hello&>(**parsed);
   // Check the token before anything else, so a peer without it learns nothing.
   if (!expected_token_.Matches(hello.cluster_token())) {
-    TANDEM_LOG_WARN("refused control connection from {}: wrong cluster token", remote_address());
-    Reject(frame.header.correlation_id, PermissionDeniedError("cluster token rejected"));
+    RefuseHello(frame.header.correlation_id, PermissionDeniedError("wrong cluster token"));
     return;
   }
   if (hello.protocol_version() != proto::kProtocolVersion) {
-    Reject(frame.header.correlation_id,
-           FailedPreconditionError("protocol version " + std::to_string(hello.protocol_version()) +
-                                   " is not supported (want " +
-                                   std::to_string(proto::kProtocolVersion) + ")"));
+    RefuseHello(frame.header.correlation_id,
+                FailedPreconditionError("protocol version " + std::to_string(hello.protocol_version()) +
+                                        " is not supported (this peer speaks " +
+                                        std::to_string(proto::kProtocolVersion) + ")"));
     return;
   }
   {

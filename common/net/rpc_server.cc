@@ -27,6 +27,7 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   RpcServerConfig config;
   RpcHandlers handlers;
   std::shared_ptr<asio::ssl::context> tls;
+  std::shared_ptr<LogLimiter> refusal_log = std::make_shared<LogLimiter>();  // refused Hellos
   internal::Strand strand;
   tcp::acceptor acceptor;  // strand
   uint16_t port = 0;
@@ -50,6 +51,7 @@ void RpcServer::Impl::Accept() {
   options.rpc = config.rpc;
   options.tls = tls;
   options.handlers = handlers;
+  options.refusal_log = refusal_log;
   auto conn = std::make_shared<ConnectionImpl>(loop.context(), std::move(options));
   acceptor.async_accept(conn->socket(), asio::bind_executor(strand, [self = shared_from_this(), conn](
                                                                         const boost::system::error_code& ec) {

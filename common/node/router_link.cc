@@ -90,8 +90,13 @@ bool RouterLink::TryRegister() {
   conn->Call(request, 5000, [this, conn, registered](StatusOr<net::MessagePtr> reply) {
     const proto::RegisterReply* r = reply.ok() ? proto::MessageAs<proto::RegisterReply>(**reply) : nullptr;
     if (r == nullptr) {
-      TANDEM_LOG_WARN("register with router {}: {}", options_.router_address,
-                      reply.ok() ? "unexpected reply " + (*reply)->GetTypeName() : reply.status().ToString());
+      const std::string why =
+          reply.ok() ? "unexpected reply " + (*reply)->GetTypeName() : reply.status().ToString().substr(0, 1024);
+      int64_t suppressed = 0;
+      if (register_failures_.Allow(why, &suppressed)) {
+        TANDEM_LOG_WARN("register with router {} failed: {}{}", options_.router_address, why,
+                        SuppressedNote(suppressed));
+      }
       registered->set_value(false);
       return;
     }

@@ -5,8 +5,9 @@
 // full_cache_report_every heartbeats, see docs/protocol.md "Heartbeat");
 // when the connection is lost it calls on_lost (so the role cancels every
 // router-originated request) and retries connect + register every
-// reconnect_interval_ms. Requests the router sends on this connection go to
-// the role's handler.
+// reconnect_interval_ms. A refused registration is logged with the router's
+// reason, at most once per reason every 10 s (LogLimiter). Requests the router
+// sends on this connection go to the role's handler.
 //
 // Thread rule: Start/Stop from the owning thread; Send, registered(),
 // node_id(), SetDraining are thread-safe. Callbacks: make_register and load
@@ -24,6 +25,7 @@
 #include <string>
 #include <thread>
 
+#include "common/base/log_limiter.h"
 #include "common/base/status.h"
 #include "common/net/event_loop.h"
 #include "common/net/rpc_client.h"
@@ -89,6 +91,7 @@ class RouterLink {
   std::atomic<uint32_t> node_id_{0};
   std::atomic<bool> draining_{false};
   std::atomic<int> interval_ms_{1000};
+  LogLimiter register_failures_;  // per reason: a refused node retries every reconnect interval
 
   std::mutex mu_;  // guards conn_, stop_
   std::condition_variable cv_;

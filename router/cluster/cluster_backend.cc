@@ -5,6 +5,7 @@
 
 #include "common/base/logging.h"
 #include "common/metrics/metric_names.h"
+#include "common/net/address.h"
 #include "common/proto/messages.h"
 #include "router/cluster/placement.h"
 #include "router/cluster/tenant_salt.h"
@@ -168,7 +169,13 @@ void ClusterBackend::OnNodeRequest(const std::shared_ptr<net::RpcConnection>& co
   if (const auto* reg = proto::MessageAs<proto::RegisterRequest>(*message)) {
     StatusOr<proto::RegisterReply> reply = registry_.Register(conn, *reg);
     if (!reply.ok()) {
-      TANDEM_LOG_WARN("refused registration from {}: {}", conn->remote_address(), reply.status().ToString());
+      StatusOr<net::HostPort> peer = net::ParseHostPort(conn->remote_address());
+      const std::string host = peer.ok() ? peer->host : conn->remote_address();
+      int64_t suppressed = 0;
+      if (refused_registrations_.Allow(host + "|" + reply.status().ToString(), &suppressed)) {
+        TANDEM_LOG_WARN("refused registration of node '{}' from {}: {}{}", reg->node_name().substr(0, 256), host,
+                        reply.status().ToString(), SuppressedNote(suppressed));
+      }
       return responder.Fail(reply.status());
     }
     TANDEM_LOG_INFO("node {} registered: role {} name '{}' address {}", reply->node_id(),

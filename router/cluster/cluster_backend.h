@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "common/base/clock.h"
+#include "common/base/log_limiter.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/net/event_loop.h"
 #include "common/net/rpc_server.h"
@@ -136,6 +137,7 @@ class ClusterBackend final : public InferenceBackend {
   const ClusterConfig config_;
   const Clock& clock_;
   NodeRegistry registry_;
+  LogLimiter refused_registrations_{clock_};  // per node host and reason: a refused node retries often
   metrics::Family<metrics::Gauge>* nodes_gauge_ = nullptr;
   metrics::Family<metrics::Gauge>* cached_blocks_gauge_ = nullptr;
   std::set<std::string> cache_gauge_names_;  // timer thread only: node names the gauge has seen

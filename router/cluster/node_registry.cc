@@ -20,8 +20,22 @@ StatusOr<proto::RegisterReply> NodeRegistry::Register(const std::shared_ptr<net:
   }
   if (request.node_name().size() > 256) return InvalidArgumentError("register: node_name too long");
   if (request.capacity().num_gpu_blocks() < 0) return InvalidArgumentError("register: negative capacity");
+  const std::string model_id = request.model_id().substr(0, 256);
   std::lock_guard<std::mutex> lock(mu_);
   auto old = by_conn_.find(conn.get());
+  for (const auto& [id, other] : nodes_) {
+    if (old != by_conn_.end() && id == old->second) continue;
+    if (other.model_id != model_id) {
+      return FailedPreconditionError("register: model '" + model_id + "' differs from '" + other.model_id +
+                                     "' of node " + std::to_string(id) + " ('" + other.handle.name + "')");
+    }
+    // Scalar fields only, so equal serializations mean equal layouts.
+    if (other.kv_layout.SerializeAsString() != request.kv_layout().SerializeAsString()) {
+      return FailedPreconditionError("register: KV layout {" + request.kv_layout().ShortDebugString() +
+                                     "} differs from {" + other.kv_layout.ShortDebugString() + "} of node " +
+                                     std::to_string(id) + " ('" + other.handle.name + "')");
+    }
+  }
   if (old != by_conn_.end()) nodes_.erase(old->second);
   const uint32_t id = next_node_id_++;
   Node& node = nodes_[id];
@@ -29,8 +43,9 @@ StatusOr<proto::RegisterReply> NodeRegistry::Register(const std::shared_ptr<net:
   node.view.node_id = id;
   node.view.role = role;
   node.view.free_gpu_blocks = request.capacity().num_gpu_blocks();
-  node.model_id = request.model_id().substr(0, 256);
+  node.model_id = model_id;
   node.block_size = std::max(request.kv_layout().block_size(), 0);
+  node.kv_layout = request.kv_layout();
   node.last_seen_ns = clock_.NowNanos();
   by_conn_[conn.get()] = id;
   proto::RegisterReply reply;

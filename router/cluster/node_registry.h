@@ -55,7 +55,9 @@ class NodeRegistry {
   NodeRegistry(const Clock& clock, int32_t heartbeat_interval_ms, int32_t dead_after_missed);
 
   // Validates and records a node registered on `conn`; a second Register on the
-  // same connection replaces the first entry under a new id.
+  // same connection replaces the first entry under a new id. FailedPrecondition
+  // when its model id or KV layout differs from a registered node's: the nodes of
+  // one cluster serve one model and exchange KV blocks.
   StatusOr<proto::RegisterReply> Register(const std::shared_ptr<net::RpcConnection>& conn,
                                           const proto::RegisterRequest& request);
   // Updates load/draining of the node registered on `conn`; unknown connections
@@ -93,6 +95,7 @@ class NodeRegistry {
     uint64_t last_sequence = 0;
     std::string model_id;  // block hashes mix it in
     int32_t block_size = 0;  // tokens per block; 0 = unknown (no cache-aware placement)
+    proto::KvLayoutInfo kv_layout;  // as registered; the same on every node
     // Prefix-cache view; valid only while cache_synced (a reset arrived, no gap since).
     std::unordered_set<kv_cache::BlockHash, kv_cache::BlockHashHasher> cached;
     bool cache_synced = false;

@@ -5,6 +5,7 @@
 // Thread rule: one test thread.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -67,7 +68,8 @@ class LocalCluster {
   }
 
   // Starts a node process named `name` (its log is <root>/<name>.log) with the
-  // deploy/<role>.yaml config, then `extra` flags. `expect_ready`: WaitReady waits for it.
+  // deploy/<role>.yaml config, then `extra` flags (a `--cluster-token` there replaces the
+  // cluster's). `expect_ready`: WaitReady waits for it.
   void StartNode(const std::string& name, const std::string& role, const std::vector<std::string>& extra,
                  bool expect_ready = true) {
     int http = FreePort();
@@ -77,8 +79,10 @@ class LocalCluster {
                                      SourceDir() + "/deploy/" + role + ".yaml", "--model-dir", model_dir(),
                                      "--model-name", "tiny", "--node-name", name, "--router-address",
                                      "127.0.0.1:" + std::to_string(control_port_), "--listen-address",
-                                     "127.0.0.1:0", "--http-address", "127.0.0.1:" + std::to_string(http),
-                                     "--cluster-token", options_.cluster_token};
+                                     "127.0.0.1:0", "--http-address", "127.0.0.1:" + std::to_string(http)};
+    if (std::find(extra.begin(), extra.end(), "--cluster-token") == extra.end()) {
+      argv.insert(argv.end(), {"--cluster-token", options_.cluster_token});
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     procs_.Start(name, argv);
   }

@@ -7,6 +7,7 @@
 #include "kv_transfer/fault/fault_transport.h"
 #include "kv_transfer/local/local_transport.h"
 #include "tests/kv_transfer/session_harness.h"
+#include "tests/testing/log_capture.h"
 
 namespace tandem::kv_transfer {
 namespace {
@@ -91,6 +92,7 @@ TEST_F(KvSessionTest, ManyRandomSessionsLandByteExact) {
 }
 
 TEST_F(KvSessionTest, LayoutMismatchRefusedWithClearError) {
+  tandem::testing::LogCapture logs;
   SessionHarness h(send_t_, recv_t_, clock_, 32, 48, "other-model");
   Status st = h.Open(5, 1, {1}, {2});
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
@@ -101,10 +103,23 @@ TEST_F(KvSessionTest, LayoutMismatchRefusedWithClearError) {
   EXPECT_EQ(h.receiver().num_sessions(), 0u);
   EXPECT_EQ(h.sender().num_sessions(), 0u);
   EXPECT_EQ(h.TouchedBytes(), 0u);
+  // Both sides log the reason once: the refusing sender, and the receiver told by Abort.
+  EXPECT_EQ(logs.Count({"kv sender: refused the KV handshake of request 5", "model id mismatch"}), 1);
+  EXPECT_EQ(logs.Count({"kv receiver: the peer refused the KV handshake of request 5", "model id mismatch"}), 1);
+  // Another refusal for the same reason within the interval is held back, then counted.
+  ASSERT_FALSE(h.Open(6, 1, {1}, {2}).ok());
+  h.Pump();
+  EXPECT_EQ(logs.Count({"KV handshake", "model id mismatch"}), 2) << ::testing::PrintToString(logs.Lines());
+  clock_.AdvanceMs(kRefusalLogIntervalMs);
+  ASSERT_FALSE(h.Open(7, 1, {1}, {2}).ok());
+  h.Pump();
+  EXPECT_EQ(logs.Count({"refused the KV handshake of request 7", "(1 more since the last report)"}), 2)
+      << ::testing::PrintToString(logs.Lines());
 }
 
 TEST_F(KvSessionTest, ReceiverRefusesIncompatibleHello) {
   // A sender whose layout differs (head_dim) but that does not check: forge its Hello.
+  tandem::testing::LogCapture logs;
   SessionHarness h(send_t_, recv_t_, clock_);
   ReceiveParams rp;
   rp.request_id = 9;
@@ -120,6 +135,7 @@ TEST_F(KvSessionTest, ReceiverRefusesIncompatibleHello) {
   h.receiver().OnControlMessage(EncodeControlMessage(hello));
   EXPECT_EQ(done.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(done.message().find("layout mismatch"), std::string::npos) << done.message();
+  EXPECT_EQ(logs.Count({"kv receiver: refused the KV handshake of request 9", "layout mismatch"}), 1);
   EXPECT_EQ(h.receiver().num_sessions(), 0u);
   ASSERT_EQ(h.to_sender.size(), 1u);  // Abort goes back
   h.to_sender.clear();

@@ -18,7 +18,9 @@ namespace {
 
 using testing::ClientConfig;
 using testing::EchoReserve;
+using testing::ErrorIn;
 using testing::MakeReserve;
+using testing::RawExchange;
 using testing::ServerConfig;
 using testing::Waiter;
 
@@ -326,38 +328,6 @@ TEST_F(RpcTest, WrongClusterTokenIsRefusedAndNoHandlerRuns) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(handler_calls.load(), 0);
   StopLoopBeforeLocalsDie();
-}
-
-// A raw TCP peer: writes bytes, then reads until EOF. Returns what it read.
-std::string RawExchange(uint16_t port, const std::string& bytes) {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::socket socket(io);
-  boost::system::error_code ec;
-  socket.connect({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
-  EXPECT_FALSE(ec) << ec.message();
-  boost::asio::write(socket, boost::asio::buffer(bytes), ec);
-  std::string received;
-  char buffer[4096];
-  while (true) {
-    size_t n = socket.read_some(boost::asio::buffer(buffer), ec);
-    received.append(buffer, n);
-    if (ec) break;
-  }
-  return received;
-}
-
-// Decodes the single Error frame a refused peer gets.
-Status ErrorIn(const std::string& received) {
-  FrameDecoder decoder(1 << 20);
-  decoder.Append(received.data(), received.size());
-  auto frame = decoder.Next();
-  if (!frame.ok() || !frame->has_value()) return InternalError("no frame");
-  EXPECT_EQ((**frame).header.type, proto::MESSAGE_TYPE_ERROR);
-  auto error = proto::ParseMessage(proto::MESSAGE_TYPE_ERROR, (**frame).payload, 1 << 20);
-  if (!error.ok()) return error.status();
-  auto next = decoder.Next();
-  EXPECT_TRUE(next.ok() && !next->has_value()) << "more than one frame sent to a refused peer";
-  return proto::FromErrorInfo(static_cast<const proto::Error&>(**error).error());
 }
 
 TEST_F(RpcTest, PeerSkippingHelloGetsOneErrorAndAClose) {

@@ -1,14 +1,19 @@
 // Helpers for the RPC tests: configs with short timeouts, a waitable counter,
-// and a server that echoes Reserve requests.
+// a server that echoes Reserve requests, and a raw TCP peer.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
 
+#include "common/net/frame.h"
 #include "common/net/rpc_client.h"
 #include "common/net/rpc_server.h"
 #include "common/proto/messages.h"
@@ -75,6 +80,38 @@ inline proto::ReserveRequest MakeReserve(uint64_t request_id, int prompt_len) {
   request.set_epoch(1);
   request.set_prompt_len(prompt_len);
   return request;
+}
+
+// A raw TCP peer: writes bytes, then reads until EOF. Returns what it read.
+inline std::string RawExchange(uint16_t port, const std::string& bytes) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket socket(io);
+  boost::system::error_code ec;
+  socket.connect({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
+  EXPECT_FALSE(ec) << ec.message();
+  boost::asio::write(socket, boost::asio::buffer(bytes), ec);
+  std::string received;
+  char buffer[4096];
+  while (true) {
+    size_t n = socket.read_some(boost::asio::buffer(buffer), ec);
+    received.append(buffer, n);
+    if (ec) break;
+  }
+  return received;
+}
+
+// Decodes the single Error frame a refused peer gets.
+inline Status ErrorIn(const std::string& received) {
+  FrameDecoder decoder(1 << 20);
+  decoder.Append(received.data(), received.size());
+  auto frame = decoder.Next();
+  if (!frame.ok() || !frame->has_value()) return InternalError("no frame");
+  EXPECT_EQ((**frame).header.type, proto::MESSAGE_TYPE_ERROR);
+  auto error = proto::ParseMessage(proto::MESSAGE_TYPE_ERROR, (**frame).payload, 1 << 20);
+  if (!error.ok()) return error.status();
+  auto next = decoder.Next();
+  EXPECT_TRUE(next.ok() && !next->has_value()) << "more than one frame sent to a refused peer";
+  return proto::FromErrorInfo(static_cast<const proto::Error&>(**error).error());
 }
 
 }  // namespace tandem::net::testing

@@ -225,5 +225,53 @@ TEST_F(RegistryTest, WrongTokenCannotRegister) {
   EXPECT_FALSE(backend_->Ready());
 }
 
+// The nodes of one cluster serve one model and exchange KV blocks: a node whose model id or
+// KV layout differs from a registered node's is refused with the reason.
+TEST_F(RegistryTest, NodesOfOneClusterShareModelAndKvLayout) {
+  FakeClock clock;
+  NodeRegistry registry(clock, 100, 3);
+  net::RpcClientConfig client_config;
+  client_config.rpc.cluster_token = testing::kToken;
+  std::vector<std::shared_ptr<net::RpcConnection>> conns;
+  std::vector<std::unique_ptr<net::RpcClient>> clients;
+  for (int i = 0; i < 2; ++i) {  // one client per connection: a client keeps one per address
+    auto client = net::RpcClient::Create(loop_, client_config, {});
+    ASSERT_TRUE(client.ok());
+    auto conn = (*client)->Connect(backend_->control_address());
+    ASSERT_TRUE(conn.ok());
+    conns.push_back(*conn);
+    clients.push_back(std::move(*client));
+  }
+  auto registration = [](const std::string& model, int block_size) {
+    proto::RegisterRequest reg;
+    reg.set_role(proto::NODE_ROLE_DECODE);
+    reg.set_address("127.0.0.1:9");
+    reg.set_node_name("n");
+    reg.set_model_id(model);
+    proto::KvLayoutInfo* layout = reg.mutable_kv_layout();
+    layout->set_layout_version(1);
+    layout->set_num_layers(2);
+    layout->set_num_kv_heads(2);
+    layout->set_head_dim(64);
+    layout->set_block_size(block_size);
+    return reg;
+  };
+  ASSERT_TRUE(registry.Register(conns[0], registration("tiny", 16)).ok());
+  auto refused = registry.Register(conns[1], registration("other", 16));
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("model 'other' differs from 'tiny'"), std::string::npos)
+      << refused.status().ToString();
+  refused = registry.Register(conns[1], registration("tiny", 32));
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("KV layout"), std::string::npos) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("block_size: 32"), std::string::npos) << refused.status().ToString();
+  EXPECT_EQ(registry.Views().size(), 1u);
+  EXPECT_TRUE(registry.Register(conns[1], registration("tiny", 16)).ok());
+  EXPECT_EQ(registry.Views().size(), 2u);
+  // A node registering again on its connection is compared with the others only.
+  ASSERT_TRUE(registry.OnConnectionClosed(conns[1].get()).has_value());
+  EXPECT_TRUE(registry.Register(conns[0], registration("other", 32)).ok());
+}
+
 }  // namespace
 }  // namespace tandem::router::cluster
