@@ -115,6 +115,11 @@ StatusOr<scheduler::SequenceParams> Engine::Admit(const EngineRequest& request) 
       return InvalidArgumentError("prompt token id " + std::to_string(t) + " out of range");
     }
   }
+  if (request.sampling.num_output_tokens_in_prompt >= static_cast<int>(request.prompt_tokens.size())) {
+    return InvalidArgumentError("num_output_tokens_in_prompt " +
+                                std::to_string(request.sampling.num_output_tokens_in_prompt) +
+                                " leaves no prompt in a prompt of " + std::to_string(request.prompt_tokens.size()));
+  }
   scheduler::SequenceParams params;
   params.id = request.id;
   params.tenant_salt = request.tenant_salt;

@@ -73,13 +73,15 @@ Status Engine::SampleStep(const scheduler::SchedulerOutput& step, runtime::Tenso
     TANDEM_CHECK(seq != nullptr && state != requests_.end()) << "scheduled unknown request " << s.id;
     runtime::SampleRequest sample;
     sample.params = &state->second.sampling;
-    sample.prompt_tokens = seq->params.prompt_tokens;
-    sample.output_tokens = std::span<const TokenId>(seq->tokens).subspan(seq->num_prompt_tokens());
+    // The prompt's tail that is this request's earlier output (a moved request) samples as output.
+    const size_t prompt_end = seq->num_prompt_tokens() - state->second.sampling.num_output_tokens_in_prompt;
+    sample.prompt_tokens = std::span<const TokenId>(seq->tokens).first(prompt_end);
+    sample.output_tokens = std::span<const TokenId>(seq->tokens).subspan(prompt_end);
     sample.eos_token_ids = eos_token_ids_;
     sample.seed = state->second.seed;
     ids.push_back(s.id);
     requests.push_back(sample);
-    first_token_cached.push_back(sample.output_tokens.empty() ? seq->num_cached_prompt_tokens : 0);
+    first_token_cached.push_back(seq->num_generated_tokens() == 0 ? seq->num_cached_prompt_tokens : 0);
   }
   std::vector<runtime::SampledToken> sampled(requests.size());
   TANDEM_RETURN_IF_ERROR(backend_->SampleTokens(logits, requests, sampled));

@@ -21,6 +21,7 @@ StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams&
   p.ignore_eos = s.ignore_eos();
   p.max_tokens = max_tokens > 0 ? max_tokens : s.max_tokens();
   p.min_tokens = s.min_tokens();
+  p.num_output_tokens_in_prompt = s.num_output_tokens_in_prompt();
   TANDEM_RETURN_IF_ERROR(p.Validate());
   return p;
 }

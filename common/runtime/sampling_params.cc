@@ -31,8 +31,13 @@ Status SamplingParams::Validate() const {
     return InvalidArgumentError(fmt::format("frequency_penalty must be in [-2, 2], got {}", frequency_penalty));
   }
   if (max_tokens < 1) return InvalidArgumentError(fmt::format("max_tokens must be >= 1, got {}", max_tokens));
-  if (min_tokens < 0 || min_tokens > max_tokens) {
-    return InvalidArgumentError(fmt::format("min_tokens must be in [0, max_tokens], got {}", min_tokens));
+  if (num_output_tokens_in_prompt < 0) {
+    return InvalidArgumentError(
+        fmt::format("num_output_tokens_in_prompt must be >= 0, got {}", num_output_tokens_in_prompt));
+  }
+  if (min_tokens < 0 || int64_t{min_tokens} > int64_t{max_tokens} + num_output_tokens_in_prompt) {
+    return InvalidArgumentError(fmt::format(
+        "min_tokens must be in [0, max_tokens + num_output_tokens_in_prompt], got {}", min_tokens));
   }
   for (TokenId t : stop_token_ids) {
     if (t < 0) return InvalidArgumentError(fmt::format("stop_token_ids: negative id {}", t));

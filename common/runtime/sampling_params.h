@@ -13,8 +13,9 @@
 //     logits / temperature, then top_k, top_p, min_p filtering (Hugging Face
 //     warper order; tokens tied with the top-k / top-p boundary are kept),
 //     then one draw from the renormalized distribution.
-// Randomness is a pure function of (seed, number of output tokens so far),
-// so the same seed and logits give the same token in any batch.
+// Randomness is a pure function of (seed, number of output tokens so far,
+// num_output_tokens_in_prompt included), so the same seed and logits give the
+// same token in any batch and on any node the request moves to.
 // Thread rule: plain value type.
 #pragma once
 
@@ -51,8 +52,15 @@ struct SamplingParams {
   bool ignore_eos = false;
   // Most output tokens. Range >= 1; also capped by the model length (EffectiveMaxTokens).
   int max_tokens = 16;
-  // Stop tokens are masked until this many tokens are out. Range [0, max_tokens].
+  // Stop tokens are masked until this many tokens are out (num_output_tokens_in_prompt
+  // included). Range [0, max_tokens + num_output_tokens_in_prompt].
   int min_tokens = 0;
+  // The last this-many prompt tokens are this request's own earlier output (it moved
+  // to this engine mid-generation): they count as output tokens for the draw's step
+  // index, presence/frequency penalties and min_tokens, so the continuation samples
+  // what one uninterrupted run would. max_tokens does not count them.
+  // Range [0, prompt length - 1] (the engine checks the upper bound).
+  int num_output_tokens_in_prompt = 0;
 
   // InvalidArgument naming the field when a value is out of range.
   Status Validate() const;

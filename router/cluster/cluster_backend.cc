@@ -601,6 +601,8 @@ void ClusterBackend::SendLocal(const std::shared_ptr<Inflight>& r, Epoch epoch) 
   for (TokenId t : generated) request.add_token_ids(t);
   *request.mutable_sampling() = ToProtoSampling(r->request);
   request.mutable_sampling()->set_max_tokens(r->request.max_tokens - static_cast<int32_t>(generated.size()));
+  // The node samples them as output (draw positions, penalties), continuing the same draws.
+  request.mutable_sampling()->set_num_output_tokens_in_prompt(static_cast<int32_t>(generated.size()));
   request.set_tenant_salt(r->salt);
   node->conn->Call(request, config_.node_call_timeout_ms, [this, r, epoch, decode](StatusOr<net::MessagePtr> ack) {
     if (ack.ok()) {

@@ -1,6 +1,6 @@
 // The engine on the CUDA backend (bf16, CUDA graphs for decode steps, pinned
-// host tier) against the same engine on the CPU fp32 backend. Skips where
-// there is no GPU.
+// host tier) against the same engine on the CPU fp32 backend, and a moved
+// seeded request against its uninterrupted run. Skips where there is no GPU.
 #include <gtest/gtest.h>
 
 #include "common/engine/backend_factory.h"
@@ -60,6 +60,30 @@ TEST(EngineCudaTest, GreedyMatchesCpuWithGraphsAndPreemption) {
   for (auto& [id, r] : unpreempted) EXPECT_EQ(after[id].tokens, r.tokens) << "request " << id;
   EXPECT_GT(squeezed->Counters().preemptions, 0);
   EXPECT_EQ(squeezed->Counters().kv.device.referenced_blocks, 0);
+}
+
+// RELIABILITY.md F10 on the CUDA sampler: a seeded request with penalties, moved after
+// k tokens (prompt + those tokens, num_output_tokens_in_prompt = k), continues with the
+// uninterrupted run's draws (engine_moved_request_test.cc is the CPU twin).
+TEST(EngineCudaTest, SeededDrawsContinueAfterAMove) {
+  EngineConfig config = testing::SmallConfig(testing::GoldenDir("qwen3"));
+  constexpr int kTokens = 16;
+  const EngineRequest request = testing::SeededWithPenalties(1, Prompt(12, 4), kTokens, 99);
+  auto run = [&](const EngineRequest& r) -> std::vector<TokenId> {
+    auto engine = MakeCudaEngine(config);
+    if (engine == nullptr) return {};
+    engine->Submit(r);
+    return testing::RunToCompletion(*engine, 1)[r.id].tokens;
+  };
+  const std::vector<TokenId> full = run(request);
+  if (full.empty()) GTEST_SKIP() << "SKIPPED: no CUDA GPU";
+  ASSERT_EQ(full.size(), static_cast<size_t>(kTokens));
+  for (size_t k : {1, 9}) {
+    std::vector<TokenId> joined(full.begin(), full.begin() + k);
+    const std::vector<TokenId> rest = run(testing::Moved(request, 2, joined));
+    joined.insert(joined.end(), rest.begin(), rest.end());
+    EXPECT_EQ(joined, full) << "moved after " << k << " tokens";
+  }
 }
 
 }  // namespace

@@ -46,6 +46,27 @@ inline EngineRequest Greedy(RequestId id, std::vector<TokenId> prompt, int max_t
   return r;
 }
 
+// A seeded request at temperature 1 with every penalty on (all count output tokens).
+inline EngineRequest SeededWithPenalties(RequestId id, std::vector<TokenId> prompt, int max_tokens, uint64_t seed) {
+  EngineRequest r = Greedy(id, std::move(prompt), max_tokens);
+  r.sampling.temperature = 1.0f;
+  r.sampling.seed = seed;
+  r.sampling.presence_penalty = 0.5f;
+  r.sampling.frequency_penalty = 0.3f;
+  r.sampling.repetition_penalty = 1.2f;
+  return r;
+}
+
+// `request` as a router re-dispatches it after `done` output tokens: they extend the
+// prompt and sample as output (num_output_tokens_in_prompt); max_tokens counts the rest.
+inline EngineRequest Moved(EngineRequest request, RequestId id, const std::vector<TokenId>& done) {
+  request.id = id;
+  request.prompt_tokens.insert(request.prompt_tokens.end(), done.begin(), done.end());
+  request.sampling.num_output_tokens_in_prompt = static_cast<int>(done.size());
+  request.sampling.max_tokens -= static_cast<int>(done.size());
+  return request;
+}
+
 struct Result {
   std::vector<TokenId> tokens;
   EngineOutput final;

@@ -90,6 +90,19 @@ TEST(NodeProtocolTest, SamplingDefaultsAndRanges) {
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(*p->seed, 42u);
   EXPECT_EQ(p->max_tokens, 3);
+  // A moved request: min_tokens may count the output already in its prompt.
+  s.set_num_output_tokens_in_prompt(4);
+  s.set_min_tokens(6);
+  p = SamplingFromProto(s, 0);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->num_output_tokens_in_prompt, 4);
+  EXPECT_EQ(p->min_tokens, 6);
+  s.set_min_tokens(8);
+  EXPECT_FALSE(SamplingFromProto(s, 0).ok()) << "min_tokens beyond max_tokens + the moved output";
+  s.set_min_tokens(0);
+  s.set_num_output_tokens_in_prompt(-1);
+  EXPECT_FALSE(SamplingFromProto(s, 0).ok());
+  s.set_num_output_tokens_in_prompt(0);
   s.set_temperature(-1);
   EXPECT_FALSE(SamplingFromProto(s, 0).ok());
   google::protobuf::RepeatedField<int32_t> ids;

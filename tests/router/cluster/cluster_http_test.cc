@@ -311,6 +311,7 @@ TEST_F(ClusterHttpTest, SilentDecodeIsDeadWithin3IntervalsAndItsRequestMovesOn) 
   EXPECT_EQ(std::vector<int32_t>(continued.token_ids().begin(), continued.token_ids().end()),
             (std::vector<int32_t>{kBos, 'x', kHello}));
   EXPECT_EQ(continued.sampling().max_tokens(), 15);  // 16 - 1 already generated
+  EXPECT_EQ(continued.sampling().num_output_tokens_in_prompt(), 1);  // kHello samples as output
   // New work goes to the other node only.
   HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}});
   ASSERT_EQ(r.status, 200) << r.body;
@@ -335,6 +336,7 @@ TEST_F(ClusterHttpTest, KilledDecodeRequestContinuesElsewhereWithExactUsage) {
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
   ASSERT_EQ(other.prefills().size(), 1u);
   EXPECT_EQ(other.prefills()[0].sampling().max_tokens(), 8);
+  EXPECT_EQ(other.prefills()[0].sampling().num_output_tokens_in_prompt(), 2);  // Hello, world
 }
 
 // The decode node dies while a prefill node still computes the prompt for it: the request
