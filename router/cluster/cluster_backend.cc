@@ -64,7 +64,7 @@ ClusterBackend::ClusterBackend(net::EventLoop& loop, const ClusterConfig& config
     : loop_(loop),
       config_(config),
       clock_(clock),
-      registry_(clock, config.heartbeat_interval_ms, config.dead_after_missed_heartbeats),
+      registry_(clock, config.heartbeat_interval_ms, config.node_dead_after_ms),
       gauges_(metrics) {}
 
 ClusterBackend::~ClusterBackend() { Stop(); }

@@ -1,6 +1,8 @@
 // ClusterBackend, control-plane side: the RpcServer's handlers (registration,
 // heartbeats, Tokens, closed connections) and the periodic tick (heartbeat
 // sweep, deadlines, gauges), both on the EventLoop's I/O threads.
+#include <algorithm>
+
 #include "common/base/logging.h"
 #include "common/proto/messages.h"
 #include "router/cluster/cluster_backend.h"
@@ -18,6 +20,11 @@ StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Start(net::EventLoop& 
   server_config.rpc.cluster_token = std::move(token);
   server_config.rpc.peer_name = "router";
   server_config.rpc.tls = config.tls.ForServer();
+  // A connection with no traffic at all is closed (the node is dead) after the same
+  // silence that declares a node dead; keepalives keep an idle, live one open.
+  server_config.rpc.idle_timeout_ms = config.node_dead_after_ms;
+  server_config.rpc.keepalive_interval_ms =
+      std::min<int64_t>(server_config.rpc.keepalive_interval_ms, config.node_dead_after_ms / 2);
   backend->guard_->self = backend.get();
   net::RpcHandlers handlers;
   handlers.on_request = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn,
@@ -68,6 +75,7 @@ void ClusterBackend::OnNodeMessage(const std::shared_ptr<net::RpcConnection>& co
   if (const auto* heartbeat = proto::MessageAs<proto::Heartbeat>(*message)) {
     registry_.OnHeartbeat(conn.get(), *heartbeat);
   } else if (const auto* tokens = proto::MessageAs<proto::Tokens>(*message)) {
+    registry_.MarkSeen(conn.get());
     OnTokens(conn.get(), *tokens);
   } else if (const auto* error = proto::MessageAs<proto::Error>(*message)) {
     TANDEM_LOG_WARN("node error notice for request {}: {}", error->request_id(), error->error().message());
@@ -102,8 +110,7 @@ void ClusterBackend::OnNodeDead(NodeId node_id) {
 
 void ClusterBackend::Tick() {
   for (const NodeHandle& dead : registry_.SweepExpired()) {
-    TANDEM_LOG_WARN("node {} ('{}') missed {} heartbeats: dead", dead.node_id, dead.name,
-                    config_.dead_after_missed_heartbeats);
+    TANDEM_LOG_WARN("node {} ('{}') silent for {} ms: dead", dead.node_id, dead.name, config_.node_dead_after_ms);
     dead.conn->Close(UnavailableError("heartbeats stopped"));
     OnNodeDead(dead.node_id);
   }

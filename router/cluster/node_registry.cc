@@ -7,8 +7,8 @@
 
 namespace tandem::router::cluster {
 
-NodeRegistry::NodeRegistry(const Clock& clock, int32_t heartbeat_interval_ms, int32_t dead_after_missed)
-    : clock_(clock), heartbeat_interval_ms_(heartbeat_interval_ms), dead_after_missed_(dead_after_missed) {}
+NodeRegistry::NodeRegistry(const Clock& clock, int32_t heartbeat_interval_ms, int32_t dead_after_ms)
+    : clock_(clock), heartbeat_interval_ms_(heartbeat_interval_ms), dead_after_ms_(dead_after_ms) {}
 
 StatusOr<proto::RegisterReply> NodeRegistry::Register(const std::shared_ptr<net::RpcConnection>& conn,
                                                       const proto::RegisterRequest& request) {
@@ -62,6 +62,14 @@ void NodeRegistry::OnHeartbeat(const net::RpcConnection* conn, const proto::Hear
   }
 }
 
+void NodeRegistry::MarkSeen(const net::RpcConnection* conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto id = by_conn_.find(conn);
+  if (id == by_conn_.end()) return;
+  auto it = nodes_.find(id->second);
+  if (it != nodes_.end()) it->second.last_seen_ns = clock_.NowNanos();
+}
+
 void NodeRegistry::ApplyCacheReport(const proto::CacheReport& report, bool gap, Node* node) {
   if (report.reset()) {
     node->cached.clear();
@@ -102,7 +110,7 @@ std::optional<uint32_t> NodeRegistry::OnConnectionClosed(const net::RpcConnectio
 std::vector<NodeHandle> NodeRegistry::SweepExpired() {
   std::vector<NodeHandle> dead;
   const Nanos now = clock_.NowNanos();
-  const Nanos limit = Nanos{heartbeat_interval_ms_} * dead_after_missed_ * 1'000'000;
+  const Nanos limit = Nanos{dead_after_ms_} * 1'000'000;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     if (now - it->second.last_seen_ns > limit) {
