@@ -73,7 +73,7 @@ void ClusterBackend::OnNodeRequest(const std::shared_ptr<net::RpcConnection>& co
 
 void ClusterBackend::OnNodeMessage(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message) {
   if (const auto* heartbeat = proto::MessageAs<proto::Heartbeat>(*message)) {
-    registry_.OnHeartbeat(conn.get(), *heartbeat);
+    if (NodeId draining = registry_.OnHeartbeat(conn.get(), *heartbeat)) OnNodeDraining(draining);
   } else if (const auto* tokens = proto::MessageAs<proto::Tokens>(*message)) {
     registry_.MarkSeen(conn.get());
     OnTokens(conn.get(), *tokens);
@@ -108,11 +108,24 @@ void ClusterBackend::OnNodeDead(NodeId node_id) {
   }
 }
 
+void ClusterBackend::OnNodeDraining(NodeId node_id) {
+  TANDEM_LOG_INFO("node {} is draining: requests it has not begun to stream are placed again", node_id);
+  gauges_.UpdateNodes(registry_);
+  const bool elsewhere = registry_.HasDecodeNode();
+  for (const std::shared_ptr<Entry>& entry : AllEntries()) {
+    HandoffEvent draining = MakeEvent(HandoffEventKind::kNodeDraining);
+    draining.node = node_id;
+    draining.elsewhere = elsewhere;
+    Post(entry, std::move(draining));
+  }
+}
+
 void ClusterBackend::Tick() {
   for (const NodeHandle& dead : registry_.SweepExpired()) {
     TANDEM_LOG_WARN("node {} ('{}') silent for {} ms: dead", dead.node_id, dead.name, config_.node_dead_after_ms);
-    dead.conn->Close(UnavailableError("heartbeats stopped"));
+    // Its requests move before the close fails the calls in flight to it.
     OnNodeDead(dead.node_id);
+    dead.conn->Close(UnavailableError("node fell silent"));
   }
   CancelExpired();
   gauges_.UpdateNodes(registry_);

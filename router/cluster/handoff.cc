@@ -61,6 +61,9 @@ std::vector<HandoffAction> Handoff::Handle(const HandoffEvent& e) {
     case HandoffEventKind::kNodeDead:
       OnNodeDead(e);
       break;
+    case HandoffEventKind::kNodeDraining:
+      OnNodeDraining(e);
+      break;
     case HandoffEventKind::kCancel:
       if (state_ != State::kEnded) EndAndCancel(e.status);
       break;
@@ -154,8 +157,7 @@ void Handoff::OnReserved(const HandoffEvent& e) {
 
 void Handoff::OnReserveFailed(const HandoffEvent& e) {
   if (!Current(e) || state_ != State::kReserving) return;
-  if (e.status.code() == StatusCode::kResourceExhausted && RetryWhenRoom(e.now_ns)) return;
-  // A timeout may leave the reservation on decode: cancel it there.
+  if (PlaceAgainLater(e)) return;
   EndAndCancel(e.status);
 }
 
@@ -171,13 +173,14 @@ void Handoff::OnPrefillFailed(const HandoffEvent& e) {
 
 void Handoff::OnLocalFailed(const HandoffEvent& e) {
   if (!Current(e) || (state_ != State::kLocal && state_ != State::kDecoding)) return;
+  // Tokens already came from the node: a late Ack changes nothing.
+  if (state_ == State::kDecoding && e.status.code() == StatusCode::kDeadlineExceeded) return;
   if (e.status.code() == StatusCode::kAlreadyExists && ++local_retries_ <= kMaxLocalRetries) {
     // The decode node still holds the released epoch; it lets go within a step.
     state_ = State::kLocalRetry;
     return ArmTimer(kLocalRetryMs);
   }
-  if (e.status.code() == StatusCode::kResourceExhausted && RetryWhenRoom(e.now_ns)) return;
-  // A timeout may leave the request on decode (accepted late, or waiting behind an older epoch).
+  if (PlaceAgainLater(e)) return;
   EndAndCancel(e.status);
 }
 
@@ -247,12 +250,33 @@ void Handoff::OnNodeDead(const HandoffEvent& e) {
   }
 }
 
+// Drain moves work, it does not end it: a request the draining node has not started
+// to stream is placed again (epoch + 1) while another decode node can take it; one
+// that streams finishes there (the node exits once idle).
+void Handoff::OnNodeDraining(const HandoffEvent& e) {
+  if (!e.elsewhere || e.node == 0 || e.node != decode_node_) return;
+  if (state_ != State::kReserving && state_ != State::kPlacingPrefill && state_ != State::kPrefilling &&
+      state_ != State::kLocal && state_ != State::kLocalRetry) {
+    return;
+  }
+  const NodeId prefill = prefill_node_;
+  const Epoch left = epoch_;
+  AddInflight(decode_node_, -1, 0);
+  if (prefill != 0) LeavePrefill();
+  Warn("request " + std::to_string(params_.request_id) + ": decode node " + std::to_string(e.node) +
+       " is draining; placing it again (epoch " + std::to_string(left + 1) + ")");
+  Send(Kind::kSendCancel, e.node, left, "node draining");
+  if (prefill != 0) Send(Kind::kSendCancel, prefill, left, "node draining");
+  decode_node_ = 0;
+  reservation_.reset();
+  ++epoch_;
+  Place(PurposeAgain());
+}
+
 void Handoff::OnTimerFired(const HandoffEvent& e) {
   if (e.timer_seq != timer_seq_) return;
   if (state_ == State::kBackoff) {
-    // A request already on the local path (prefill failed, or moved after a decode death)
-    // stays on it: prompt + tokens so far, to one decode node.
-    Place(fell_back_ ? Purpose::kLocalOnly : Purpose::kDispatch);
+    Place(PurposeAgain());
   } else if (state_ == State::kLocalRetry) {
     state_ = State::kLocal;
     SendLocal();
@@ -277,17 +301,33 @@ void Handoff::ReleaseThenLocal() {
   SendLocal();
 }
 
-bool Handoff::RetryWhenRoom(Nanos now_ns) {
-  if (no_room_until_ == 0) no_room_until_ = now_ns + params_.no_room_retry_ms * 1'000'000;
-  if (now_ns >= no_room_until_) return false;
-  no_room_backoff_ms_ = std::clamp<int64_t>(2 * no_room_backoff_ms_, kMinNoRoomBackoffMs, kMaxNoRoomBackoffMs);
+bool Handoff::PlaceAgainLater(const HandoffEvent& e) {
+  const StatusCode code = e.status.code();
+  if (code != StatusCode::kResourceExhausted && code != StatusCode::kUnavailable &&
+      code != StatusCode::kDeadlineExceeded) {
+    return false;
+  }
+  if (retry_until_ == 0) retry_until_ = e.now_ns + params_.no_room_retry_ms * 1'000'000;
+  if (e.now_ns >= retry_until_) return false;
+  // Unavailable: the node is draining or going (a closed connection was handled as a death
+  // before this); a timeout: it is stopped or overloaded. Either way placement skips it
+  // until its next heartbeat. A timeout may leave the request on the node: cancel it there.
+  if (code != StatusCode::kResourceExhausted) Emit(Action(Kind::kAvoidNode, e.node));
+  if (code == StatusCode::kDeadlineExceeded) Send(Kind::kSendCancel, e.node, e.epoch, "call timed out");
+  backoff_ms_ = std::clamp<int64_t>(2 * backoff_ms_, kMinBackoffMs, kMaxBackoffMs);
   AddInflight(decode_node_, -1, 0);  // the next placement counts its node
   decode_node_ = 0;
   local_retries_ = 0;
   ++epoch_;
   state_ = State::kBackoff;
-  ArmTimer(no_room_backoff_ms_);
+  ArmTimer(backoff_ms_);
   return true;
+}
+
+Handoff::Purpose Handoff::PurposeAgain() const {
+  // A request already on the local path (prefill failed, or moved with tokens delivered)
+  // stays on it: prompt + tokens so far, to one decode node.
+  return fell_back_ || !generated_.empty() ? Purpose::kLocalOnly : Purpose::kDispatch;
 }
 
 void Handoff::End(HandoffAction terminal) {

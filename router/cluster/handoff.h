@@ -9,8 +9,9 @@
 //   kNew ─start─► kPlacing ─placed─┬─► kLocal ──────────────┐
 //                                  └─► kReserving ─reserved─► kPlacingPrefill
 //                                        ─placed─► kPrefilling ──first tokens──► kDecoding ─finish─► kEnded
-//   kLocal ──tokens──► kDecoding;  refusals (no room) ──► kBackoff ─timer─► kPlacing;
-//   AlreadyExists ──► kLocalRetry ─timer─► kLocal;  decode node dead ──► kPlacing (moved, local path)
+//   kLocal ──tokens──► kDecoding;  refusals (no room, unavailable, timeout) ──► kBackoff ─timer─► kPlacing;
+//   AlreadyExists ──► kLocalRetry ─timer─► kLocal;  decode node dead ──► kPlacing (moved, local path);
+//   decode node draining before the first token ──► kPlacing (placed again, epoch + 1)
 //
 // Thread rule: not thread-safe; the owner serializes Handle() calls per request.
 #pragma once
@@ -54,12 +55,13 @@ enum class HandoffEventKind : uint8_t {
   kLocalAcked,     // the decode node accepted the local PrefillRequest of epoch
   kLocalFailed,    // the local PrefillRequest call failed: status
   kTokens,         // a Tokens entry from node at epoch: tokens, finish, error, cached
-  kNodeDead,       // node's connection closed or its heartbeats stopped
+  kNodeDead,       // node's connection closed or it fell silent
+  kNodeDraining,   // node began draining (heartbeat, or it refused work); elsewhere: another decode node is up
   kCancel,         // the client left, a stop string matched or the deadline passed: status
   kShutdown,       // the router stops
   kTimerFired,     // the timer of timer_seq fired
 };
-inline constexpr int kNumHandoffEventKinds = 14;
+inline constexpr int kNumHandoffEventKinds = 15;
 
 // One input. Fields not named by the kind are unused.
 struct HandoffEvent {
@@ -69,6 +71,7 @@ struct HandoffEvent {
   Epoch epoch = 0;                       // the epoch of the call or entry
   Status status;                         // failures; a Tokens entry's error; the cancel reason
   bool local = false;                    // kDecodePlaced: prefill on the decode node
+  bool elsewhere = false;                // kNodeDraining: another decode node takes work
   int64_t prefill_tokens = 0;            // kPrefillPlaced: tokens the prefill node will compute
   std::shared_ptr<const proto::ReserveReply> reply;  // kReserved
   std::vector<TokenId> tokens;           // kTokens
@@ -91,6 +94,7 @@ enum class HandoffActionKind : uint8_t {
   kFail,           // StreamCallbacks::on_error(status); the request is over
   kArmTimer,       // fire kTimerFired{timer_seq} after delay_ms
   kAddInflight,    // the router's count of work on node: += requests, += prefill_tokens
+  kAvoidNode,      // node refused work as unavailable or timed out: placement passes it over for a while
   kLogWarning,     // log text
 };
 
@@ -118,7 +122,7 @@ struct HandoffParams {
   RequestId request_id = 0;
   int32_t prompt_len = 0;          // the client's prompt, tokens
   int32_t max_tokens = 16;         // the client's limit
-  int64_t no_room_retry_ms = 30000;  // ClusterConfig::no_room_retry_ms
+  int64_t no_room_retry_ms = 30000;  // ClusterConfig::no_room_retry_ms: how long refusals are retried
 };
 
 class Handoff {
@@ -128,9 +132,9 @@ class Handoff {
   // The local path re-sends after AlreadyExists this often, this far apart (2 s in all).
   static constexpr int kMaxLocalRetries = 100;
   static constexpr int64_t kLocalRetryMs = 20;
-  // Backoff before placing again after a "no room" refusal: doubles from min to max.
-  static constexpr int64_t kMinNoRoomBackoffMs = 2;
-  static constexpr int64_t kMaxNoRoomBackoffMs = 50;
+  // Backoff before placing again after a refusal: doubles from min to max.
+  static constexpr int64_t kMinBackoffMs = 2;
+  static constexpr int64_t kMaxBackoffMs = 50;
 
   explicit Handoff(HandoffParams params) : params_(params) {}
 
@@ -157,6 +161,7 @@ class Handoff {
   void OnLocalFailed(const HandoffEvent& e);
   void OnTokens(const HandoffEvent& e);
   void OnNodeDead(const HandoffEvent& e);
+  void OnNodeDraining(const HandoffEvent& e);
   void OnTimerFired(const HandoffEvent& e);
 
   bool Current(const HandoffEvent& e) const { return state_ != HandoffState::kEnded && e.epoch == epoch_; }
@@ -165,9 +170,12 @@ class Handoff {
   void MoveTo(NodeId node);
   // Releases the reservation at this epoch and prefills on the same decode node at epoch + 1.
   void ReleaseThenLocal();
-  // After a "no room" refusal: places again after a backoff at epoch + 1; false once
-  // no_room_retry_ms has passed since the first refusal.
-  bool RetryWhenRoom(Nanos now_ns);
+  // After a refusal the decode node may not repeat elsewhere or later (no room,
+  // unavailable, a timeout): places again after a backoff at epoch + 1. False for
+  // other failures, and once no_room_retry_ms has passed since the first refusal.
+  bool PlaceAgainLater(const HandoffEvent& e);
+  // Where a placement after a refusal or a drain goes: the local path once tokens are out.
+  Purpose PurposeAgain() const;
   // Ends the request: un-counts its nodes, then kFinish / kFail (`terminal`).
   void End(HandoffAction terminal);
   void EndWithError(const Status& status);
@@ -196,8 +204,8 @@ class Handoff {
   int redispatches_ = 0;
   std::vector<TokenId> generated_;
   std::shared_ptr<const proto::ReserveReply> reservation_;  // while kPlacingPrefill
-  Nanos no_room_until_ = 0;               // set at the first "no room" refusal
-  int64_t no_room_backoff_ms_ = 0;
+  Nanos retry_until_ = 0;               // set at the first refusal: retries end then
+  int64_t backoff_ms_ = 0;
   uint64_t timer_seq_ = 0;                // of the last kArmTimer
   std::vector<HandoffAction> out_;        // built by Handle()
 };

@@ -35,6 +35,7 @@ const char* HandoffEventName(HandoffEventKind kind) {
     case HandoffEventKind::kLocalFailed: return "local_failed";
     case HandoffEventKind::kTokens: return "tokens";
     case HandoffEventKind::kNodeDead: return "node_dead";
+    case HandoffEventKind::kNodeDraining: return "node_draining";
     case HandoffEventKind::kCancel: return "cancel";
     case HandoffEventKind::kShutdown: return "shutdown";
     case HandoffEventKind::kTimerFired: return "timer_fired";
@@ -57,6 +58,7 @@ const char* HandoffActionName(HandoffActionKind kind) {
     case Kind::kFail: return "fail";
     case Kind::kArmTimer: return "arm_timer";
     case Kind::kAddInflight: return "add_inflight";
+    case Kind::kAvoidNode: return "avoid_node";
     case Kind::kLogWarning: return "log_warning";
   }
   return "?";

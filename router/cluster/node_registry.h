@@ -60,8 +60,13 @@ class NodeRegistry {
   StatusOr<proto::RegisterReply> Register(const std::shared_ptr<net::RpcConnection>& conn,
                                           const proto::RegisterRequest& request);
   // Updates load/draining of the node registered on `conn`; unknown connections
-  // and heartbeats naming another node id are ignored.
-  void OnHeartbeat(const net::RpcConnection* conn, const proto::Heartbeat& heartbeat);
+  // and heartbeats naming another node id are ignored. Returns the node's id when
+  // it began draining with this heartbeat, else 0.
+  NodeId OnHeartbeat(const net::RpcConnection* conn, const proto::Heartbeat& heartbeat);
+  // The node refused work as unavailable (draining, stopping) or did not answer in
+  // time: for `duration_ms` it counts as draining (placement skips it; readiness and
+  // the gauges count it so). True when it took work until now.
+  bool Avoid(NodeId node_id, int64_t duration_ms);
   // Any other message from the node on `conn` (Tokens): it is alive. A node busy
   // sending Tokens is never taken for a silent one because a heartbeat queued
   // behind them on the router's I/O thread.
@@ -102,7 +107,11 @@ class NodeRegistry {
     // Prefix-cache view; valid only while cache_synced (a reset arrived, no gap since).
     std::unordered_set<kv_cache::BlockHash, kv_cache::BlockHashHasher> cached;
     bool cache_synced = false;
+    Nanos avoid_until_ns = 0;  // Avoid(): counts as draining until then
   };
+
+  // The node's view as placement sees it now (draining while avoided).
+  NodeView ViewLocked(const Node& node, Nanos now) const;
 
   static void ApplyCacheReport(const proto::CacheReport& report, bool gap, Node* node);
 

@@ -225,6 +225,42 @@ TEST_F(RegistryTest, DrainingAndClosedNodes) {
   EXPECT_FALSE(registry.Register(*conn, reg).ok());
 }
 
+// A node that refused work as unavailable or timed out is passed over for a while (it
+// counts as draining), whatever its heartbeats say; a heartbeat that says draining is
+// reported once, as the start of the drain.
+TEST_F(RegistryTest, AvoidedNodeCountsAsDrainingForAWhile) {
+  FakeClock clock;
+  NodeRegistry registry(clock, 100, /*dead_after_ms=*/10000);
+  net::RpcClientConfig client_config;
+  client_config.rpc.cluster_token = testing::kToken;
+  auto client = net::RpcClient::Create(loop_, client_config, {});
+  ASSERT_TRUE(client.ok());
+  auto conn = (*client)->Connect(backend_->control_address());
+  ASSERT_TRUE(conn.ok());
+  proto::RegisterRequest reg;
+  reg.set_role(proto::NODE_ROLE_DECODE);
+  reg.set_address("127.0.0.1:9");
+  auto reply = registry.Register(*conn, reg);
+  ASSERT_TRUE(reply.ok());
+  const NodeId id = reply->node_id();
+  EXPECT_TRUE(registry.Avoid(id, 200));
+  EXPECT_FALSE(registry.Avoid(id, 200)) << "already passed over";
+  EXPECT_FALSE(registry.HasDecodeNode());
+  EXPECT_EQ(registry.Counts().draining, 1);
+  EXPECT_FALSE(PickDecode(registry.Views()).has_value());
+  proto::Heartbeat hb;
+  EXPECT_EQ(registry.OnHeartbeat(conn->get(), hb), 0u);
+  EXPECT_FALSE(registry.HasDecodeNode()) << "a heartbeat proves life, not an answer";
+  clock.Advance(201'000'000);
+  EXPECT_TRUE(registry.HasDecodeNode());
+  EXPECT_EQ(PickDecode(registry.Views()), id);
+  hb.set_draining(true);
+  EXPECT_EQ(registry.OnHeartbeat(conn->get(), hb), id) << "the drain begins";
+  EXPECT_EQ(registry.OnHeartbeat(conn->get(), hb), 0u) << "reported once";
+  EXPECT_FALSE(registry.HasDecodeNode());
+  EXPECT_FALSE(registry.Avoid(id, 200)) << "a draining node took no work anyway";
+}
+
 TEST_F(RegistryTest, WrongTokenCannotRegister) {
   net::RpcClientConfig client_config;
   client_config.rpc.cluster_token = "a-different-token-0123456789";

@@ -113,7 +113,8 @@ Handoff MachineIn(S state) {
 }
 
 // The event of `kind` addressed to the machine as it stands: its epoch, its decode node
-// (kDecode while it has none), the prefill node for prefill events; failures are Unavailable.
+// (kDecode while it has none), the prefill node for prefill events; failures are Unavailable
+// (the node cannot take it now: it is placed again elsewhere).
 HandoffEvent EventFor(E kind, const Handoff& m) {
   const NodeId decode = m.decode_node() != 0 ? m.decode_node() : kDecode;
   switch (kind) {
@@ -142,6 +143,11 @@ HandoffEvent EventFor(E kind, const Handoff& m) {
       return Tokens(decode, m.epoch(), {7});
     case E::kNodeDead:
       return Ev(kind, kDecode);
+    case E::kNodeDraining: {
+      HandoffEvent e = Ev(kind, kDecode);
+      e.elsewhere = true;
+      return e;
+    }
     case E::kCancel:
       return Failed(kind, 0, 0, CancelledError("client left"));
     case E::kTimerFired: {
@@ -176,6 +182,7 @@ const std::vector<Row>& TransitionTable() {
       {S::kNew, E::kLocalFailed, S::kNew, {}},
       {S::kNew, E::kTokens, S::kNew, {}},
       {S::kNew, E::kNodeDead, S::kNew, {}},
+      {S::kNew, E::kNodeDraining, S::kNew, {}},
       {S::kNew, E::kCancel, S::kEnded, {A::kFail}},
       {S::kNew, E::kShutdown, S::kEnded, {A::kFail}},
       {S::kNew, E::kTimerFired, S::kNew, {}},
@@ -191,6 +198,7 @@ const std::vector<Row>& TransitionTable() {
       {S::kPlacing, E::kLocalFailed, S::kPlacing, {}},
       {S::kPlacing, E::kTokens, S::kPlacing, {}},
       {S::kPlacing, E::kNodeDead, S::kPlacing, {}},
+      {S::kPlacing, E::kNodeDraining, S::kPlacing, {}},
       {S::kPlacing, E::kCancel, S::kEnded, {A::kFail}},
       {S::kPlacing, E::kShutdown, S::kEnded, {A::kFail}},
       {S::kPlacing, E::kTimerFired, S::kPlacing, {}},
@@ -199,13 +207,15 @@ const std::vector<Row>& TransitionTable() {
       {S::kReserving, E::kDecodePlaced, S::kReserving, {}},
       {S::kReserving, E::kPrefillPlaced, S::kReserving, {}},
       {S::kReserving, E::kReserved, S::kPlacingPrefill, {A::kPlacePrefill}},
-      {S::kReserving, E::kReserveFailed, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
+      {S::kReserving, E::kReserveFailed, S::kBackoff, {A::kAvoidNode, A::kAddInflight, A::kArmTimer}},
       {S::kReserving, E::kPrefillAcked, S::kReserving, {}},
       {S::kReserving, E::kPrefillFailed, S::kReserving, {}},
       {S::kReserving, E::kLocalAcked, S::kReserving, {}},
       {S::kReserving, E::kLocalFailed, S::kReserving, {}},
       {S::kReserving, E::kTokens, S::kDecoding, {A::kDeliverTokens}},
       {S::kReserving, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
+      {S::kReserving, E::kNodeDraining, S::kPlacing,
+       {A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kPlaceDecode}},
       {S::kReserving, E::kCancel, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
       {S::kReserving, E::kShutdown, S::kEnded, {A::kAddInflight, A::kFail}},
       {S::kReserving, E::kTimerFired, S::kReserving, {}},
@@ -221,6 +231,8 @@ const std::vector<Row>& TransitionTable() {
       {S::kPlacingPrefill, E::kLocalFailed, S::kPlacingPrefill, {}},
       {S::kPlacingPrefill, E::kTokens, S::kDecoding, {A::kDeliverTokens}},
       {S::kPlacingPrefill, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
+      {S::kPlacingPrefill, E::kNodeDraining, S::kPlacing,
+       {A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kPlaceDecode}},
       {S::kPlacingPrefill, E::kCancel, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
       {S::kPlacingPrefill, E::kShutdown, S::kEnded, {A::kAddInflight, A::kFail}},
       {S::kPlacingPrefill, E::kTimerFired, S::kPlacingPrefill, {}},
@@ -237,6 +249,8 @@ const std::vector<Row>& TransitionTable() {
       {S::kPrefilling, E::kLocalFailed, S::kPrefilling, {}},
       {S::kPrefilling, E::kTokens, S::kDecoding, {A::kAddInflight, A::kDeliverTokens}},
       {S::kPrefilling, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
+      {S::kPrefilling, E::kNodeDraining, S::kPlacing,
+       {A::kAddInflight, A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kSendCancel, A::kPlaceDecode}},
       {S::kPrefilling, E::kCancel, S::kEnded,
        {A::kAddInflight, A::kAddInflight, A::kFail, A::kSendCancel, A::kSendCancel}},
       {S::kPrefilling, E::kShutdown, S::kEnded, {A::kAddInflight, A::kAddInflight, A::kFail}},
@@ -250,9 +264,10 @@ const std::vector<Row>& TransitionTable() {
       {S::kLocal, E::kPrefillAcked, S::kLocal, {}},
       {S::kLocal, E::kPrefillFailed, S::kLocal, {}},
       {S::kLocal, E::kLocalAcked, S::kLocal, {}},
-      {S::kLocal, E::kLocalFailed, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
+      {S::kLocal, E::kLocalFailed, S::kBackoff, {A::kAvoidNode, A::kAddInflight, A::kArmTimer}},
       {S::kLocal, E::kTokens, S::kDecoding, {A::kDeliverTokens}},
       {S::kLocal, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
+      {S::kLocal, E::kNodeDraining, S::kPlacing, {A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kPlaceDecode}},
       {S::kLocal, E::kCancel, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
       {S::kLocal, E::kShutdown, S::kEnded, {A::kAddInflight, A::kFail}},
       {S::kLocal, E::kTimerFired, S::kLocal, {}},
@@ -268,6 +283,8 @@ const std::vector<Row>& TransitionTable() {
       {S::kLocalRetry, E::kLocalFailed, S::kLocalRetry, {}},
       {S::kLocalRetry, E::kTokens, S::kLocalRetry, {}},
       {S::kLocalRetry, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
+      {S::kLocalRetry, E::kNodeDraining, S::kPlacing,
+       {A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kPlaceDecode}},
       {S::kLocalRetry, E::kCancel, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
       {S::kLocalRetry, E::kShutdown, S::kEnded, {A::kAddInflight, A::kFail}},
       {S::kLocalRetry, E::kTimerFired, S::kLocal, {A::kSendLocal}},
@@ -283,6 +300,7 @@ const std::vector<Row>& TransitionTable() {
       {S::kBackoff, E::kLocalFailed, S::kBackoff, {}},
       {S::kBackoff, E::kTokens, S::kBackoff, {}},
       {S::kBackoff, E::kNodeDead, S::kBackoff, {}},
+      {S::kBackoff, E::kNodeDraining, S::kBackoff, {}},
       {S::kBackoff, E::kCancel, S::kEnded, {A::kFail}},
       {S::kBackoff, E::kShutdown, S::kEnded, {A::kFail}},
       {S::kBackoff, E::kTimerFired, S::kPlacing, {A::kPlaceDecode}},
@@ -295,9 +313,10 @@ const std::vector<Row>& TransitionTable() {
       {S::kDecoding, E::kPrefillAcked, S::kDecoding, {}},
       {S::kDecoding, E::kPrefillFailed, S::kDecoding, {}},
       {S::kDecoding, E::kLocalAcked, S::kDecoding, {}},
-      {S::kDecoding, E::kLocalFailed, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
+      {S::kDecoding, E::kLocalFailed, S::kBackoff, {A::kAvoidNode, A::kAddInflight, A::kArmTimer}},
       {S::kDecoding, E::kTokens, S::kDecoding, {A::kDeliverTokens}},
       {S::kDecoding, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
+      {S::kDecoding, E::kNodeDraining, S::kDecoding, {}},
       {S::kDecoding, E::kCancel, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
       {S::kDecoding, E::kShutdown, S::kEnded, {A::kAddInflight, A::kFail}},
       {S::kDecoding, E::kTimerFired, S::kDecoding, {}},
@@ -313,6 +332,7 @@ const std::vector<Row>& TransitionTable() {
       {S::kEnded, E::kLocalFailed, S::kEnded, {}},
       {S::kEnded, E::kTokens, S::kEnded, {}},
       {S::kEnded, E::kNodeDead, S::kEnded, {}},
+      {S::kEnded, E::kNodeDraining, S::kEnded, {}},
       {S::kEnded, E::kCancel, S::kEnded, {}},
       {S::kEnded, E::kShutdown, S::kEnded, {}},
       {S::kEnded, E::kTimerFired, S::kEnded, {}},
@@ -538,13 +558,92 @@ TEST(HandoffTest, DeathDuringRemotePrefillCancelsThePrefill) {
   EXPECT_EQ(p.prefill_node(), 0u);
 }
 
+// What a failed Reserve (or local PrefillRequest) does depends on why it failed: no room,
+// an unavailable (draining) node and a timeout place the request again at a new epoch;
+// anything else ends it.
+TEST(HandoffTest, RefusalsThatAnotherNodeOrLaterCanServeArePlacedAgain) {
+  struct Case {
+    Status status;
+    std::vector<A> actions;
+  };
+  const std::vector<Case> cases = {
+      {ResourceExhaustedError("no room"), {A::kAddInflight, A::kArmTimer}},
+      {UnavailableError("draining"), {A::kAvoidNode, A::kAddInflight, A::kArmTimer}},
+      {DeadlineExceededError("timed out"), {A::kAvoidNode, A::kSendCancel, A::kAddInflight, A::kArmTimer}},
+      {InvalidArgumentError("bad prompt"), {A::kAddInflight, A::kFail, A::kSendCancel}},
+  };
+  for (const Case& c : cases) {
+    for (E kind : {E::kReserveFailed, E::kLocalFailed}) {
+      Handoff m = MachineIn(kind == E::kReserveFailed ? S::kReserving : S::kLocal);
+      std::vector<HandoffAction> out = m.Handle(Failed(kind, kDecode, 1, c.status));
+      EXPECT_EQ(Names(Kinds(out)), Names(c.actions)) << c.status.ToString();
+      if (c.actions.back() == A::kArmTimer) {
+        EXPECT_EQ(m.state(), S::kBackoff);
+        EXPECT_EQ(m.epoch(), 2u);
+        for (const HandoffAction& a : out) {
+          if (a.kind == A::kAvoidNode || a.kind == A::kSendCancel) {
+            EXPECT_EQ(a.node, kDecode);
+          }
+          if (a.kind == A::kSendCancel) {
+            EXPECT_EQ(a.epoch, 1u) << "the timed-out epoch is cancelled";
+          }
+        }
+      }
+    }
+  }
+  // Tokens already came: a late Ack that timed out changes nothing.
+  Handoff streaming = MachineIn(S::kDecoding);
+  EXPECT_TRUE(streaming.Handle(Failed(E::kLocalFailed, kDecode, 1, DeadlineExceededError("late"))).empty());
+  EXPECT_EQ(streaming.state(), S::kDecoding);
+}
+
+// A draining decode node keeps what it streams; what it has not begun is placed again,
+// unless no other decode node could take it.
+TEST(HandoffTest, DrainingNodeLosesOnlyWhatItHasNotBegun) {
+  HandoffEvent draining = Ev(E::kNodeDraining, kDecode);
+  draining.elsewhere = true;
+  Handoff reserved = MachineIn(S::kPrefilling);
+  std::vector<HandoffAction> out = reserved.Handle(draining);
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_EQ(out[3].node, kDecode);
+  EXPECT_EQ(out[3].epoch, 1u);
+  EXPECT_EQ(out[4].node, kPrefill);
+  EXPECT_FALSE(out[5].local_only) << "nothing generated yet: a fresh placement";
+  EXPECT_EQ(reserved.epoch(), 2u);
+  out = reserved.Handle(Placed(kOther, false));
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendReserve}));
+  EXPECT_EQ(out[1].node, kOther);
+  EXPECT_EQ(out[1].epoch, 2u);
+  // A request moved before (tokens out) goes on the local path with them.
+  Handoff moved = MachineIn(S::kDecoding);
+  moved.Handle(Ev(E::kNodeDead, kDecode));
+  moved.Handle(Placed(kOther, true));  // kLocal on kOther at epoch 2, token 7 out
+  draining.node = kOther;
+  out = moved.Handle(draining);
+  ASSERT_EQ(out.back().kind, A::kPlaceDecode);
+  EXPECT_TRUE(out.back().local_only);
+  EXPECT_EQ(out.back().tokens, (std::vector<TokenId>{7}));
+  // No other decode node: it stays where it is.
+  draining.elsewhere = false;
+  draining.node = kDecode;
+  Handoff alone = MachineIn(S::kLocal);
+  EXPECT_TRUE(alone.Handle(draining).empty());
+  EXPECT_EQ(alone.state(), S::kLocal);
+  // Draining of a node it is not on, or of its prefill node: nothing.
+  draining.elsewhere = true;
+  Handoff other = MachineIn(S::kPrefilling);
+  draining.node = kPrefill;
+  EXPECT_TRUE(other.Handle(draining).empty());
+}
+
 // Random event sequences: at most one end, nothing delivered after it, and every node the
 // machine counted work on is un-counted by then (dead nodes left the registry instead).
 TEST(HandoffTest, RandomEventsKeepTheInvariants) {
   std::mt19937 rng(11);
   const std::vector<E> kinds = {E::kDecodePlaced, E::kPrefillPlaced, E::kReserved,  E::kReserveFailed,
                                 E::kPrefillAcked, E::kPrefillFailed, E::kLocalAcked, E::kLocalFailed,
-                                E::kTokens,       E::kNodeDead,      E::kCancel,     E::kTimerFired};
+                                E::kTokens,       E::kNodeDead,      E::kCancel,     E::kTimerFired,
+                                E::kNodeDraining};
   const std::vector<Status> failures = {ResourceExhaustedError("full"), AlreadyExistsError("old"),
                                         UnavailableError("gone"), DeadlineExceededError("slow")};
   for (int run = 0; run < 2000; ++run) {
@@ -570,6 +669,7 @@ TEST(HandoffTest, RandomEventsKeepTheInvariants) {
       e.now_ns = now;
       if (e.kind == E::kDecodePlaced) e = Placed(rng() % 3 == 0 ? 0 : (rng() % 2 ? kDecode : kOther), rng() % 2);
       if (e.kind == E::kNodeDead) e.node = (rng() % 2) ? m.decode_node() : kPrefill;
+      if (e.kind == E::kNodeDraining) e.elsewhere = rng() % 2;
       if (e.kind == E::kTokens) e.finish = static_cast<proto::FinishReason>(rng() % 5);
       if (!e.status.ok()) e.status = failures[rng() % failures.size()];
       if (e.kind == E::kTimerFired) e.timer_seq = rng() % 4;
