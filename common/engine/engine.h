@@ -7,7 +7,7 @@
 // sample (Backend::SampleTokens: on the GPU, no logits leave the device) ->
 // Scheduler::AppendToken -> emit outputs.
 //
-// Thread rule: Submit/Cancel/Reserve/CompleteReservation/Post/Counters and the
+// Thread rule: Submit/Cancel/ReleaseHeld/Reserve/CompleteReservation/Post/Counters and the
 // cache-report pair (TakeCacheReport, RequestFullCacheReport) are
 // thread-safe; Start/Stop from the owning thread; everything else (StepOnce,
 // the sink, observers) runs on the engine thread.
@@ -42,6 +42,9 @@ struct EngineRequest {
   std::vector<TokenId> prompt_tokens;  // at least one
   scheduler::Priority priority = scheduler::Priority::kInteractive;
   runtime::SamplingParams sampling;    // max_tokens, stop ids, seed ... (validated on Submit)
+  // Keep the KV blocks after a normal finish (stop, length) until ReleaseHeld or
+  // Cancel: a prefill node reads them out of the device pool after the step.
+  bool hold_kv_after_finish = false;
 };
 
 // What happened to one request in one step.
@@ -82,7 +85,10 @@ class Engine {
   // --- thread-safe ---
   // Queues a request; a refusal comes back as a finished output with status.
   void Submit(EngineRequest request);
+  // Ends a request; on one whose KV is held, releases the KV (its end was already emitted).
   void Cancel(RequestId id);
+  // Releases the KV a finished hold_kv_after_finish request still holds; unknown ids are ignored.
+  void ReleaseHeld(RequestId id);
   // Holds device blocks for KV computed elsewhere; `done` runs on the engine thread.
   void Reserve(EngineRequest request, int64_t lease_ms,
                std::function<void(StatusOr<scheduler::Reservation>)> done);

@@ -20,6 +20,9 @@ void EngineConfig::Bind(config::ConfigBinder& b) {
   b.Field("scheduler.max_model_len", scheduler.max_model_len, "longest sequence accepted (0: the model's)");
   b.Field("scheduler.max_waiting_requests", scheduler.max_waiting_requests, "queued requests at most");
   b.Field("scheduler.default_lease_ms", scheduler.default_lease_ms, "remote-KV reservation lease (ms)");
+  b.Field("scheduler.reservation_quarantine_ms", scheduler.reservation_quarantine_ms,
+          "blocks of an abandoned reservation stay out of reuse this long (ms): >= the sender's drain "
+          "timeout + control latency");
 }
 
 Status EngineConfig::Validate() const {

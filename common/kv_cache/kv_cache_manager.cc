@@ -1,6 +1,7 @@
 #include "common/kv_cache/kv_cache_manager.h"
 
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -132,6 +133,30 @@ void KvCacheManager::Release(KvTier tier, std::vector<BlockId>* table) {
   table->clear();
 }
 
+void KvCacheManager::Quarantine(std::vector<BlockId>* table, Nanos until) {
+  if (table->empty()) return;
+  num_quarantined_ += static_cast<int>(table->size());
+  quarantine_.push_back({until, std::move(*table)});
+  table->clear();
+}
+
+void KvCacheManager::ReleaseQuarantine(Nanos now) {
+  auto due = [now](const QuarantineEntry& e) { return e.until <= now; };
+  for (QuarantineEntry& e : quarantine_) {
+    if (!due(e)) continue;
+    num_quarantined_ -= static_cast<int>(e.blocks.size());
+    Release(KvTier::kDevice, &e.blocks);
+  }
+  std::erase_if(quarantine_, due);
+}
+
+std::vector<BlockId> KvCacheManager::QuarantinedBlocks() const {
+  std::vector<BlockId> out;
+  out.reserve(static_cast<size_t>(num_quarantined_));
+  for (const QuarantineEntry& e : quarantine_) out.insert(out.end(), e.blocks.begin(), e.blocks.end());
+  return out;
+}
+
 bool KvCacheManager::SwapOut(std::vector<BlockId>* table) {
   const int n = static_cast<int>(table->size());
   if (n > NumAvailableHostBlocks()) return false;
@@ -178,6 +203,8 @@ KvCacheCounters KvCacheManager::Counters() const {
   };
   fill(device_, &c.device);
   fill(host_, &c.host);
+  c.device.referenced_blocks -= num_quarantined_;
+  c.device.quarantined_blocks = num_quarantined_;
   return c;
 }
 

@@ -11,6 +11,8 @@
 //   tier its content is demoted (device->host copy queued, hash moves to the
 //   host tier) before the device block is reused.
 // - Swap: a preempted sequence's blocks move to host (SwapOut) and back (SwapIn).
+// - Quarantine: device blocks another node may still write (an abandoned
+//   reservation) stay out of reuse until a deadline (Quarantine, ReleaseQuarantine).
 // Every copy is queued; the engine takes them with TakeCopies() and must run them
 // in order before the forward that uses any block of this step.
 // Cache events: with config.event_log set, a hash is recorded as stored when it
@@ -25,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/base/clock.h"
 #include "common/base/ids.h"
 #include "common/base/status.h"
 #include "common/kv_cache/block_hash.h"
@@ -55,11 +58,13 @@ struct KvCacheConfig {
   Status Validate() const;
 };
 
+// free + referenced + cached + quarantined = total.
 struct KvTierCounters {
   int64_t total_blocks = 0;
   int64_t free_blocks = 0;        // neither referenced nor cached
-  int64_t referenced_blocks = 0;  // held by sequences or reservations ("used")
+  int64_t referenced_blocks = 0;  // held by sequences, reservations or held KV ("used")
   int64_t cached_blocks = 0;      // unreferenced, hashed, reusable
+  int64_t quarantined_blocks = 0; // out of reuse until a remote writer is surely done (device only)
 };
 
 struct KvCacheCounters {
@@ -101,6 +106,15 @@ class KvCacheManager {
   // Drops one reference to every block of `table` (blocks of `tier`) and clears it.
   void Release(KvTier tier, std::vector<BlockId>* table);
 
+  // Takes over the device blocks of `table` (one reference each) and keeps them
+  // out of reuse until `until`: another node may still write them. Clears the table.
+  void Quarantine(std::vector<BlockId>* table, Nanos until);
+  // Drops the quarantined blocks whose deadline is <= now; they become free.
+  void ReleaseQuarantine(Nanos now);
+  int NumQuarantined() const { return num_quarantined_; }
+  // Every quarantined block, for consistency checks. O(quarantined blocks).
+  std::vector<BlockId> QuarantinedBlocks() const;
+
   // Moves a device table to fresh host blocks (copies queued, device refs
   // dropped). Returns false and changes nothing when the host tier is too small.
   bool SwapOut(std::vector<BlockId>* table);
@@ -126,10 +140,17 @@ class KvCacheManager {
   void NoteStored(const BlockHash& hash);
   void NoteRemoved(const BlockHash& hash);
 
+  struct QuarantineEntry {
+    Nanos until = 0;
+    std::vector<BlockId> blocks;
+  };
+
   KvCacheConfig config_;
   BlockPool device_;
   BlockPool host_;
   std::vector<BlockCopy> copies_;
+  std::vector<QuarantineEntry> quarantine_;
+  int num_quarantined_ = 0;
   KvCacheCounters stats_;
 };
 

@@ -33,7 +33,9 @@ Scheduler::Scheduler(SchedulerConfig config, kv_cache::KvCacheConfig kv_config, 
 }
 
 Status Scheduler::Validate(const SequenceParams& p) const {
-  if (seqs_.count(p.id) != 0) return AlreadyExistsError(fmt::format("request {} already exists", p.id));
+  if (seqs_.count(p.id) != 0 || held_.count(p.id) != 0) {
+    return AlreadyExistsError(fmt::format("request {} already exists", p.id));
+  }
   if (p.prompt_tokens.empty()) return InvalidArgumentError("empty prompt");
   if (p.max_tokens <= 0) {
     return InvalidArgumentError(fmt::format("max_tokens must be >= 1, got {}", p.max_tokens));
@@ -87,6 +89,7 @@ StatusOr<Reservation> Scheduler::Reserve(SequenceParams params, int64_t lease_ms
     ++stats_.rejected;
     return st;
   }
+  kv_.ReleaseQuarantine(clock_.NowNanos());
   Sequence* seq = NewSequence(std::move(params));
   const int prompt_len = seq->num_prompt_tokens();
   kv_cache::ExtendBlockHashes(seq->params.tenant_salt, kv_.config().model_id, kv_.config().block_size,
@@ -103,6 +106,7 @@ StatusOr<Reservation> Scheduler::Reserve(SequenceParams params, int64_t lease_ms
   }
   seq->num_cached_prompt_tokens = hit * kv_.config().block_size;
   seq->num_registered_blocks = hit;
+  seq->first_remote_block = hit;
   seq->admitted_once = true;
   seq->state = SequenceState::kReserved;
   seq->lease_deadline = clock_.NowNanos() + MsToNanos(lease_ms > 0 ? lease_ms : config_.default_lease_ms);
@@ -135,11 +139,25 @@ StatusOr<std::optional<FinishReason>> Scheduler::CompleteReservation(RequestId i
 }
 
 Status Scheduler::Cancel(RequestId id) {
+  if (ReleaseHeld(id).ok()) return Status::Ok();
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return NotFoundError(fmt::format("no request {}", id));
   ++stats_.cancelled;
   Finish(it->second.get(), FinishReason::kCancelled, CancelledError("cancelled"), /*step_done=*/false);
   return Status::Ok();
+}
+
+Status Scheduler::ReleaseHeld(RequestId id) {
+  auto it = held_.find(id);
+  if (it == held_.end()) return NotFoundError(fmt::format("request {} holds no KV", id));
+  kv_.Release(kv_cache::KvTier::kDevice, &it->second);
+  held_.erase(it);
+  return Status::Ok();
+}
+
+const std::vector<BlockId>* Scheduler::HeldBlocks(RequestId id) const {
+  auto it = held_.find(id);
+  return it == held_.end() ? nullptr : &it->second;
 }
 
 StatusOr<std::optional<FinishReason>> Scheduler::AppendToken(RequestId id, TokenId token) {
@@ -188,7 +206,7 @@ void Scheduler::Finish(Sequence* seq, FinishReason reason, Status status, bool s
       if (!step_done && seq->last_scheduled_step == stats_.steps) computed -= seq->last_scheduled_tokens;
       RegisterComputedBlocks(seq, computed);
     }
-    kv_.Release(kv_cache::KvTier::kDevice, &seq->block_table);
+    ReleaseDeviceBlocks(seq, reason);
   }
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) ++stats_.finished;
   FinishedSequence f;
@@ -200,6 +218,22 @@ void Scheduler::Finish(Sequence* seq, FinishReason reason, Status status, bool s
   f.num_cached_prompt_tokens = seq->num_cached_prompt_tokens;
   pending_finished_.push_back(std::move(f));
   seqs_.erase(seq->params.id);
+}
+
+void Scheduler::ReleaseDeviceBlocks(Sequence* seq, FinishReason reason) {
+  const bool normal = reason == FinishReason::kStop || reason == FinishReason::kLength;
+  if (normal && seq->params.hold_kv_after_finish) {
+    held_.emplace(seq->params.id, std::move(seq->block_table));
+    seq->block_table.clear();
+    return;
+  }
+  if (seq->state == SequenceState::kReserved && config_.reservation_quarantine_ms > 0) {
+    // Cached prefix blocks were never written remotely; the rest may still be.
+    std::vector<BlockId> remote(seq->block_table.begin() + seq->first_remote_block, seq->block_table.end());
+    seq->block_table.resize(static_cast<size_t>(seq->first_remote_block));
+    kv_.Quarantine(&remote, clock_.NowNanos() + MsToNanos(config_.reservation_quarantine_ms));
+  }
+  kv_.Release(kv_cache::KvTier::kDevice, &seq->block_table);
 }
 
 const Sequence* Scheduler::Find(RequestId id) const {
@@ -214,6 +248,8 @@ SchedulerCounters Scheduler::Counters() const {
   c.num_running = static_cast<int64_t>(running_.size());
   c.num_swapped = static_cast<int64_t>(swapped_.size());
   c.reservations_active = static_cast<int64_t>(reserved_.size());
+  c.num_held = static_cast<int64_t>(held_.size());
+  c.num_quarantined_blocks = kv_.NumQuarantined();
   return c;
 }
 

@@ -12,7 +12,11 @@
 // Steps 2 and 3 are skipped in a step that had to preempt, and step 3 while
 // any sequence is still swapped out.
 // Reservations hold device blocks for KV computed elsewhere until
-// CompleteReservation, Cancel, or the lease deadline (Clock).
+// CompleteReservation, Cancel, or the lease deadline (Clock). One that ends
+// without CompleteReservation quarantines the blocks the other node writes for
+// reservation_quarantine_ms (a one-sided write cannot be recalled).
+// Held KV: a sequence with hold_kv_after_finish that finishes normally keeps
+// its device blocks referenced (no batch slot) until ReleaseHeld or Cancel.
 //
 // Engine contract: call Schedule(), run the output's copies and forward, call
 // AppendToken for every needs_logits entry, then Schedule() again. Tokens are
@@ -64,8 +68,15 @@ class Scheduler {
   // the sequence joins the running batch. Returns the finish reason if that
   // token already ends it. NotFound / FailedPrecondition (not reserved).
   StatusOr<std::optional<FinishReason>> CompleteReservation(RequestId id, TokenId first_token);
-  // Ends a request in any phase and frees all its blocks. NotFound if unknown.
+  // Ends a request in any phase and frees all its blocks (a reservation's
+  // remotely written ones after the quarantine); on a held sequence, releases
+  // its blocks (no second finish record). NotFound if unknown.
   Status Cancel(RequestId id);
+  // Drops the blocks a finished hold_kv_after_finish sequence still holds.
+  // NotFound unless `id` is held.
+  Status ReleaseHeld(RequestId id);
+  // The device blocks held for a finished sequence (its whole block table), or nullptr.
+  const std::vector<BlockId>* HeldBlocks(RequestId id) const;
 
   // One scheduling step (see the class comment).
   SchedulerOutput Schedule();
@@ -103,6 +114,9 @@ class Scheduler {
   void InsertSorted(std::vector<Sequence*>* queue, Sequence* seq);
   void RemoveFrom(std::vector<Sequence*>* queue, Sequence* seq);
   std::optional<FinishReason> CheckStop(const Sequence& seq, TokenId token) const;
+  // Gives back the device blocks of `seq` as its end requires: held, quarantined
+  // in part (an abandoned reservation), or released.
+  void ReleaseDeviceBlocks(Sequence* seq, FinishReason reason);
   // Ends `seq`. step_done: its last scheduled tokens are known to be computed
   // (AppendToken); otherwise they are not published to the prefix cache.
   void Finish(Sequence* seq, FinishReason reason, Status status, bool step_done);
@@ -115,6 +129,8 @@ class Scheduler {
   std::vector<Sequence*> running_;                  // by (priority, arrival)
   std::vector<Sequence*> swapped_;                  // by (priority, arrival)
   std::vector<Sequence*> reserved_;
+  // Finished hold_kv_after_finish sequences: id -> device block table (one reference each).
+  std::unordered_map<RequestId, std::vector<BlockId>> held_;
   std::vector<FinishedSequence> pending_finished_;
   uint64_t next_arrival_ = 0;
   SchedulerCounters stats_;

@@ -15,6 +15,9 @@ Status SchedulerConfig::Validate() const {
   TANDEM_RETURN_IF_ERROR(positive("max_model_len", max_model_len));
   TANDEM_RETURN_IF_ERROR(positive("max_waiting_requests", max_waiting_requests));
   TANDEM_RETURN_IF_ERROR(positive("default_lease_ms", default_lease_ms));
+  if (reservation_quarantine_ms < 0) {
+    return InvalidArgumentError("scheduler: reservation_quarantine_ms must be >= 0");
+  }
   if (max_preemptions_per_request < 0) {
     return InvalidArgumentError("scheduler: max_preemptions_per_request must be >= 0");
   }

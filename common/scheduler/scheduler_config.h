@@ -33,6 +33,11 @@ struct SchedulerConfig {
   int max_preemptions_per_request = 4;
   // Lease of a remote-KV reservation when the caller passes none, in milliseconds.
   int64_t default_lease_ms = 10'000;
+  // A reservation that ends without CompleteReservation (Cancel, lease expiry)
+  // keeps the blocks another node may still write out of reuse this long, in
+  // milliseconds: one-sided writes cannot be recalled. Must be at least the
+  // sender's drain timeout plus the control-plane latency. 0 = free at once.
+  int64_t reservation_quarantine_ms = 3'000;
 
   Status Validate() const;
 };

@@ -60,6 +60,8 @@ struct SchedulerCounters {
   int64_t num_waiting = 0;
   int64_t num_running = 0;
   int64_t num_swapped = 0;
+  int64_t num_held = 0;                // finished sequences whose KV is held (hold_kv_after_finish)
+  int64_t num_quarantined_blocks = 0;  // device blocks of abandoned reservations, not yet reusable
   int64_t prefix_query_tokens = 0;  // prompt tokens looked up at admission
   int64_t prefix_hit_tokens = 0;    // of those, served from the cache
   int64_t preemptions = 0;

@@ -21,6 +21,7 @@ SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   ++stats_.steps;
   ExpireLeases(&out);
+  kv_.ReleaseQuarantine(clock_.NowNanos());
   // Everything scheduled last step has been computed now: publish full blocks.
   for (Sequence* seq : running_) RegisterComputedBlocks(seq, seq->num_computed_tokens);
   StepState step;

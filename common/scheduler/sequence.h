@@ -42,6 +42,10 @@ struct SequenceParams {
   int max_tokens = 16;                 // generated tokens at most, >= 1
   Priority priority = Priority::kInteractive;
   std::vector<TokenId> stop_token_ids;  // sampling one of these finishes the request
+  // On a normal finish (stop or length) keep the device blocks referenced until
+  // Scheduler::ReleaseHeld or Cancel: someone still reads the KV (a prefill node
+  // sending it to decode). Full blocks still enter the prefix cache.
+  bool hold_kv_after_finish = false;
 };
 
 struct Sequence {
@@ -62,6 +66,8 @@ struct Sequence {
   SequenceState state = SequenceState::kWaiting;
   bool admitted_once = false;
   Nanos lease_deadline = 0;  // kReserved only
+  // kReserved only: blocks of block_table from here on are written by another node.
+  int first_remote_block = 0;
   // The step (Scheduler counter) that last scheduled tokens of this sequence, and how many.
   // Until the next step or an AppendToken they may not be computed yet.
   int64_t last_scheduled_step = -1;

@@ -164,6 +164,37 @@ TEST(EngineTest, CancelAndBadRequestsEndCleanly) {
   EXPECT_EQ(c.num_running + c.num_waiting, 0);
 }
 
+// A request with hold_kv_after_finish ends as usual (its output and end are
+// emitted) but its KV stays referenced until ReleaseHeld, or a Cancel that
+// emits no second end.
+TEST(EngineTest, HeldKvStaysUntilReleasedOrCancelled) {
+  auto engine = MakeEngine(SmallConfig(testing::GoldenDir("llama")));
+  EngineRequest first = Greedy(1, Prompt(40, 1), 1);
+  first.hold_kv_after_finish = true;
+  EngineRequest second = Greedy(2, Prompt(20, 2), 1);
+  second.hold_kv_after_finish = true;
+  engine->Submit(first);
+  engine->Submit(second);
+  auto results = RunToCompletion(*engine, 2);
+  EXPECT_EQ(results[1].final.finish_reason, "length");
+  EXPECT_EQ(results[1].tokens.size(), 1u);
+  scheduler::SchedulerCounters c = engine->Counters();
+  EXPECT_EQ(c.num_held, 2);
+  EXPECT_EQ(c.num_running, 0);
+  EXPECT_EQ(c.kv.device.referenced_blocks, 3 + 2);  // 40 and 20 computed tokens in blocks of 16
+
+  engine->ReleaseHeld(1);
+  engine->ReleaseHeld(99);  // unknown: ignored
+  engine->Cancel(2);
+  std::vector<EngineOutput> outputs;
+  engine->StepOnce(&outputs);
+  engine->StepOnce(&outputs);
+  EXPECT_TRUE(outputs.empty()) << "a held request's end was already emitted";
+  c = engine->Counters();
+  EXPECT_EQ(c.num_held, 0);
+  EXPECT_EQ(c.kv.device.referenced_blocks, 0);
+}
+
 // A copy of a golden model directory whose config and generation config name `eos` as EOS.
 std::string GoldenCopyWithEos(const std::string& family, TokenId eos) {
   namespace fs = std::filesystem;

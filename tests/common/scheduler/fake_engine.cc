@@ -83,6 +83,23 @@ StatusOr<uint64_t> FakeEngine::VerifyAndWrite(const Sequence& seq, std::span<con
   return h;
 }
 
+Status FakeEngine::VerifyBlocks(const std::string& salt, std::span<const TokenId> tokens,
+                                std::span<const BlockId> table) const {
+  const int bs = sched_->kv().config().block_size;
+  if (table.size() * static_cast<size_t>(bs) < tokens.size()) {
+    return InternalError(fmt::format("table of {} blocks for {} tokens", table.size(), tokens.size()));
+  }
+  uint64_t h = Seed(salt);
+  for (size_t p = 0; p < tokens.size(); ++p) {
+    h = Mix(h, tokens[p]);
+    BlockId block = table[p / bs];
+    if (ReadSlot(block, static_cast<int>(p % bs), 0, 0) != h) {
+      return InternalError(fmt::format("KV mismatch at position {} (block {})", p, block));
+    }
+  }
+  return Status::Ok();
+}
+
 Status FakeEngine::Append(RequestId id, TokenId token) {
   generated_[id].push_back(token);
   auto r = sched_->AppendToken(id, token);

@@ -35,6 +35,10 @@ class FakeEngine {
   // prefix, writes the rest of the prompt's KV, then CompleteReservation.
   Status LandReservation(RequestId id, const Reservation& reservation);
 
+  // Checks that device `table` holds the KV of `tokens` (tenant `salt`) at every position.
+  Status VerifyBlocks(const std::string& salt, std::span<const TokenId> tokens,
+                      std::span<const BlockId> table) const;
+
   // Generated tokens per request, recorded as they are sampled.
   const std::map<RequestId, std::vector<TokenId>>& generated() const { return generated_; }
   const std::vector<FinishedSequence>& finished() const { return finished_; }

@@ -1,8 +1,9 @@
 // Property test: 10^6 random operations on the scheduler and its two-tier KV
 // cache (add, step = allocate/share/prefix-hit/evict/demote/promote/preempt/
-// resume/free, reserve, land, lease expiry, cancel, bad appends), with
-// invariants checked after every one against an independent oracle: the
-// reference counts implied by the block tables of all live sequences.
+// resume/free, reserve, land, lease expiry with quarantine, cancel, held KV and
+// its release, bad appends), with invariants checked after every one against an
+// independent oracle: the reference counts implied by the block tables of all
+// live sequences, the held KV and the quarantine.
 // The FakeEngine also checks the content of every cached KV position it reads.
 #include <map>
 #include <random>
@@ -33,7 +34,8 @@ class Harness {
   const char* Op() {
     int r = Uniform(0, 99);
     if (r < 32) return Step();
-    if (r < 52) return Add();
+    if (r < 50) return Add();
+    if (r < 52) return ReleaseOne();
     if (r < 59) return CancelOne();
     if (r < 67) return ReserveOne();
     if (r < 77) return LandOne();
@@ -54,9 +56,24 @@ class Harness {
     // Oracle: every reference is held by exactly one block table entry.
     std::map<BlockId, int> refs[2];
     int live_seqs = 0;
+    int64_t num_held = 0;
+    auto add_held = [&](RequestId id) {
+      const std::vector<BlockId>* held = sched_.HeldBlocks(id);
+      if (held == nullptr) return;
+      ++num_held;
+      for (BlockId b : *held) ++refs[0][b];
+    };
+    for (RequestId id : held_) {
+      if (sched_.HeldBlocks(id) == nullptr) return ::testing::AssertionFailure() << "held " << id << " lost";
+      add_held(id);
+    }
+    for (BlockId b : kv.QuarantinedBlocks()) ++refs[0][b];
     for (RequestId id : live_) {
       const Sequence* seq = sched_.Find(id);
-      if (seq == nullptr) continue;  // ended; reported at the next step
+      if (seq == nullptr) {  // ended; reported at the next step
+        add_held(id);
+        continue;
+      }
       ++live_seqs;
       KvTier tier = seq->state == SequenceState::kSwapped ? KvTier::kHost : KvTier::kDevice;
       if (seq->state == SequenceState::kWaiting && !seq->block_table.empty()) {
@@ -69,6 +86,9 @@ class Harness {
       for (BlockId b : seq->block_table) ++refs[static_cast<int>(tier)][b];
     }
     auto c = sched_.Counters();
+    if (c.num_held != num_held) {
+      return ::testing::AssertionFailure() << c.num_held << " held, the oracle finds " << num_held;
+    }
     if (c.num_running + c.reservations_active > sched_.config().max_num_seqs) {
       return ::testing::AssertionFailure() << "more running + reserved than max_num_seqs";
     }
@@ -78,10 +98,11 @@ class Harness {
     const kv_cache::KvTierCounters* tc[2] = {&c.kv.device, &c.kv.host};
     for (int t = 0; t < 2; ++t) {
       const auto& pool = kv.pool(static_cast<KvTier>(t));
-      if (tc[t]->free_blocks + tc[t]->referenced_blocks + tc[t]->cached_blocks != tc[t]->total_blocks) {
-        return ::testing::AssertionFailure() << "free + referenced + cached != total in tier " << t;
+      if (tc[t]->free_blocks + tc[t]->referenced_blocks + tc[t]->cached_blocks + tc[t]->quarantined_blocks !=
+          tc[t]->total_blocks) {
+        return ::testing::AssertionFailure() << "free + referenced + cached + quarantined != total in tier " << t;
       }
-      if (static_cast<int64_t>(refs[t].size()) != tc[t]->referenced_blocks) {
+      if (static_cast<int64_t>(refs[t].size()) != tc[t]->referenced_blocks + tc[t]->quarantined_blocks) {
         return ::testing::AssertionFailure() << "tier " << t << ": " << refs[t].size()
                                              << " blocks in tables vs " << tc[t]->referenced_blocks
                                              << " referenced";
@@ -101,16 +122,22 @@ class Harness {
     return ::testing::AssertionSuccess();
   }
 
-  // Cancels everything, steps once, and expects no block still referenced.
+  // Cancels everything, waits out the quarantine, steps once, and expects no
+  // block still referenced.
   void Drain() {
     for (RequestId id : std::set<RequestId>(live_)) {
-      if (sched_.Find(id) != nullptr) {
+      if (sched_.Find(id) != nullptr || sched_.HeldBlocks(id) != nullptr) {
         ASSERT_TRUE(sched_.Cancel(id).ok());
       }
     }
+    for (RequestId id : held_) ASSERT_TRUE(sched_.ReleaseHeld(id).ok());
     live_.clear();
+    held_.clear();
+    clock_.AdvanceMs(sched_.config().reservation_quarantine_ms);
     ASSERT_TRUE(engine_.Step().ok());
     auto c = sched_.Counters();
+    EXPECT_EQ(c.num_held, 0);
+    EXPECT_EQ(c.num_quarantined_blocks, 0);
     EXPECT_EQ(c.kv.device.referenced_blocks, 0);
     EXPECT_EQ(c.kv.host.referenced_blocks, 0);
     EXPECT_EQ(c.reservations_active, 0);
@@ -119,6 +146,7 @@ class Harness {
 
   SchedulerCounters Counters() const { return sched_.Counters(); }
   uint64_t verified_positions() const { return engine_.num_verified_positions(); }
+  int64_t releases() const { return releases_; }
 
  private:
   int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
@@ -141,6 +169,7 @@ class Harness {
     p.max_tokens = Uniform(1, 24);
     p.priority = Uniform(0, 1) ? Priority::kBatch : Priority::kInteractive;
     if (Uniform(0, 9) == 0) p.stop_token_ids = {Uniform(0, testing::kFakeVocab - 1)};
+    p.hold_kv_after_finish = Uniform(0, 4) == 0;
     return p;
   }
 
@@ -148,7 +177,10 @@ class Harness {
     SchedulerOutput out;
     Status st = engine_.Step(&out);
     EXPECT_TRUE(st.ok()) << st.ToString();
-    for (const auto& f : out.finished) live_.erase(f.id);
+    for (const auto& f : out.finished) {
+      live_.erase(f.id);
+      if (sched_.HeldBlocks(f.id) != nullptr) held_.insert(f.id);
+    }
     const auto& cfg = sched_.config();
     EXPECT_LE(static_cast<int>(out.scheduled.size()), cfg.max_num_seqs);
     EXPECT_LE(out.num_batched_tokens, cfg.max_num_batched_tokens);
@@ -168,6 +200,19 @@ class Harness {
     EXPECT_EQ(st.ok(), sched_.Find(id) == nullptr && live_.count(id) && st.ok());
     live_.erase(id);
     return "cancel";
+  }
+
+  // Lets go of one held KV, by ReleaseHeld or by Cancel.
+  const char* ReleaseOne() {
+    if (held_.empty()) return "release (none)";
+    auto it = held_.begin();
+    std::advance(it, Uniform(0, static_cast<int>(held_.size()) - 1));
+    Status st = Uniform(0, 1) ? sched_.ReleaseHeld(*it) : sched_.Cancel(*it);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(sched_.HeldBlocks(*it), nullptr);
+    held_.erase(it);
+    ++releases_;
+    return "release held";
   }
 
   const char* ReserveOne() {
@@ -208,6 +253,8 @@ class Harness {
   std::mt19937_64 rng_;
   std::vector<std::vector<TokenId>> prefixes_;
   std::set<RequestId> live_;
+  std::set<RequestId> held_;  // finished, KV still held
+  int64_t releases_ = 0;      // held KV let go by ReleaseOne
   std::map<RequestId, Reservation> reservations_;
   RequestId next_id_ = 1;
 };
@@ -220,6 +267,7 @@ SchedulerConfig PropertyConfig(PreemptionMode mode) {
   c.max_model_len = 96;
   c.max_waiting_requests = 24;
   c.max_preemptions_per_request = 3;
+  c.reservation_quarantine_ms = 20;
   c.preemption_mode = mode;
   return c;
 }
@@ -249,6 +297,7 @@ TEST(SchedulerPropertyTest, SwapWithHostTier500kOps) {
   EXPECT_GT(c.finished, 0);
   EXPECT_GT(c.rejected, 0);
   EXPECT_GT(h.verified_positions(), 0u);
+  EXPECT_GT(h.releases(), 0);
 }
 
 TEST(SchedulerPropertyTest, Recompute250kOps) {
