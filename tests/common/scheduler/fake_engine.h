@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <vector>
 
@@ -43,6 +44,8 @@ class FakeEngine {
   const std::map<RequestId, std::vector<TokenId>>& generated() const { return generated_; }
   const std::vector<FinishedSequence>& finished() const { return finished_; }
   uint64_t num_verified_positions() const { return num_verified_; }
+  // Device blocks the last Step() (or LandReservation) wrote KV into.
+  const std::set<BlockId>& written_blocks() const { return written_; }
 
   // The expected KV value after `token` at any position, chained from `prev`.
   static uint64_t Mix(uint64_t prev, TokenId token);
@@ -62,6 +65,7 @@ class FakeEngine {
   std::map<RequestId, std::vector<TokenId>> generated_;
   std::vector<FinishedSequence> finished_;
   uint64_t num_verified_ = 0;
+  std::set<BlockId> written_;
 };
 
 }  // namespace tandem::scheduler::testing
