@@ -78,7 +78,6 @@ StatusOr<uint64_t> FakeEngine::VerifyAndWrite(const Sequence& seq, std::span<con
                                          seq.params.id, block, pool.RefCount(block), pool.HasHash(block)));
       }
       WriteSlot(block, p % bs, h);
-      written_.insert(block);
     }
   }
   return h;
@@ -108,7 +107,7 @@ Status FakeEngine::Append(RequestId id, TokenId token) {
 }
 
 Status FakeEngine::Step(SchedulerOutput* out_copy) {
-  written_.clear();
+  scheduled_.clear();
   SchedulerOutput out = sched_->Schedule();
   finished_.insert(finished_.end(), out.finished.begin(), out.finished.end());
   TANDEM_RETURN_IF_ERROR(storage_->ExecuteCopies(out.copies));
@@ -116,6 +115,7 @@ Status FakeEngine::Step(SchedulerOutput* out_copy) {
   for (const ScheduledSequence& s : out.scheduled) {
     const Sequence* seq = sched_->Find(s.id);
     if (seq == nullptr) return InternalError(fmt::format("scheduled unknown request {}", s.id));
+    scheduled_.insert(s.block_table.begin(), s.block_table.end());
     TANDEM_ASSIGN_OR_RETURN(uint64_t h, VerifyAndWrite(*seq, s.block_table, s.start_position,
                                                        s.start_position + s.num_new_tokens));
     if (s.needs_logits) samples.emplace_back(s.id, SampleFrom(h));
@@ -134,7 +134,6 @@ StatusOr<Reservation> FakeEngine::Reserve(SequenceParams params, int64_t lease_m
 Status FakeEngine::LandReservation(RequestId id, const Reservation& reservation) {
   const Sequence* seq = sched_->Find(id);
   if (seq == nullptr) return NotFoundError(fmt::format("no request {}", id));
-  written_.clear();
   TANDEM_ASSIGN_OR_RETURN(uint64_t h, VerifyAndWrite(*seq, reservation.block_table,
                                                      reservation.num_cached_tokens,
                                                      seq->num_prompt_tokens()));

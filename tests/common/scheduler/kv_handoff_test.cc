@@ -161,10 +161,13 @@ TEST(HeldKvTest, HeldBlocksSurvivePreemptionAndEviction) {
        ++i) {
     SchedulerOutput out;
     ASSERT_TRUE(engine.Step(&out).ok());
-    for (BlockId b : blocks) EXPECT_EQ(engine.written_blocks().count(b), 0u) << "held block " << b << " written";
+    for (BlockId b : blocks) EXPECT_EQ(engine.scheduled_blocks().count(b), 0u) << "held block " << b << " reused";
     for (const auto& copy : out.copies) {
       if (copy.src_tier == KvTier::kDevice) {
         EXPECT_EQ(std::count(blocks.begin(), blocks.end(), copy.src_block), 0) << "held block moved";
+      }
+      if (copy.dst_tier == KvTier::kDevice) {
+        EXPECT_EQ(std::count(blocks.begin(), blocks.end(), copy.dst_block), 0) << "held block overwritten";
       }
     }
     ExpectBlocksAddUp(s);
@@ -279,7 +282,12 @@ TEST(ReservationQuarantineTest, PreemptionNeverTakesQuarantinedBlocks) {
   for (int i = 0; i < 30; ++i) {
     SchedulerOutput out;
     ASSERT_TRUE(engine.Step(&out).ok());
-    for (BlockId b : engine.written_blocks()) EXPECT_EQ(quarantined.count(b), 0u) << "block " << b;
+    for (BlockId b : engine.scheduled_blocks()) EXPECT_EQ(quarantined.count(b), 0u) << "block " << b;
+    for (const auto& copy : out.copies) {
+      if (copy.dst_tier == KvTier::kDevice) {
+        EXPECT_EQ(quarantined.count(copy.dst_block), 0u) << "copy into " << copy.dst_block;
+      }
+    }
     ExpectBlocksAddUp(s);
     clock.AdvanceMs(10);
   }
