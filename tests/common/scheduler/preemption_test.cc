@@ -137,51 +137,85 @@ TEST(PreemptionTest, PressureSeveralTimesThePoolFinishesEveryRequestInOrder) {
 }
 
 // A reservation takes blocks when there is room, but a completed one that
-// older queued work of its class precedes does not join the batch: it queues
-// behind it (preempted at once). A higher class goes straight to the batch.
+// older queued work of its class precedes does not join the batch: it is
+// swapped out at once and runs only after that work is back. A higher class
+// goes straight to the batch. Requests 1-3 (batch class) need 18 of the 16
+// device blocks at their end, so the newest, 3, is swapped out first.
 TEST(PreemptionTest, CompletedReservationQueuesBehindOlderPreemptedWork) {
-  FakeClock clock;
-  Scheduler s(SmallConfig(64, 8), SmallKv(/*device=*/16, /*host=*/16), clock);
-  FakeEngine engine(&s);
   auto batch = [](RequestId id, int prompt, int max_tokens) {
     return Request(id, MakeTokens(prompt, static_cast<int>(id)), max_tokens, "t", Priority::kBatch);
   };
-  for (RequestId id = 1; id <= 3; ++id) ASSERT_TRUE(s.AddRequest(batch(id, 8, 16)).ok());
-  std::optional<Reservation> late, urgent;
-  for (int i = 0; i < 100 && !(late && urgent); ++i) {
-    ASSERT_TRUE(engine.Step().ok());
-    if (s.Counters().num_swapped + s.Counters().num_waiting == 0) continue;  // nothing queued yet
-    if (!late) {
-      if (auto r = engine.Reserve(batch(10, 4, 4), 10'000); r.ok()) late = *r;
-    } else if (!urgent) {
-      if (auto r = engine.Reserve(Request(11, MakeTokens(4, 11), 4), 10'000); r.ok()) urgent = *r;
-    }
+  // Oracle for requests 1-3: the same three without reservations beside them.
+  std::map<RequestId, std::vector<TokenId>> alone;
+  {
+    FakeClock clock;
+    Scheduler s(SmallConfig(64, 8), SmallKv(/*device=*/16, /*host=*/16), clock);
+    FakeEngine engine(&s);
+    for (RequestId id = 1; id <= 3; ++id) ASSERT_TRUE(s.AddRequest(batch(id, 8, 16)).ok());
+    for (int i = 0; i < 300 && s.Counters().finished < 3; ++i) ASSERT_TRUE(engine.Step().ok());
+    alone = engine.generated();
   }
-  ASSERT_TRUE(late && urgent) << "the reservations never found room";
-  ASSERT_GT(s.Counters().num_swapped + s.Counters().num_waiting, 0);
+
+  FakeClock clock;
+  Scheduler s(SmallConfig(64, 8), SmallKv(/*device=*/16, /*host=*/16), clock);
+  FakeEngine engine(&s);
+  for (RequestId id = 1; id <= 3; ++id) ASSERT_TRUE(s.AddRequest(batch(id, 8, 16)).ok());
+  std::vector<PreemptedSequence> first_preempted;
+  for (int i = 0; i < 100 && first_preempted.empty(); ++i) {
+    SchedulerOutput out;
+    ASSERT_TRUE(engine.Step(&out).ok());
+    first_preempted = out.preempted;
+  }
+  ASSERT_EQ(first_preempted.size(), 1u);
+  EXPECT_EQ(first_preempted[0].id, 3);
+  EXPECT_EQ(first_preempted[0].mode, PreemptionMode::kSwap);
+  ASSERT_EQ(s.Find(3)->state, SequenceState::kSwapped);
+
+  // A batch-class reservation while 3 is swapped out: it gets blocks now...
+  auto late = engine.Reserve(batch(10, 4, 4), 10'000);
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
   const int64_t preemptions = s.Counters().preemptions;
   ASSERT_TRUE(engine.LandReservation(10, *late).ok());
-  EXPECT_NE(s.Find(10)->state, SequenceState::kRunning) << "batch work older than it is queued";
+  // ...but once its KV has landed it queues behind 3, swapped (the host has room).
+  EXPECT_EQ(s.Find(10)->state, SequenceState::kSwapped);
   EXPECT_EQ(s.Counters().preemptions, preemptions + 1);
+  // An interactive reservation is before all of them: it joins the batch.
+  auto urgent = engine.Reserve(Request(11, MakeTokens(4, 11), 4), 10'000);
+  ASSERT_TRUE(urgent.ok()) << urgent.status().ToString();
   ASSERT_TRUE(engine.LandReservation(11, *urgent).ok());
-  EXPECT_EQ(s.Find(11)->state, SequenceState::kRunning) << "nothing of its class or higher is queued";
+  EXPECT_EQ(s.Find(11)->state, SequenceState::kRunning);
+  EXPECT_EQ(s.Counters().preemptions, preemptions + 1);
+
+  // The next step reports 10's preemption; then every request finishes, 11
+  // scheduled at once, 10 only after 3 has been swapped back in (a later step,
+  // or later in the same step's batch). `order` numbers the scheduled entries.
   std::set<RequestId> unfinished = {1, 2, 3, 10, 11};
-  bool ten_ran = false;
+  int order = 0, first_step_of_11 = -1;
+  std::map<RequestId, int> first_scheduled;
   for (int i = 0; i < 300 && !unfinished.empty(); ++i) {
     SchedulerOutput out;
     ASSERT_TRUE(engine.Step(&out).ok());
+    if (i == 0) {
+      ASSERT_EQ(out.preempted.size(), 1u);
+      EXPECT_EQ(out.preempted[0].id, 10);
+      EXPECT_EQ(out.preempted[0].mode, PreemptionMode::kSwap);
+    } else {
+      EXPECT_TRUE(out.preempted.empty()) << "step " << i;
+    }
     for (const FinishedSequence& f : out.finished) unfinished.erase(f.id);
     for (const ScheduledSequence& sch : out.scheduled) {
-      if (sch.id != 10 || ten_ran) continue;
-      ten_ran = true;
-      for (RequestId older = 1; older <= 3; ++older) {
-        const Sequence* seq = s.Find(older);
-        EXPECT_TRUE(seq == nullptr || seq->state == SequenceState::kRunning) << older << " still queued";
-      }
+      first_scheduled.emplace(sch.id, order++);
+      if (sch.id == 11 && first_step_of_11 < 0) first_step_of_11 = i;
     }
   }
   EXPECT_TRUE(unfinished.empty());
+  EXPECT_EQ(first_step_of_11, 0);
+  ASSERT_TRUE(first_scheduled.contains(3) && first_scheduled.contains(10));
+  EXPECT_GT(first_scheduled[10], first_scheduled[3]);
   EXPECT_EQ(engine.generated().at(10).size(), 4u);
+  EXPECT_EQ(engine.generated().at(11).size(), 4u);
+  for (RequestId id = 1; id <= 3; ++id) EXPECT_EQ(engine.generated().at(id), alone.at(id)) << id;
+  EXPECT_EQ(s.Counters().kv.device.referenced_blocks + s.Counters().kv.host.referenced_blocks, 0);
 }
 
 // The oldest request alone, short of blocks that a reservation holds, waits
