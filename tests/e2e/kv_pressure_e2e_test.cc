@@ -4,7 +4,8 @@
 // complete — the decode nodes swap to the host tier, then recompute — and none
 // fails mid-stream. tandem-bench-serving is the client (the reproducer).
 // Pressure is shown by the decode nodes' preemption counter and by the host
-// tier holding swapped blocks while the load runs.
+// tier holding swapped blocks while the load runs. And L5: a request no KV pool
+// can hold is a 400 at admission.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -144,6 +145,33 @@ class KvPressureE2eTest : public ::testing::Test {
   std::string root_;
   std::unique_ptr<LocalCluster> cluster_;
 };
+
+// L5: a request whose prompt + max_tokens no decode node's KV pool can hold is
+// refused at admission with a 400 saying so, streamed or not, never queued; one
+// token less fits exactly (the last generated token needs no KV) and is served.
+TEST_F(KvPressureE2eTest, RequestBeyondTheKvPoolIsA400) {
+  cluster_->StartRouter();
+  cluster_->StartNode("prefill", "prefill", {});
+  cluster_->StartNode("decode", "decode", {"--kv-num-device-blocks", "64"});  // 1,024 tokens
+  ASSERT_TRUE(cluster_->WaitReady(std::chrono::seconds(30))) << cluster_->Logs();
+  std::vector<int> prompt(64, 65);
+  for (bool stream : {false, true}) {
+    // 64 + 962 tokens: 1,025 need KV.
+    nlohmann::json body = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 962}, {"stream", stream}};
+    router::testing::HttpResult r = router::testing::Post(cluster_->http_port(), "/v1/completions", body);
+    EXPECT_EQ(r.status, 400) << "stream=" << stream << ": " << r.body;
+    const nlohmann::json error = r.Json().value("error", nlohmann::json::object());
+    EXPECT_EQ(error.value("type", ""), "invalid_request_error") << r.body;
+    EXPECT_NE(error.value("message", "").find("can never fit"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(cluster_->Metric("decode", "tandem_num_requests_running"), 0);
+  EXPECT_EQ(cluster_->Metric("decode", "tandem_num_requests_waiting"), 0);
+  nlohmann::json fits = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 961}, {"ignore_eos", true}};
+  router::testing::HttpResult served = router::testing::Post(cluster_->http_port(), "/v1/completions", fits);
+  EXPECT_EQ(served.status, 200) << served.body;
+  EXPECT_EQ(served.Json()["usage"].value("completion_tokens", 0), 961) << served.body;
+  EXPECT_EQ(KvDirt({"decode", "prefill"}), "");
+}
 
 TEST_F(KvPressureE2eTest, HundredLongStreamsOnOneDecodeNodeAllComplete) {
   StartCluster({"decode"});
