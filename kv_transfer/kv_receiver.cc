@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <utility>
 
 #include "common/base/logging.h"
@@ -16,12 +17,14 @@ Status KvReceiverConfig::Validate() const {
   if (default_lease_ms == 0 || default_lease_ms > kMaxLeaseMs) {
     return InvalidArgumentError("kv receiver: default_lease_ms out of range");
   }
+  if (receive_timeout_ms <= 0) return InvalidArgumentError("kv receiver: receive_timeout_ms must be > 0");
   return Status::Ok();
 }
 
 KvReceiver::KvReceiver(const KvReceiverConfig& config, Transport& transport, Clock& clock,
                        ControlSink sink)
-    : config_(config), transport_(transport), clock_(clock), sink_(std::move(sink)) {
+    : config_(config), transport_(transport), clock_(clock), sink_(std::move(sink)),
+      two_sided_(!transport.Capabilities().one_sided) {
   TANDEM_CHECK_OK(config.Validate());
   TANDEM_CHECK(sink_ != nullptr);
 }
@@ -29,6 +32,16 @@ KvReceiver::KvReceiver(const KvReceiverConfig& config, Transport& transport, Clo
 KvReceiver::~KvReceiver() {
   while (!sessions_.empty()) {
     End(sessions_.begin()->first, CancelledError("KV receiver shut down"), true);
+  }
+  for (auto& [token, c] : connections_) transport_.Disconnect(c.peer).IgnoreError();
+  connections_.clear();
+  // Receives already posted land in the landing memory until they end.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.receive_timeout_ms);
+  std::vector<TransferEvent> events;
+  while (!receives_.empty() && std::chrono::steady_clock::now() < deadline) {
+    transport_.Poll(&events);
+    for (const TransferEvent& e : events) receives_.erase(e.id);
+    events.clear();
   }
   if (landing_.id != kInvalidHandle) transport_.UnregisterMemory(landing_.id).IgnoreError();
 }
@@ -70,7 +83,8 @@ StatusOr<std::string> KvReceiver::Open(ReceiveParams params) {
   s.epoch = params.epoch;
   s.opened_at = clock_.NowNanos();
   s.deadline = s.opened_at + MsToNanos(lease_ms);
-  s.landed.assign(config_.layout.num_layers, false);
+  s.blocks = target.blocks;
+  s.layer_state.assign(config_.layout.num_layers, 0);
   s.on_layer = std::move(params.on_layer);
   s.on_done = std::move(params.on_done);
   sessions_.emplace(params.request_id, std::move(s));
@@ -103,25 +117,28 @@ Status KvReceiver::Apply(Session& s, const ControlMessage& m, bool* finished) {
       TANDEM_RETURN_IF_ERROR(CheckCompatible(config_.model_id, config_.layout, m.model_id, m.layout));
       s.state = State::kReceiving;
       return Status::Ok();
-    case MessageType::kLayerDone: {
+    case MessageType::kLayerDone:
       if (s.state != State::kReceiving) return FailedPreconditionError("protocol: LayerDone before Hello");
-      if (m.layer >= s.landed.size()) return InvalidArgumentError("protocol: LayerDone layer out of range");
-      if (s.landed[m.layer]) return FailedPreconditionError("protocol: layer landed twice");
-      s.landed[m.layer] = true;
-      ++s.layers_landed;
-      ++stats_.layers_landed;
-      if (s.on_layer) s.on_layer(static_cast<int>(m.layer));
+      if (m.layer >= s.layer_state.size()) return InvalidArgumentError("protocol: LayerDone layer out of range");
+      if (two_sided_) return Status::Ok();  // landed when its receive completed
+      if (s.layer_state[m.layer] == 2) return FailedPreconditionError("protocol: layer landed twice");
+      Landed(s, m.layer);
       return Status::Ok();
-    }
     case MessageType::kKvDone:
-      if (s.state != State::kReceiving ||
-          m.num_layers != static_cast<uint32_t>(config_.layout.num_layers) ||
-          s.layers_landed != config_.layout.num_layers) {
-        return FailedPreconditionError(fmt::format("protocol: KvDone with {} of {} layers landed",
-                                                   s.layers_landed, config_.layout.num_layers));
+      if (s.state != State::kReceiving || m.num_layers != static_cast<uint32_t>(config_.layout.num_layers)) {
+        return FailedPreconditionError("protocol: KvDone before Hello or with another layer count");
       }
-      *finished = true;
+      for (uint8_t state : s.layer_state) {
+        if (state == 0) {
+          return FailedPreconditionError(fmt::format("protocol: KvDone with {} of {} layers landed", s.layers_landed,
+                                                     config_.layout.num_layers));
+        }
+      }
+      s.kv_done = true;
+      *finished = Complete(s);  // two-sided: else once the last receive completes
       return Status::Ok();
+    case MessageType::kLayerPosted:
+      return InternalError("LayerPosted is handled per connection");
     case MessageType::kAbort:
       return m.status.WithContext("sender aborted");
   }
@@ -133,6 +150,10 @@ void KvReceiver::OnControlMessage(std::string_view bytes) {
   if (!m.ok()) {
     ++stats_.bad_messages;
     TANDEM_LOG_DEBUG("kv receiver: dropping malformed control message: {}", m.status().ToString());
+    return;
+  }
+  if (m->type == MessageType::kLayerPosted) {  // keeps its connection in step, whatever the session
+    OnLayerPosted(*m);
     return;
   }
   auto it = sessions_.find(m->request_id);
@@ -150,10 +171,19 @@ void KvReceiver::OnControlMessage(std::string_view bytes) {
   }
 }
 
+void KvReceiver::Landed(Session& s, uint32_t layer) {
+  s.layer_state[layer] = 2;
+  ++s.layers_landed;
+  ++stats_.layers_landed;
+  if (s.on_layer) s.on_layer(static_cast<int>(layer));
+}
+
 void KvReceiver::Poll() {
   std::vector<TransferEvent> events;
   transport_.Poll(&events);  // one-sided: the receiver posts nothing, so no events of its own
+  for (const TransferEvent& e : events) OnReceiveEvent(e);
   Nanos now = clock_.NowNanos();
+  if (two_sided_) ExpireStuckReceives(now);
   std::vector<std::pair<RequestId, Status>> expired;
   for (const auto& [id, s] : sessions_) {
     if (now >= s.deadline) {

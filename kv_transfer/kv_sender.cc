@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/base/logging.h"
+#include "common/kv_cache/block_runs.h"
 
 #include <set>
 #include <utility>
@@ -14,6 +15,8 @@ struct KvSender::Peer {
   int refs = 0;
   bool broken = false;  // a transfer to it failed as Unavailable: reconnect next time
   std::map<std::string, RemoteRegionId> remotes;  // by descriptor bytes
+  std::string token;      // two-sided: the connection's token, sent with every LayerPosted
+  uint64_t next_seq = 0;  // two-sided: write batches posted on the connection so far
 };
 
 struct KvSender::Session {
@@ -42,7 +45,8 @@ Status KvSenderConfig::Validate() const {
 }
 
 KvSender::KvSender(const KvSenderConfig& config, Transport& transport, Clock& clock, ControlSink sink)
-    : config_(config), transport_(transport), clock_(clock), sink_(std::move(sink)) {
+    : config_(config), transport_(transport), clock_(clock), sink_(std::move(sink)),
+      two_sided_(!transport.Capabilities().one_sided) {
   TANDEM_CHECK_OK(config.Validate());
   TANDEM_CHECK(sink_ != nullptr);
 }
@@ -73,7 +77,17 @@ StatusOr<PeerId> KvSender::AcquirePeer(const std::string& address, const std::st
   }
   if (it == peers_.end()) {
     TANDEM_ASSIGN_OR_RETURN(PeerId id, transport_.Connect(address));
-    it = peers_.emplace(address, Peer{id, 0, false, {}}).first;
+    Peer peer;
+    peer.id = id;
+    if (two_sided_) {
+      StatusOr<std::string> token = transport_.ConnectionToken(id);
+      if (!token.ok()) {
+        transport_.Disconnect(id).IgnoreError();
+        return token.status();
+      }
+      peer.token = std::move(*token);
+    }
+    it = peers_.emplace(address, std::move(peer)).first;
   }
   Peer& peer = it->second;
   auto r = peer.remotes.find(descriptor);
@@ -174,22 +188,18 @@ Status KvSender::SendLayer(RequestId request_id, int layer, const LayerSource& s
   // One write per run where both source and target blocks are consecutive.
   const uint64_t bpb = config_.layout.BytesPerBlockLayer();
   std::vector<WriteOp> ops;
-  size_t n = s.source_blocks.size();
-  for (size_t i = 0; i < n;) {
-    size_t j = i + 1;
-    while (j < n && s.source_blocks[j] == s.source_blocks[j - 1] + 1 &&
-           s.target.blocks[j] == s.target.blocks[j - 1] + 1) {
-      ++j;
-    }
+  uint64_t bytes = 0;
+  for (const kv_cache::BlockRunPair& run : kv_cache::PairedBlockRuns(s.source_blocks, s.target.blocks)) {
     ops.push_back(WriteOp{.local_region = source.region,
-                          .local_offset = source.offset + s.source_blocks[i] * bpb,
+                          .local_offset = source.offset + run.src_block * bpb,
                           .remote_region = s.remote,
-                          .remote_offset = s.target.region_offset + s.target.layout.BlockOffset(layer, s.target.blocks[i]),
-                          .length = (j - i) * bpb});
-    i = j;
+                          .remote_offset = s.target.region_offset + s.target.layout.BlockOffset(layer, run.dst_block),
+                          .length = run.num_blocks * bpb});
+    bytes += ops.back().length;
   }
   StatusOr<TransferId> xfer = transport_.PostWrites(s.peer, ops);
   if (!xfer.ok()) {
+    s.peer_broken = s.peer_broken || xfer.status().code() == StatusCode::kUnavailable;
     DoneList done;
     Fail(s, xfer.status().WithContext(fmt::format("posting layer {}", layer)), true);
     MaybeFinish(request_id, &done);
@@ -197,6 +207,16 @@ Status KvSender::SendLayer(RequestId request_id, int layer, const LayerSource& s
     return xfer.status();
   }
   transfers_[*xfer] = {request_id, layer};
+  if (two_sided_) {  // the receiver posts the matching receive batch in `seq` order
+    auto peer = peers_.find(s.address);
+    TANDEM_CHECK(peer != peers_.end() && peer->second.id == s.peer) << "session without its connection";
+    ControlMessage posted = MakeMessage(MessageType::kLayerPosted, request_id, s.target.epoch);
+    posted.layer = static_cast<uint32_t>(layer);
+    posted.bytes = bytes;
+    posted.seq = peer->second.next_seq++;
+    posted.connection = peer->second.token;
+    Send(s, posted);
+  }
   s.layer_state[layer] = 1;
   ++s.in_flight;
   stats_.writes_posted += ops.size();
@@ -287,6 +307,9 @@ void KvSender::OnControlMessage(std::string_view bytes) {
     return;
   }
   DoneList done;
+  // Unavailable from the receiver: it gave up on the connection (a two-sided
+  // receiver resets stuck connections), so the next session reconnects.
+  if (m->status.code() == StatusCode::kUnavailable) it->second.peer_broken = true;
   Fail(it->second, m->status.WithContext("receiver aborted"), false);
   MaybeFinish(m->request_id, &done);
   RunDone(done);

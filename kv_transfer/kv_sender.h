@@ -1,8 +1,11 @@
 // KvSender: the prefill side of the KV handoff. One session per request: Open
 // with decode's KvTarget (handshake check), then SendLayer once per layer as
 // the model finishes it; each layer's blocks go out as one batch of writes with
-// contiguous block runs coalesced. When a layer's batch completes the receiver
-// gets LayerDone; after the last one, KvDone. Every session ends exactly once
+// contiguous block runs coalesced (kv_cache::PairedBlockRuns). When a layer's batch completes
+// the receiver gets LayerDone; after the last one, KvDone. On a two-sided
+// transport each posted batch is also announced right away (LayerPosted: its
+// sequence number on the connection and the connection's token) so that the
+// receiver posts the matching receive. Every session ends exactly once
 // with a Status (on_done), after which the sender no longer reads its source
 // memory: success, transfer error, Abort from the receiver, Cancel, lease expiry.
 //
@@ -69,6 +72,8 @@ class KvSender {
   Status Open(SendParams params);
   // Posts one layer. REQUIRES: the source holds the layer's data now; it is read
   // until the session's on_done. Errors for unknown sessions or repeated layers.
+  // Two-sided: REQUIRES this sender is the only one posting on its transport's
+  // connections (the LayerPosted sequence numbers count its posts).
   Status SendLayer(RequestId request_id, int layer, const LayerSource& source);
   // Ends a session with `reason` (also sent to the receiver). Unknown ids ignored.
   // on_done follows once no batch of the session is in flight (maybe in a later Poll).
@@ -107,6 +112,7 @@ class KvSender {
   std::map<RequestId, Session> sessions_;
   std::map<TransferId, std::pair<RequestId, int>> transfers_;  // -> (request, layer)
   KvSenderStats stats_;
+  bool two_sided_;  // the transport needs the receiver to post receives (LayerPosted)
 };
 
 }  // namespace tandem::kv_transfer

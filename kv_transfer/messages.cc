@@ -85,6 +85,7 @@ std::string_view MessageTypeName(MessageType type) {
     case MessageType::kLayerDone: return "LayerDone";
     case MessageType::kKvDone: return "KvDone";
     case MessageType::kAbort: return "Abort";
+    case MessageType::kLayerPosted: return "LayerPosted";
   }
   return "Unknown";
 }
@@ -163,6 +164,12 @@ std::string EncodeControlMessage(const ControlMessage& m) {
       w.U8(WireCode(m.status.code()));
       w.Bytes(std::string_view(m.status.message()).substr(0, kMaxReasonBytes));
       break;
+    case MessageType::kLayerPosted:
+      w.U32(m.layer);
+      w.U64(m.bytes);
+      w.U64(m.seq);
+      w.Bytes(m.connection);
+      break;
   }
   return w.Take();
 }
@@ -172,7 +179,7 @@ StatusOr<ControlMessage> DecodeControlMessage(std::string_view bytes) {
   ByteReader r(bytes);
   WireHeader h;
   TANDEM_RETURN_IF_ERROR(ReadHeader(r, kMessageMagic, kProtocolVersion, &h));
-  if (h.kind < 1 || h.kind > 4) return InvalidArgumentError("unknown control message type");
+  if (h.kind < 1 || h.kind > 5) return InvalidArgumentError("unknown control message type");
   ControlMessage m;
   m.type = static_cast<MessageType>(h.kind);
   TANDEM_RETURN_IF_ERROR(r.U64(&m.request_id, "request_id"));
@@ -199,6 +206,13 @@ StatusOr<ControlMessage> DecodeControlMessage(std::string_view bytes) {
       m.status = Status(status_code, std::move(reason));
       break;
     }
+    case MessageType::kLayerPosted:
+      TANDEM_RETURN_IF_ERROR(r.U32(&m.layer, "layer"));
+      TANDEM_RETURN_IF_ERROR(r.U64(&m.bytes, "bytes"));
+      TANDEM_RETURN_IF_ERROR(r.U64(&m.seq, "seq"));
+      TANDEM_RETURN_IF_ERROR(r.Bytes(&m.connection, kMaxAddressBytes, "connection"));
+      if (m.connection.empty()) return InvalidArgumentError("LayerPosted without a connection");
+      break;
   }
   TANDEM_RETURN_IF_ERROR(r.ExpectEnd());
   return m;

@@ -40,7 +40,7 @@ struct KvTarget {
   uint32_t lease_ms = 0;         // how long decode keeps the blocks reserved
 };
 
-enum class MessageType : uint8_t { kHello = 1, kLayerDone = 2, kKvDone = 3, kAbort = 4 };
+enum class MessageType : uint8_t { kHello = 1, kLayerDone = 2, kKvDone = 3, kAbort = 4, kLayerPosted = 5 };
 std::string_view MessageTypeName(MessageType type);
 
 // One control message. Which fields are encoded depends on `type`:
@@ -48,15 +48,21 @@ std::string_view MessageTypeName(MessageType type);
 //   kLayerDone (sender -> receiver) layer, bytes: every write of that layer is visible
 //   kKvDone    (sender -> receiver) num_layers: all layers landed, session over
 //   kAbort     (either way) status: the session ended with this error
+//   kLayerPosted (sender -> receiver, two-sided transports only) layer, bytes,
+//              seq, connection: the layer's write batch is the seq-th (from 0)
+//              posted on the connection whose ConnectionToken is `connection`;
+//              the receiver posts the matching receive batch in seq order
 struct ControlMessage {
   MessageType type = MessageType::kAbort;
   RequestId request_id = 0;
   Epoch epoch = 0;
   std::string model_id;       // kHello
   kv_cache::KvLayout layout;  // kHello
-  uint32_t layer = 0;         // kLayerDone
-  uint64_t bytes = 0;         // kLayerDone
+  uint32_t layer = 0;         // kLayerDone, kLayerPosted
+  uint64_t bytes = 0;         // kLayerDone, kLayerPosted
   uint32_t num_layers = 0;    // kKvDone
+  uint64_t seq = 0;           // kLayerPosted
+  std::string connection;     // kLayerPosted (<= kMaxAddressBytes)
   Status status;              // kAbort (never OK)
 };
 

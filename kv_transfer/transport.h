@@ -1,7 +1,9 @@
 // Transport: the small plugin contract that moves bytes between nodes for the
-// KV handoff (NIXL-like). Backends: `local` (same process, memcpy), `ucx`
-// (host memory over tcp/shm/verbs, one-sided puts), later `nccl` (two-sided,
-// GPU to GPU; see README.md for the mapping). FaultTransport wraps any of them.
+// KV handoff (NIXL-like). Backends: `local` (same process, memcpy; optionally
+// two-sided for tests), `ucx` (host memory over tcp/shm/verbs, one-sided puts),
+// `cuda_ipc` (device memory of another process on the same host, one-sided
+// copies), `nccl` (two-sided send/recv, GPU to GPU). FaultTransport wraps any
+// of them. README.md describes each backend's wire format.
 //
 // Model: a transport has a worker address (bytes a peer connects to) and
 // registered memory regions. Registering returns a local handle plus a
@@ -10,6 +12,11 @@
 // PostWrites produces exactly one TransferEvent from Poll, carrying a Status,
 // whatever happens (success, failure, Cancel, Disconnect, destruction excluded).
 // Until that event arrives the backend may still read the local memory.
+//
+// Two-sided backends (Capabilities().one_sided == false) also need the target
+// to post receives: the writer's Connect creates a connection, whose
+// ConnectionToken the target passes to Accept; then the k-th write batch posted
+// on the connection lands in the k-th receive batch the target posts on it.
 //
 // Thread rule: not thread-safe. One owner thread calls every method (the node's
 // transport thread); nothing is called back from other threads.
@@ -66,6 +73,14 @@ struct TransferEvent {
   uint64_t bytes = 0;  // bytes in the batch
 };
 
+// The one bounds rule of every backend: [offset, offset + length) is a non-empty
+// range inside a region of `region_length` bytes (overflow-safe). InvalidArgument
+// naming `side` ("local", "remote") otherwise.
+Status CheckRange(uint64_t offset, uint64_t length, uint64_t region_length, const char* side);
+// Both ranges of a write: local against its registered region, remote against
+// the peer's loaded region.
+Status CheckWriteOpBounds(const WriteOp& op, uint64_t local_length, uint64_t remote_length);
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -94,11 +109,29 @@ class Transport {
 
   // Posts a batch of writes to one peer. Bounds and handles are checked first
   // (InvalidArgument, nothing posted). On success exactly one TransferEvent follows.
+  // Two-sided: the remote ranges are bounds-checked against the loaded region,
+  // but where the bytes land is what the target's matching receive batch says.
   virtual StatusOr<TransferId> PostWrites(PeerId peer, std::span<const WriteOp> ops) = 0;
-  // Two-sided backends only (Capabilities().one_sided == false): the target posts
-  // the mirror of a batch it expects; its event says the bytes have landed.
-  // One-sided backends return FailedPrecondition.
+  // Two-sided backends only: the target posts the receive batch that pairs with
+  // the next write batch of `peer` (an Accept-ed connection), in the writer's
+  // post order. Ops name local ranges (local_region, local_offset, length; the
+  // remote fields are ignored); the write batch's bytes, concatenated in op
+  // order, fill them in op order, so the two sides may split the bytes
+  // differently. An op with local_region == kInvalidHandle discards its length
+  // (keeps the connection in step for a batch nobody wants any more).
+  // REQUIRES: the total equals the write batch's (the receiver learns it over the
+  // control plane). Its event says the bytes have landed. One-sided backends
+  // return FailedPrecondition.
   virtual StatusOr<TransferId> PostReceives(PeerId peer, std::span<const WriteOp> ops) = 0;
+
+  // Two-sided backends only: bytes that let the target join the connection made
+  // by Connect(peer) (for NCCL: the pair communicator's unique id). They travel
+  // over the control plane like worker addresses. One-sided: FailedPrecondition.
+  virtual StatusOr<std::string> ConnectionToken(PeerId peer) const;
+  // Two-sided backends only, the target side: joins the connection a writer's
+  // ConnectionToken describes and returns it as a peer for PostReceives.
+  // Validates the token (InvalidArgument). One-sided: FailedPrecondition.
+  virtual StatusOr<PeerId> Accept(std::string_view token);
 
   // Asks a batch to stop. Its event (status Cancelled unless it already finished)
   // still arrives through Poll, possibly later: once the backend has let go of the
@@ -108,6 +141,11 @@ class Transport {
   // Drives progress (never blocks) and appends finished batches to `events`.
   // Returns the number appended.
   virtual size_t Poll(std::vector<TransferEvent>* events) = 0;
+
+  // OK, or why the transport can no longer be trusted (a sticky device error, a
+  // connection abort that did not return in time). Not OK is permanent: the node
+  // reports itself unhealthy and should be restarted.
+  virtual Status Health() const { return Status::Ok(); }
 };
 
 }  // namespace tandem::kv_transfer

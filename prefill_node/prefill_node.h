@@ -1,19 +1,27 @@
 // PrefillNode: the prefill role. Takes PrefillRequests from the router, runs
 // each prompt through its engine as a one-token request (the request's
 // sampling, max_tokens = 1), and streams the KV decode still needs layer by
-// layer while the model computes: when a step holds a prompt's final chunk,
-// the engine's ForwardObserver lets the node queue, after each layer, async
-// copies of that layer's blocks into a pinned, transport-registered staging
-// arena (Backend HostCopyQueue); the poll thread sends a layer with KvSender
-// into decode's landing memory as soon as its copy fence is ready. When every
-// layer is sent and the first token is sampled it sends KvDone(first token)
-// to decode. Failures and cancels send KvDone with the error. KvControl bytes
-// travel on the prefill->decode RPC connection (both directions).
+// layer while the model computes, then sends KvDone(first token) to decode.
+// Each request's progress is a PrefillJob (prefill_job.h); this class is the
+// adapter that feeds it events and runs its actions.
 //
-// Threads: engine thread (observer: staging allocation, layer copies;
-// outputs), a PollThread owning the transport, KvSender and the per-request
-// layer queues, the NodeHost's I/O threads, the router link thread. Job state
-// lives in one map under mu_.
+// Where a layer leaves from (the KV source):
+//   direct — the transport reaches the engine's own KV pool (device memory
+//     with cuda_ipc/nccl, host memory on the CPU backend): after each layer's
+//     ops the node marks a compute fence, and the poll thread hands the layer's
+//     blocks to KvSender once it is ready. The engine holds the request's
+//     blocks after it finishes (hold_kv_after_finish) until the sender lets go.
+//   staged — a host-only transport (UCX) with device KV: after each layer's ops
+//     the node queues copies of its blocks (one per run) into pinned,
+//     transport-registered staging on a copy stream; the poll thread sends the
+//     layer once the copy fence is ready. NodeConfig::kv_staging forces this.
+// Either way layer l travels while layer l + 1 computes, and the compute
+// stream never waits for the transfer.
+//
+// Threads: engine thread (observer: source preparation, layer fences; outputs),
+// a PollThread owning the transport, KvSender and the per-request layer
+// queues, the NodeHost's I/O threads, the router link thread. Jobs live in a
+// RequestTable under mu_.
 //
 // Thread rule: Create/Stop from the owning thread; accessors thread-safe.
 #pragma once
@@ -28,13 +36,14 @@
 
 #include "common/engine/engine.h"
 #include "common/net/rpc_client.h"
-#include "common/node/cancel_tombstones.h"
 #include "common/node/host_block_arena.h"
 #include "common/node/node_config.h"
 #include "common/node/node_host.h"
 #include "common/node/poll_thread.h"
+#include "common/node/request_table.h"
 #include "kv_transfer/kv_sender.h"
 #include "kv_transfer/transport.h"
+#include "prefill_node/prefill_job.h"
 
 namespace tandem::prefill_node {
 
@@ -50,7 +59,7 @@ struct PrefillNodeOptions {
 
 struct PrefillNodeStats {
   int64_t jobs = 0;            // jobs not yet finished
-  int64_t staging_in_use = 0;  // staging blocks held
+  int64_t staging_in_use = 0;  // staging blocks held (staged source)
   int64_t sessions = 0;        // open sender sessions
   uint64_t bytes_sent = 0;     // KV bytes of successful transfers
 };
@@ -64,90 +73,89 @@ class PrefillNode {
   node::NodeHost& host() { return host_; }
   engine::Engine& engine() { return *engine_; }
   std::string address() const { return host_.address(); }
+  // True when layers leave straight from the engine's pool (no staging).
+  bool direct_source() const { return direct_; }
   PrefillNodeStats Stats();
   bool Idle();
 
  private:
   struct Job {
     Epoch epoch = 0;
-    std::string decode_address;
-    std::string target;        // decode's KvTarget
-    int first_block = 0;       // first prompt block decode needs
-    int num_blocks = 0;        // blocks decode needs
+    PrefillJob machine;
+    std::string target;              // decode's KvTarget
+    int first_block = 0;             // first prompt block decode needs
+    int num_blocks = 0;              // blocks decode needs
     int prompt_len = 0;
-    bool ended = false;        // KvDone sent (or abandoned)
-    bool engine_done = false;  // the engine's finish record arrived
-    bool staged = false;       // staging allocated; its layer copies are queued
-    bool session_open = false; // KvSender session started and not yet done
-    bool transfer_done = false;
-    Status transfer_status;
-    bool have_token = false;
-    TokenId first_token = 0;
-    std::vector<BlockId> staging;
+    std::vector<BlockId> source;     // staging ids (staged) or the prompt's device ids (direct)
     std::shared_ptr<net::RpcConnection> decode_conn;
-    Nanos submitted_at = 0, computed_at = 0;
+    Nanos submitted_at = 0;
   };
+  using Retries = std::vector<std::function<void()>>;
 
   PrefillNode() = default;
   Status Init(PrefillNodeOptions options);
+  Status InitTransfer(PrefillNodeOptions& options);
 
   void OnRequest(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message, net::Responder responder);
   void OnPeerMessage(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message);
   void HandlePrefill(const proto::PrefillRequest& prefill, net::Responder responder);
+  void OnConnected(uint64_t id, Epoch epoch, StatusOr<std::shared_ptr<net::RpcConnection>> conn);
+  // Feeds `event` to the job and runs its actions. REQUIRES: mu_ held.
+  void HandleLocked(uint64_t id, Job& job, const PrefillEvent& event, Retries* retries);
+  void RunLocked(uint64_t id, Job& job, const PrefillActions& actions, Retries* retries);
+  // Feeds `event` to (id, epoch) if it is still there, then runs waiting retries.
+  void Handle(uint64_t id, Epoch epoch, const PrefillEvent& event);
   // ForwardObserver hooks (engine thread).
   bool OnStepBegin(const scheduler::SchedulerOutput& step);
   void OnLayer(int layer);
   void OnStepEnd(const Status& status);
-  // Poll thread: queues a layer whose copy ends at `fence`; sends what is ready.
+  // Poll thread: queues a layer that is ready at `fence`; sends what is ready.
   void OnLayerQueued(uint64_t id, Epoch epoch, int layer, std::shared_ptr<runtime::CopyFence> fence);
+  void OpenSession(uint64_t id, Epoch epoch, std::string target, std::vector<BlockId> source);
   void SendReadyLayers();
-  void OnOutputs(std::vector<engine::EngineOutput>&& outputs);
   void OnSendDone(uint64_t id, Epoch epoch, const Status& status);
-  // REQUIRES: mu_ held.
-  void MaybeOpenLocked(uint64_t id, Job& job);
-  void MaybeFinishLocked(uint64_t id, Job& job);
-  void MaybeEraseLocked(std::map<uint64_t, Job>::iterator it);
-  void FailLocked(uint64_t id, Job& job, const Status& status);
-  void SendKvDoneLocked(uint64_t id, const Job& job, const Status& status);
+  void OnOutputs(std::vector<engine::EngineOutput>&& outputs);
+  void SendKvDone(uint64_t id, const Job& job, const Status& status);
   void Refresh(node::NodeMetrics& metrics);
 
   // A prompt whose final chunk is in the current step (engine thread only).
   struct Copying {
     uint64_t id = 0;
     Epoch epoch = 0;
-    std::vector<BlockId> device_blocks;  // decode's blocks of the prompt, device ids
-    std::vector<BlockId> staging;
-    Status status;
+    std::vector<BlockId> device_blocks;  // decode's blocks of the prompt, this node's ids
+    std::vector<BlockId> staging;        // staged source only
   };
-  // Layers of one session waiting for their copy fence (poll thread only).
+  // Layers of one session waiting for their fence (poll thread only).
   struct Outgoing {
     Epoch epoch = 0;
     bool open = false;  // KvSender session opened
     std::deque<std::pair<int, std::shared_ptr<runtime::CopyFence>>> layers;
+    Nanos first_sent_at = 0;
   };
   // Poll thread: the layer queue of (id, epoch), reset if it belonged to another epoch.
   Outgoing& OutgoingFor(uint64_t id, Epoch epoch);
 
   node::NodeConfig config_;
   std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<runtime::HostCopyQueue> copy_queue_;  // engine thread after Init
-  std::vector<Copying> copying_;                         // engine thread
-  std::unique_ptr<node::HostBlockArena> staging_;
+  bool direct_ = false;                                  // set by Init
+  kv_cache::KvLayout source_layout_;                     // the pool's or the staging arena's
+  std::unique_ptr<runtime::HostCopyQueue> copy_queue_;   // staged: engine thread after Init
+  std::unique_ptr<node::HostBlockArena> staging_;        // staged only
   bool staging_pinned_ = false;
+  std::vector<Copying> copying_;                         // engine thread
   node::PollThread poll_;
   // Owned by the poll thread after Init.
   std::unique_ptr<kv_transfer::Transport> transport_;
   std::unique_ptr<kv_transfer::KvSender> sender_;
   std::map<uint64_t, Outgoing> outgoing_;
-  kv_transfer::RegionId staging_region_ = kv_transfer::kInvalidHandle;
+  kv_transfer::RegionId source_region_ = kv_transfer::kInvalidHandle;
   std::atomic<int64_t> sessions_{0};
   node::NodeHost host_;
   std::unique_ptr<net::RpcClient> peers_;  // connections to decode nodes
   bool stopped_ = false;
 
-  std::mutex mu_;  // guards jobs_, tombstones_, bytes_sent_
-  std::map<uint64_t, Job> jobs_;
-  node::CancelTombstones tombstones_;  // cancels that found no job of their epoch
+  std::mutex mu_;  // guards jobs_, bytes_sent_
+  node::RequestTable<Job> jobs_;
   uint64_t bytes_sent_ = 0;
 };
 

@@ -14,4 +14,19 @@ std::vector<BlockRun> BlockRuns(std::span<const BlockId> table) {
   return runs;
 }
 
+std::vector<BlockRunPair> PairedBlockRuns(std::span<const BlockId> src, std::span<const BlockId> dst) {
+  std::vector<BlockRunPair> runs;
+  for (size_t i = 0; i < src.size() && i < dst.size(); ++i) {
+    if (!runs.empty()) {
+      BlockRunPair& last = runs.back();
+      if (src[i] == last.src_block + last.num_blocks && dst[i] == last.dst_block + last.num_blocks) {
+        ++last.num_blocks;
+        continue;
+      }
+    }
+    runs.push_back({static_cast<int>(i), src[i], dst[i], 1});
+  }
+  return runs;
+}
+
 }  // namespace tandem::kv_cache

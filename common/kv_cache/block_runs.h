@@ -22,4 +22,18 @@ struct BlockRun {
 // Splits `table` into maximal runs where table[i + 1] == table[i] + 1, in order.
 std::vector<BlockRun> BlockRuns(std::span<const BlockId> table);
 
+// A run of a copy between two pools: block src_block + k goes to dst_block + k.
+struct BlockRunPair {
+  int table_index = 0;  // index in both tables of the run's first block
+  BlockId src_block = kInvalidBlock;
+  BlockId dst_block = kInvalidBlock;
+  int num_blocks = 0;
+
+  friend bool operator==(const BlockRunPair&, const BlockRunPair&) = default;
+};
+
+// Splits the copy src[i] -> dst[i] into maximal runs where both ids are
+// consecutive, in order. REQUIRES: src.size() == dst.size().
+std::vector<BlockRunPair> PairedBlockRuns(std::span<const BlockId> src, std::span<const BlockId> dst);
+
 }  // namespace tandem::kv_cache

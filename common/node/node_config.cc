@@ -44,7 +44,8 @@ void NodeConfig::Bind(config::ConfigBinder& b) {
   b.Field("heartbeat_interval_ms", heartbeat_interval_ms, "heartbeat period until the router sets one (ms)");
   b.Field("reconnect_interval_ms", reconnect_interval_ms, "router reconnect period (ms)");
   b.Field("http_address", http_address, "HTTP /metrics and /health listener host:port (empty: off)");
-  b.Field("transport", transport, "KV transport: ucx | local");
+  b.Field("transport", transport, "KV transport: ucx | cuda_ipc | nccl | local");
+  b.Field("kv_staging", kv_staging, "auto: KV moves pool to pool where the transport reaches it; host: always through host arenas");
   b.Field("ucx_transports", ucx_transports, "UCX transport list (UCX_TLS syntax)");
   b.Field("transfer_blocks", transfer_blocks, "blocks of the registered landing/staging host arena");
   b.Field("late_write_grace_ms", late_write_grace_ms, "quarantine of landing blocks after a failed transfer (ms)");
@@ -70,7 +71,10 @@ Status NodeConfig::Validate() const {
   if (reconnect_interval_ms < 10 || reconnect_interval_ms > 60000) {
     return InvalidArgumentError("reconnect_interval_ms must be in [10, 60000]");
   }
-  if (transport != "ucx" && transport != "local") return InvalidArgumentError("transport must be ucx or local");
+  if (transport != "ucx" && transport != "cuda_ipc" && transport != "nccl" && transport != "local") {
+    return InvalidArgumentError("transport must be ucx, cuda_ipc, nccl or local");
+  }
+  if (kv_staging != "auto" && kv_staging != "host") return InvalidArgumentError("kv_staging must be auto or host");
   if (transfer_blocks < 1 || transfer_blocks > (1 << 20)) {
     return InvalidArgumentError("transfer_blocks must be in [1, 1048576]");
   }

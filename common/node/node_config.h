@@ -58,14 +58,23 @@ struct NodeConfig {
   int reconnect_interval_ms = 500;
   // HTTP listener for /metrics, /health/live, /health/ready ("host:port"); empty disables.
   std::string http_address = "127.0.0.1:0";
-  // KV transport backend: "ucx" (needs a UCX build) or "local" (same process only).
+  // KV transport backend: "ucx" (host memory over tcp/shm/verbs; needs a UCX
+  // build), "cuda_ipc" (GPU to GPU on one host), "nccl" (GPU to GPU across
+  // processes and hosts), or "local" (same process only, tests).
   std::string transport = "ucx";
+  // Where KV lands and leaves. "auto": straight between the engines' KV pools
+  // when the transport reaches their memory (cuda_ipc/nccl with CUDA pools; any
+  // transport with CPU pools), else through the host arenas below. "host":
+  // always through the host arenas (bounds KV in flight by transfer_blocks).
+  std::string kv_staging = "auto";
   // UCX transport list (UCX_TLS syntax, e.g. "tcp", "shm", "rc,sm"); empty = UCX's choice.
   std::string ucx_transports = "tcp";
-  // Host blocks of the registered KV arena: decode's landing buffer / prefill's
-  // staging buffer (KvLayout blocks). Bounds the blocks in flight at once.
+  // Host blocks of the registered KV arena when KV is staged through host memory:
+  // decode's landing buffer / prefill's staging buffer (KvLayout blocks). Bounds
+  // the blocks in flight at once; a prompt needing more is refused.
   int transfer_blocks = 256;
-  // Keep landing blocks of a failed transfer out of reuse this long (late one-sided writes), ms.
+  // Keep host landing blocks of a failed transfer out of reuse this long (late
+  // one-sided writes), ms. Device blocks: the scheduler's reservation_quarantine_ms.
   int late_write_grace_ms = 2000;
   // Default reservation lease when the router asks for 0, ms.
   int lease_ms = 10000;

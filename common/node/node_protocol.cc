@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/proto/messages.h"
+
 namespace tandem::node {
 
 StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams& s, int max_tokens) {
@@ -33,6 +35,30 @@ Status ValidatePrompt(const google::protobuf::RepeatedField<int32_t>& ids, int v
     if (id < 0 || id >= vocab_size) return InvalidArgumentError("token id out of range: " + std::to_string(id));
   }
   return Status::Ok();
+}
+
+Status ValidateRequestHeader(uint64_t request_id, Epoch epoch, const std::string& tenant_salt) {
+  if (request_id == 0) return InvalidArgumentError("request_id must be set");
+  if (epoch == 0) return InvalidArgumentError("epoch must be >= 1");
+  if (tenant_salt.size() > kMaxTenantSaltBytes) return InvalidArgumentError("tenant_salt too long");
+  return Status::Ok();
+}
+
+std::optional<std::pair<uint64_t, Epoch>> CancelTarget(const google::protobuf::Message& message) {
+  if (const auto* cancel = proto::MessageAs<proto::Cancel>(message)) {
+    return std::make_pair(cancel->request_id(), cancel->epoch());
+  }
+  if (const auto* release = proto::MessageAs<proto::Release>(message)) {
+    return std::make_pair(release->request_id(), release->epoch());
+  }
+  return std::nullopt;
+}
+
+void ReplyAck(const net::Responder& responder, uint64_t request_id, Epoch epoch) {
+  proto::Ack ack;
+  ack.set_request_id(request_id);
+  ack.set_epoch(epoch);
+  responder.Reply(ack);
 }
 
 proto::FinishReason FinishReasonToProto(const std::string& reason) {

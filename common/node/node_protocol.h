@@ -3,11 +3,14 @@
 // Thread rule: free functions; thread-safe.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/base/status.h"
 #include "common/engine/engine.h"
+#include "common/net/rpc_connection.h"
 #include "common/proto/control.pb.h"
 
 namespace tandem::node {
@@ -21,6 +24,16 @@ StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams&
 // output token within max_model_len.
 Status ValidatePrompt(const google::protobuf::RepeatedField<int32_t>& token_ids, int vocab_size,
                       int max_model_len);
+
+// The fields every router request (Reserve, PrefillRequest) carries: a non-zero
+// id, an epoch >= 1, a tenant salt of at most kMaxTenantSaltBytes.
+inline constexpr size_t kMaxTenantSaltBytes = 1024;
+Status ValidateRequestHeader(uint64_t request_id, Epoch epoch, const std::string& tenant_salt);
+
+// The (request id, epoch) a Cancel or Release message names; nullopt for other messages.
+std::optional<std::pair<uint64_t, Epoch>> CancelTarget(const google::protobuf::Message& message);
+// Answers a Cancel/Release with its Ack.
+void ReplyAck(const net::Responder& responder, uint64_t request_id, Epoch epoch);
 
 // Engine finish reason ("stop", "length", "cancelled", ...) -> protocol value.
 proto::FinishReason FinishReasonToProto(const std::string& reason);

@@ -16,7 +16,6 @@
 #include "common/base/dtype.h"
 #include "common/base/status.h"
 #include "common/kv_cache/kv_tier_storage.h"
-#include "common/model/model_config.h"
 #include "common/runtime/ops.h"
 #include "common/runtime/sampler.h"
 #include "common/runtime/tensor.h"
@@ -24,52 +23,39 @@
 namespace tandem::runtime {
 
 class Backend;
-struct LlamaWeights;
 
-// A whole decode-only step (every sequence one new token) of a Llama-family model, for
-// Backend::FusedDecodeStep. Tensors are on the backend's device; the metadata tensors are
-// the step's (BatchPlan), already copied.
-struct FusedDecodeParams {
-  const model::ModelConfig* config = nullptr;
-  const LlamaWeights* weights = nullptr;
-  Tensor token_ids{};      // I32 [S]
-  Tensor positions{};      // I32 [S]
-  Tensor slot_mapping{};   // I64 [S]
-  Tensor kv_lens{};        // I32 [S]
-  Tensor block_tables{};   // I32 [S, W]
-  Tensor logits_rows{};    // I32 [R]
-  int num_seqs = 0;        // S
-  int num_logits_rows = 0; // R
-  int max_kv_len = 0;
-  Tensor kv_pool{};
-  kv_cache::KvLayout layout;
-  Tensor logits{};         // F32 [R, vocab]
-  Tensor workspace{};      // U8 [FusedDecodeWorkspaceBytes]
-  Tensor trace{};          // optional, benchmarks: the step's timeline (CUDA: I64, see
-                           // kernels::DecodeStepParams::trace); not in graph steps
-};
-
-// Ready once the device->host copies before it have landed. Ready() may be
-// called from any thread.
+// Ready once the work before it (copies, or the ops of a step) has finished.
+// Ready() may be called from any thread.
 class CopyFence {
  public:
   virtual ~CopyFence() = default;
   virtual bool Ready() = 0;
 };
 
-// Device->host copies that overlap the forward (a node streaming KV out layer
-// by layer while later layers compute). Enqueue orders a copy after every op
-// issued on the backend so far; Mark returns a fence for every copy enqueued
-// before it. The copies read device memory that later steps may reuse, so the
-// caller calls JoinCompute once per step after its last Enqueue: the backend's
-// later ops then wait for the copies. Copies complete in enqueue order.
-// Thread rule: Enqueue/Mark/JoinCompute on the backend's thread.
+struct CopyQueueOptions {
+  // true: each copy waits for every op issued on the backend before it, so it can
+  // read what the forward writes (a prefill node streaming KV out layer by layer
+  // while later layers compute). false: copies run on their own, for memory no
+  // step touches yet (a decode node uploading landed KV into reserved blocks); the
+  // queue may then be used from a thread other than the backend's.
+  bool after_compute = true;
+};
+
+// Copies between device memory and host memory that overlap the forward.
+// Mark returns a fence for every copy enqueued before it; copies complete in
+// enqueue order. With after_compute, the copies read device memory that later
+// steps may reuse, so the caller calls JoinCompute once per step after its last
+// Enqueue: the backend's later ops then wait for the copies.
+// Thread rule: one owner thread — the backend's with after_compute, any
+// otherwise (one at a time).
 class HostCopyQueue {
  public:
   virtual ~HostCopyQueue() = default;
-  // `dst` must stay valid until a later fence is ready (pinned, on a GPU: see
-  // Backend::PinHostMemory, or the copy is synchronous).
+  // Device -> host. `dst` must stay valid until a later fence is ready (pinned,
+  // on a GPU: see Backend::PinHostMemory, or the copy is synchronous).
   virtual Status Enqueue(Tensor src, void* dst, size_t num_bytes) = 0;
+  // Host -> device, `src` as `dst` above.
+  virtual Status EnqueueToDevice(const void* src, Tensor dst, size_t num_bytes) = 0;
   virtual StatusOr<std::shared_ptr<CopyFence>> Mark() = 0;
   virtual Status JoinCompute() = 0;
 };
@@ -115,24 +101,21 @@ class Backend : public Ops {
   // Copies `src` into host memory `dst` and waits for all prior ops to finish.
   virtual Status CopyToHost(Tensor src, void* dst, size_t num_bytes) = 0;
 
+  // Writes bytes [offset, offset + chunk.size()) of a tensor's contents into `chunk`.
+  using HostFill = std::function<Status(size_t offset, std::span<std::byte> chunk)>;
+  // Fills `dst` from the host chunk by chunk, for bulk uploads (weights): calls `fill`
+  // for consecutive chunks covering dst.NumBytes() in order, each in host memory the
+  // backend owns (dst's own memory on the CPU, pinned staging on a GPU, where the
+  // copy of one chunk overlaps the fill of the next), and stops at the first error
+  // `fill` returns. Chunk offsets are multiples of 256 bytes. Later ops see the
+  // contents; the copies may still be in flight when it returns. The default fills a
+  // host chunk and copies it with CopyToDevice.
+  virtual Status FillDevice(Tensor dst, const HostFill& fill);
+
   // Bytes of scratch PagedAttention needs for any step within `max_shape`
   // (its sizes and host scalars at their maximum; pointers ignored). The
   // caller allocates it once (plan/run split, CUDA-graph friendly).
   virtual size_t AttentionWorkspaceBytes(const PagedAttentionParams& max_shape) const { return 0; }
-
-  // Bytes of scratch FusedDecodeStep needs for `config` over a cache of `layout` with
-  // contexts up to `max_model_len`; 0 when this backend has no fused decode step for that
-  // model (the default).
-  virtual size_t FusedDecodeWorkspaceBytes(const model::ModelConfig& config, const kv_cache::KvLayout& layout,
-                                           int max_model_len) const {
-    return 0;
-  }
-  // Runs the whole decode step `p` as one unit (CUDA: one persistent kernel, see
-  // common/kernels/decode_step.h) and returns true, or returns false without doing
-  // anything when it does not take this step (batch too large, a shape it lacks, turned
-  // off); the caller then runs the step op by op. Writes the new tokens' K/V into the
-  // cache and p.logits, as the op-by-op forward does, to bf16 rounding.
-  virtual StatusOr<bool> FusedDecodeStep(const FusedDecodeParams& p) { return false; }
 
   // Hooks around one step's forward. `decode_only`: every chunk is a single
   // decode token, so a backend may record the step and replay it as a CUDA
@@ -153,8 +136,11 @@ class Backend : public Ops {
   }
 
   // A copy queue for this backend. The default copies synchronously through
-  // CopyToHost (every fence is ready at once).
-  virtual StatusOr<std::unique_ptr<HostCopyQueue>> CreateHostCopyQueue();
+  // CopyToHost / CopyToDevice (every fence is ready at once).
+  virtual StatusOr<std::unique_ptr<HostCopyQueue>> CreateHostCopyQueue(CopyQueueOptions options = {});
+  // A fence that is ready once every op issued so far has finished (a GPU's
+  // compute stream); ready at once where ops run synchronously. Backend's thread.
+  virtual StatusOr<std::shared_ptr<CopyFence>> MarkCompute();
   // Page-locks [data, data + num_bytes) so async copies into it do not stall
   // the host; Unpin before freeing it. No-ops where copies are synchronous.
   virtual Status PinHostMemory(void* data, size_t num_bytes) { return Status::Ok(); }
@@ -174,10 +160,9 @@ class Backend : public Ops {
   virtual Status SampleTokens(Tensor logits, std::span<const SampleRequest> requests, std::span<SampledToken> out);
 
  protected:
-  // Linear `p` with its options as separate ops, for backends (or shapes) without fused
-  // forms: product(q) computes q, a LinearParams without options (into p.scratch with
-  // silu_mul), then SiluAndMul, then RmsNorm of out into norm_out (not deferred).
-  // REQUIRES: p checked, p.x_norm not deferred.
+  // Linear `p` with silu_mul as a separate op, for backends (or shapes) without the fused
+  // form: product(q) computes q, a LinearParams without silu_mul (into p.scratch with
+  // silu_mul), then SiluAndMul. REQUIRES: p checked.
   Status LinearAsOps(const LinearParams& p, const std::function<Status(const LinearParams&)>& product);
 
   // Releases memory from Allocate. Called by Buffer only.

@@ -64,6 +64,16 @@ StatusOr<TransferId> FaultTransport::PostWrites(PeerId peer, std::span<const Wri
   return id;
 }
 
+StatusOr<TransferId> FaultTransport::PostReceives(PeerId peer, std::span<const WriteOp> ops) {
+  uint64_t bytes = 0;
+  for (const WriteOp& op : ops) bytes += op.length;
+  TANDEM_ASSIGN_OR_RETURN(TransferId inner_id, inner_->PostReceives(peer, ops));
+  TransferId id = next_id_++;
+  batches_[id] = Batch{Fate::kForwarded, peer, inner_id, bytes};
+  by_inner_[inner_id] = id;
+  return id;
+}
+
 void FaultTransport::Cancel(TransferId id) {
   auto it = batches_.find(id);
   if (it == batches_.end()) return;

@@ -74,11 +74,13 @@ class FaultTransport final : public Transport {
     return inner_->UnloadRemoteRegion(remote);
   }
   StatusOr<TransferId> PostWrites(PeerId peer, std::span<const WriteOp> ops) override;
-  StatusOr<TransferId> PostReceives(PeerId peer, std::span<const WriteOp> ops) override {
-    return inner_->PostReceives(peer, ops);
-  }
+  // Receives are forwarded untouched (faults apply to writes).
+  StatusOr<TransferId> PostReceives(PeerId peer, std::span<const WriteOp> ops) override;
+  StatusOr<std::string> ConnectionToken(PeerId peer) const override { return inner_->ConnectionToken(peer); }
+  StatusOr<PeerId> Accept(std::string_view token) override { return inner_->Accept(token); }
   void Cancel(TransferId id) override;
   size_t Poll(std::vector<TransferEvent>* events) override;
+  Status Health() const override { return inner_->Health(); }
 
  private:
   enum class Fate { kForwarded, kDropped };

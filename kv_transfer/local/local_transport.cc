@@ -1,6 +1,5 @@
 #include "kv_transfer/local/local_transport.h"
 
-#include <cstring>
 #include <string>
 
 #include "kv_transfer/wire.h"
@@ -12,67 +11,17 @@ constexpr uint32_t kLocalMagic = 0x4c564b54;  // "TKVL"
 constexpr uint16_t kLocalVersion = 1;
 constexpr uint8_t kKindAddress = 1;
 constexpr uint8_t kKindRegion = 2;
+constexpr uint8_t kKindToken = 3;
 
 }  // namespace
 
-uint64_t LocalFabric::AddTransport() {
-  std::lock_guard<std::mutex> lock(mu_);
-  uint64_t id = next_transport_++;
-  regions_[id];
-  return id;
-}
-
-void LocalFabric::RemoveTransport(uint64_t transport) {
-  std::lock_guard<std::mutex> lock(mu_);
-  regions_.erase(transport);
-}
-
-bool LocalFabric::HasTransport(uint64_t transport) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return regions_.count(transport) > 0;
-}
-
-void LocalFabric::AddRegion(uint64_t transport, RegionId region, Span span) {
-  std::lock_guard<std::mutex> lock(mu_);
-  regions_[transport][region] = span;
-}
-
-void LocalFabric::RemoveRegion(uint64_t transport, RegionId region) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = regions_.find(transport);
-  if (it != regions_.end()) it->second.erase(region);
-}
-
-bool LocalFabric::FindRegion(uint64_t transport, RegionId region, Span* span) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = regions_.find(transport);
-  if (it == regions_.end()) return false;
-  auto r = it->second.find(region);
-  if (r == it->second.end()) return false;
-  *span = r->second;
-  return true;
-}
-
-Status LocalFabric::CopyTo(uint64_t transport, RegionId region, uint64_t offset,
-                           const uint8_t* src, uint64_t length) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = regions_.find(transport);
-  if (it == regions_.end()) return UnavailableError("local peer is gone");
-  auto r = it->second.find(region);
-  if (r == it->second.end()) return NotFoundError("remote region was unregistered");
-  if (offset > r->second.length || length > r->second.length - offset) {
-    return InvalidArgumentError("write leaves the remote region");
-  }
-  std::memcpy(r->second.addr + offset, src, length);
-  return Status::Ok();
-}
-
-LocalTransport::LocalTransport(LocalFabric& fabric) : fabric_(fabric), self_(fabric.AddTransport()) {}
+LocalTransport::LocalTransport(LocalFabric& fabric, bool two_sided)
+    : fabric_(fabric), two_sided_(two_sided), self_(fabric.AddTransport()) {}
 
 LocalTransport::~LocalTransport() { fabric_.RemoveTransport(self_); }
 
 TransportCapabilities LocalTransport::Capabilities() const {
-  return TransportCapabilities{.backend = "local", .device_memory = false, .one_sided = true};
+  return TransportCapabilities{.backend = "local", .device_memory = false, .one_sided = !two_sided_};
 }
 
 std::string LocalTransport::WorkerAddress() const {
@@ -114,12 +63,45 @@ StatusOr<PeerId> LocalTransport::Connect(std::string_view worker_address) {
   TANDEM_RETURN_IF_ERROR(r.ExpectEnd());
   if (!fabric_.HasTransport(transport)) return UnavailableError("local peer not found");
   PeerId id = next_handle_++;
-  peers_[id] = transport;
+  peers_[id] = Peer{transport, two_sided_ ? fabric_.OpenChannel(self_, transport) : 0, false};
+  return id;
+}
+
+StatusOr<std::string> LocalTransport::ConnectionToken(PeerId peer) const {
+  if (!two_sided_) return Transport::ConnectionToken(peer);
+  auto p = peers_.find(peer);
+  if (p == peers_.end() || p->second.accepted) return NotFoundError("no connection of this end to that peer");
+  ByteWriter w;
+  WriteHeader(w, {kLocalMagic, kLocalVersion, kKindToken});
+  w.U64(p->second.channel);
+  w.U64(self_);
+  w.U64(p->second.transport);
+  return w.Take();
+}
+
+StatusOr<PeerId> LocalTransport::Accept(std::string_view token) {
+  if (!two_sided_) return Transport::Accept(token);
+  ByteReader r(token);
+  WireHeader h;
+  TANDEM_RETURN_IF_ERROR(ReadHeader(r, kLocalMagic, kLocalVersion, &h).WithContext("connection token"));
+  if (h.kind != kKindToken) return InvalidArgumentError("not a local connection token");
+  uint64_t channel = 0, writer = 0, target = 0;
+  TANDEM_RETURN_IF_ERROR(r.U64(&channel, "channel"));
+  TANDEM_RETURN_IF_ERROR(r.U64(&writer, "writer"));
+  TANDEM_RETURN_IF_ERROR(r.U64(&target, "target"));
+  TANDEM_RETURN_IF_ERROR(r.ExpectEnd());
+  if (target != self_) return InvalidArgumentError("connection token for another transport");
+  if (!fabric_.ChannelJoins(channel, writer, self_)) return UnavailableError("local connection is closed");
+  PeerId id = next_handle_++;
+  peers_[id] = Peer{writer, channel, true};
   return id;
 }
 
 Status LocalTransport::Disconnect(PeerId peer) {
-  if (peers_.erase(peer) == 0) return NotFoundError("unknown peer");
+  auto it = peers_.find(peer);
+  if (it == peers_.end()) return NotFoundError("unknown peer");
+  if (it->second.channel != 0) fabric_.CloseChannel(it->second.channel, UnavailableError("peer disconnected"));
+  peers_.erase(it);
   for (auto it = remotes_.begin(); it != remotes_.end();) {
     it = it->second.peer == peer ? remotes_.erase(it) : std::next(it);
   }
@@ -141,7 +123,7 @@ StatusOr<RemoteRegionId> LocalTransport::LoadRemoteRegion(PeerId peer, std::stri
   TANDEM_RETURN_IF_ERROR(r.U64(&region, "region"));
   TANDEM_RETURN_IF_ERROR(r.U64(&length, "length"));
   TANDEM_RETURN_IF_ERROR(r.ExpectEnd());
-  if (owner != p->second) return InvalidArgumentError("descriptor belongs to another peer");
+  if (owner != p->second.transport) return InvalidArgumentError("descriptor belongs to another peer");
   LocalFabric::Span span;
   if (!fabric_.FindRegion(owner, region, &span) || span.length != length) {
     return NotFoundError("remote region is not registered");
@@ -157,7 +139,9 @@ Status LocalTransport::UnloadRemoteRegion(RemoteRegionId remote) {
 }
 
 StatusOr<TransferId> LocalTransport::PostWrites(PeerId peer, std::span<const WriteOp> ops) {
-  if (peers_.count(peer) == 0) return NotFoundError("unknown peer");
+  auto p = peers_.find(peer);
+  if (p == peers_.end()) return NotFoundError("unknown peer");
+  if (p->second.accepted) return FailedPreconditionError("an accepted connection only receives");
   uint64_t bytes = 0;
   for (const WriteOp& op : ops) {
     auto l = local_.find(op.local_region);
@@ -166,23 +150,48 @@ StatusOr<TransferId> LocalTransport::PostWrites(PeerId peer, std::span<const Wri
     if (rm == remotes_.end() || rm->second.peer != peer) {
       return InvalidArgumentError("unknown remote region in write");
     }
-    if (op.length == 0 || op.local_offset > l->second.length ||
-        op.length > l->second.length - op.local_offset || op.remote_offset > rm->second.length ||
-        op.length > rm->second.length - op.remote_offset) {
-      return InvalidArgumentError("write out of region bounds");
-    }
+    TANDEM_RETURN_IF_ERROR(CheckWriteOpBounds(op, l->second.length, rm->second.length));
     bytes += op.length;
   }
   TransferId id = next_handle_++;
+  if (two_sided_) {
+    std::vector<LocalFabric::Span> source;
+    for (const WriteOp& op : ops) source.push_back({local_.at(op.local_region).addr + op.local_offset, op.length});
+    channel_batches_[id] = ChannelBatch{bytes, false};
+    fabric_.PostSend(p->second.channel, id, std::move(source));
+    return id;
+  }
   pending_.push_back(Batch{id, peer, std::vector<WriteOp>(ops.begin(), ops.end()), bytes, {}});
   return id;
 }
 
-StatusOr<TransferId> LocalTransport::PostReceives(PeerId, std::span<const WriteOp>) {
-  return FailedPreconditionError("local transport is one-sided: no receives to post");
+StatusOr<TransferId> LocalTransport::PostReceives(PeerId peer, std::span<const WriteOp> ops) {
+  if (!two_sided_) return FailedPreconditionError("local transport is one-sided: no receives to post");
+  auto p = peers_.find(peer);
+  if (p == peers_.end()) return NotFoundError("unknown peer");
+  if (!p->second.accepted) return FailedPreconditionError("receives are posted on an accepted connection");
+  std::vector<LocalFabric::Landing> landing;
+  uint64_t bytes = 0;
+  for (const WriteOp& op : ops) {
+    if (op.local_region != kInvalidHandle) {
+      auto l = local_.find(op.local_region);
+      if (l == local_.end()) return InvalidArgumentError("unknown local region in receive");
+      TANDEM_RETURN_IF_ERROR(CheckRange(op.local_offset, op.length, l->second.length, "local"));
+    } else if (op.length == 0) {
+      return InvalidArgumentError("empty discard");
+    }
+    landing.push_back({op.local_region, op.local_offset, op.length});
+    bytes += op.length;
+  }
+  TransferId id = next_handle_++;
+  channel_batches_[id] = ChannelBatch{bytes, false};
+  fabric_.PostReceive(p->second.channel, id, std::move(landing));
+  return id;
 }
 
 void LocalTransport::Cancel(TransferId id) {
+  auto c = channel_batches_.find(id);
+  if (c != channel_batches_.end()) c->second.cancelled = true;  // cannot be recalled: it still pairs up
   for (Batch& b : pending_) {
     if (b.id == id && b.forced.ok()) b.forced = CancelledError("transfer cancelled");
   }
@@ -196,17 +205,29 @@ Status LocalTransport::Execute(const Batch& batch) {
     auto rm = remotes_.find(op.remote_region);
     auto l = local_.find(op.local_region);
     if (rm == remotes_.end() || l == local_.end()) return NotFoundError("region unloaded mid-transfer");
-    TANDEM_RETURN_IF_ERROR(fabric_.CopyTo(p->second, rm->second.region, op.remote_offset,
+    TANDEM_RETURN_IF_ERROR(fabric_.CopyTo(p->second.transport, rm->second.region, op.remote_offset,
                                           l->second.addr + op.local_offset, op.length));
   }
   return Status::Ok();
 }
 
 size_t LocalTransport::Poll(std::vector<TransferEvent>* events) {
+  size_t before = events->size();
   std::vector<Batch> batches;
   batches.swap(pending_);
   for (const Batch& b : batches) events->push_back(TransferEvent{b.id, Execute(b), b.bytes});
-  return batches.size();
+  if (two_sided_) {
+    LocalFabric::Finished finished;
+    fabric_.Progress(self_, &finished);
+    for (auto& [id, st] : finished) {
+      auto c = channel_batches_.find(id);
+      if (c == channel_batches_.end()) continue;
+      if (st.ok() && c->second.cancelled) st = CancelledError("transfer cancelled (it had been posted and completed)");
+      events->push_back(TransferEvent{id, std::move(st), c->second.bytes});
+      channel_batches_.erase(c);
+    }
+  }
+  return events->size() - before;
 }
 
 }  // namespace tandem::kv_transfer

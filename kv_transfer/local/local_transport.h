@@ -1,7 +1,11 @@
 // LocalTransport: the `local` backend. Peers live in the same process and are
 // found through a LocalFabric; writes are memcpy, executed in Poll (so
 // completion is asynchronous, like a real network). Used by tests and by a
-// colocated prefill+decode process.
+// colocated prefill+decode process. With `two_sided` it behaves like the nccl
+// backend without a GPU: Connect opens a channel, the target Accepts its
+// ConnectionToken and posts receive batches, and the k-th write batch lands in
+// the k-th receive batch (bytes concatenated in op order); this is how the
+// two-sided session protocol is tested on any machine.
 //
 // Thread rule: each LocalTransport is owned by one thread (Transport contract).
 // LocalFabric is thread-safe, so two transports on different threads may talk;
@@ -11,42 +15,16 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <vector>
 
+#include "kv_transfer/local/local_fabric.h"
 #include "kv_transfer/transport.h"
 
 namespace tandem::kv_transfer {
 
-// The "network" shared by LocalTransports of one process. Must outlive them.
-class LocalFabric {
- public:
-  struct Span {
-    uint8_t* addr = nullptr;
-    uint64_t length = 0;
-  };
-  // Thread-safe. Returns a fresh transport id (> 0).
-  uint64_t AddTransport();
-  void RemoveTransport(uint64_t transport);
-  bool HasTransport(uint64_t transport);
-  void AddRegion(uint64_t transport, RegionId region, Span span);
-  void RemoveRegion(uint64_t transport, RegionId region);
-  // Looks up a live region (false when the transport or region is gone).
-  bool FindRegion(uint64_t transport, RegionId region, Span* span);
-  // Copies into a live target region under the lock. NotFound when the region is
-  // gone, InvalidArgument when the range leaves it.
-  Status CopyTo(uint64_t transport, RegionId region, uint64_t offset, const uint8_t* src,
-                uint64_t length);
-
- private:
-  std::mutex mu_;
-  uint64_t next_transport_ = 1;
-  std::map<uint64_t, std::map<RegionId, Span>> regions_;  // guarded by mu_
-};
-
 class LocalTransport final : public Transport {
  public:
-  explicit LocalTransport(LocalFabric& fabric);
+  explicit LocalTransport(LocalFabric& fabric, bool two_sided = false);
   ~LocalTransport() override;
   LocalTransport(const LocalTransport&) = delete;
   LocalTransport& operator=(const LocalTransport&) = delete;
@@ -61,10 +39,17 @@ class LocalTransport final : public Transport {
   Status UnloadRemoteRegion(RemoteRegionId remote) override;
   StatusOr<TransferId> PostWrites(PeerId peer, std::span<const WriteOp> ops) override;
   StatusOr<TransferId> PostReceives(PeerId peer, std::span<const WriteOp> ops) override;
+  StatusOr<std::string> ConnectionToken(PeerId peer) const override;
+  StatusOr<PeerId> Accept(std::string_view token) override;
   void Cancel(TransferId id) override;
   size_t Poll(std::vector<TransferEvent>* events) override;
 
  private:
+  struct Peer {
+    uint64_t transport = 0;  // the other end's transport id
+    uint64_t channel = 0;    // two-sided: the channel (0: one-sided)
+    bool accepted = false;   // two-sided: this end is the target
+  };
   struct Remote {
     PeerId peer;
     RegionId region;  // the id in the owner transport
@@ -77,15 +62,21 @@ class LocalTransport final : public Transport {
     uint64_t bytes;
     Status forced;  // non-OK: end with this status instead of copying
   };
+  struct ChannelBatch {  // two-sided, until the fabric reports it finished
+    uint64_t bytes;
+    bool cancelled;
+  };
   Status Execute(const Batch& batch);
 
   LocalFabric& fabric_;
+  bool two_sided_;
   uint64_t self_;
   uint64_t next_handle_ = 1;
   std::map<RegionId, LocalFabric::Span> local_;
-  std::map<PeerId, uint64_t> peers_;  // peer -> remote transport id
+  std::map<PeerId, Peer> peers_;
   std::map<RemoteRegionId, Remote> remotes_;
   std::vector<Batch> pending_;
+  std::map<TransferId, ChannelBatch> channel_batches_;
 };
 
 }  // namespace tandem::kv_transfer

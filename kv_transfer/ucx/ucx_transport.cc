@@ -325,11 +325,7 @@ StatusOr<TransferId> UcxTransport::PostWrites(PeerId peer, std::span<const Write
     if (rm == m.remotes.end() || rm->second.peer != peer) {
       return InvalidArgumentError("unknown remote region in write");
     }
-    if (op.length == 0 || op.local_offset > l->second.length ||
-        op.length > l->second.length - op.local_offset || op.remote_offset > rm->second.length ||
-        op.length > rm->second.length - op.remote_offset) {
-      return InvalidArgumentError("write out of region bounds");
-    }
+    TANDEM_RETURN_IF_ERROR(CheckWriteOpBounds(op, l->second.length, rm->second.length));
     bytes += op.length;
   }
   TransferId id = m.next_handle++;

@@ -56,16 +56,21 @@ struct NodeSeams {
   std::function<std::unique_ptr<kv_transfer::Transport>(std::unique_ptr<kv_transfer::Transport>)> wrap_transport;
 };
 
+// `transport` is "local" or "ucx", with "_staged" appended for KV through the host
+// arenas (kv_staging: host) instead of pool to pool.
 class Cluster {
  public:
-  explicit Cluster(const std::string& transport, std::optional<kv_transfer::FaultConfig> prefill_fault = std::nullopt,
+  explicit Cluster(std::string transport, std::optional<kv_transfer::FaultConfig> prefill_fault = std::nullopt,
                    NodeSeams seams = {})
       : loop_(2), router_(loop_) {
+    const bool staged = transport.ends_with("_staged");
+    if (staged) transport.resize(transport.size() - std::string("_staged").size());
     node::NodeConfig dc = BaseConfig(router_.address());
     dc.node_name = "decode-t";
     dc.http_address = "127.0.0.1:0";
     node::NodeConfig pc = BaseConfig(router_.address());
     pc.node_name = "prefill-t";
+    dc.kv_staging = pc.kv_staging = staged ? "host" : "auto";
     decode_node::DecodeNodeOptions d;
     d.config = dc;
     d.backend = seams.decode_backend ? seams.decode_backend() : std::make_unique<runtime::CpuBackend>();
@@ -218,13 +223,17 @@ class DisaggTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
 #ifndef TANDEM_HAVE_UCX
-    if (GetParam() == "ucx") GTEST_SKIP() << "no UCX in this build";
+    if (GetParam().starts_with("ucx")) GTEST_SKIP() << "no UCX in this build";
 #endif
   }
 };
 
 TEST_P(DisaggTest, GreedyOutputEqualsSingleEngineForBlockBoundaryLengths) {
   Cluster cluster(GetParam());
+  // CPU pools are host memory: every transport reaches them unless staging is forced.
+  const bool direct = !GetParam().ends_with("_staged");
+  EXPECT_EQ(cluster.decode_->direct_landing(), direct);
+  EXPECT_EQ(cluster.prefill_->direct_source(), direct);
   const int kMaxTokens = 6;
   uint64_t id = 100;
   for (int len : {1, kBlock - 1, kBlock, kBlock + 1, 5 * kBlock + 3}) {
@@ -497,23 +506,36 @@ TEST_P(DisaggTest, MetricsOverHttpShowKvCleanGauges) {
 TEST(DisaggFaultTest, CancelWhileTransferringEndsOnceAndLeavesKvClean) {
   kv_transfer::FaultConfig fault;
   fault.delay_ms = 400;  // every layer batch is held: the session stays open for a while
-  Cluster cluster("local", fault);
-  ASSERT_TRUE(cluster.Start(600, Prompt(3 * kBlock + 1, 6), 50).ok());
-  bool transferring = false;
-  for (int i = 0; i < 500 && !transferring; ++i) {
-    transferring = cluster.prefill_->Stats().sessions > 0 && cluster.decode_->Stats().sessions > 0;
-    if (!transferring) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (const char* transport : {"local", "local_staged"}) {
+    SCOPED_TRACE(transport);
+    Cluster cluster(transport, fault);
+    ASSERT_TRUE(cluster.Start(600, Prompt(3 * kBlock + 1, 6), 50).ok());
+    bool transferring = false;
+    for (int i = 0; i < 500 && !transferring; ++i) {
+      transferring = cluster.prefill_->Stats().sessions > 0 && cluster.decode_->Stats().sessions > 0;
+      if (!transferring) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_TRUE(transferring);
+    EXPECT_GT(cluster.decode_->engine().Counters().reservations_active, 0);
+    cluster.Cancel(proto::NODE_ROLE_DECODE, 600);
+    cluster.Cancel(proto::NODE_ROLE_PREFILL, 600);
+    RequestOutcome out = cluster.router_.Wait(600, 5000);
+    ASSERT_TRUE(out.finished);
+    EXPECT_TRUE(out.reason == proto::FINISH_REASON_ABORT || out.reason == proto::FINISH_REASON_ERROR);
+    EXPECT_EQ(out.terminal_entries, 1);
+    EXPECT_TRUE(out.tokens.empty());
+    if (std::string(transport) == "local") {
+      // Landing straight in the pool: the reservation's blocks sit out the scheduler's quarantine.
+      bool quarantined = false;
+      for (int i = 0; i < 100 && !quarantined; ++i) {
+        cluster.decode_->engine().Wake();
+        quarantined = cluster.decode_->engine().Counters().num_quarantined_blocks > 0;
+        if (!quarantined) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      EXPECT_TRUE(quarantined);
+    }
+    EXPECT_TRUE(cluster.WaitKvClean());
   }
-  ASSERT_TRUE(transferring);
-  EXPECT_GT(cluster.decode_->engine().Counters().reservations_active, 0);
-  cluster.Cancel(proto::NODE_ROLE_DECODE, 600);
-  cluster.Cancel(proto::NODE_ROLE_PREFILL, 600);
-  RequestOutcome out = cluster.router_.Wait(600, 5000);
-  ASSERT_TRUE(out.finished);
-  EXPECT_TRUE(out.reason == proto::FINISH_REASON_ABORT || out.reason == proto::FINISH_REASON_ERROR);
-  EXPECT_EQ(out.terminal_entries, 1);
-  EXPECT_TRUE(out.tokens.empty());
-  EXPECT_TRUE(cluster.WaitKvClean());
 }
 
 TEST(DisaggFaultTest, TransferFailuresFailOnlyTheAffectedRequests) {
@@ -724,7 +746,7 @@ TEST(DisaggCudaTest, LayerStreamedKvFromTheGpuMatchesOneGpuEngine) {
   EXPECT_TRUE(cluster.WaitKvClean());
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, DisaggTest, ::testing::Values("local", "ucx"),
+INSTANTIATE_TEST_SUITE_P(Transports, DisaggTest, ::testing::Values("local", "ucx", "local_staged", "ucx_staged"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

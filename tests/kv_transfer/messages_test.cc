@@ -106,7 +106,12 @@ TEST(MessagesTest, ControlMessagesRoundTrip) {
   done.num_layers = 32;
   ControlMessage abort = MakeMessage(MessageType::kAbort, 3, 4);
   abort.status = DeadlineExceededError("too slow");
-  for (const ControlMessage& m : {hello, layer, done, abort}) {
+  ControlMessage posted = MakeMessage(MessageType::kLayerPosted, 3, 4);
+  posted.layer = 5;
+  posted.bytes = 1 << 20;
+  posted.seq = 1ull << 33;
+  posted.connection = "token";
+  for (const ControlMessage& m : {hello, layer, done, abort, posted}) {
     std::string bytes = EncodeControlMessage(m);
     StatusOr<ControlMessage> back = DecodeControlMessage(bytes);
     ASSERT_TRUE(back.ok()) << MessageTypeName(m.type) << back.status().ToString();
@@ -120,6 +125,13 @@ TEST(MessagesTest, ControlMessagesRoundTrip) {
   EXPECT_EQ(DecodeControlMessage(EncodeControlMessage(layer))->layer, 17u);
   EXPECT_EQ(DecodeControlMessage(EncodeControlMessage(done))->num_layers, 32u);
   EXPECT_EQ(DecodeControlMessage(EncodeControlMessage(abort))->status, DeadlineExceededError("too slow"));
+  StatusOr<ControlMessage> back = DecodeControlMessage(EncodeControlMessage(posted));
+  EXPECT_EQ(back->layer, 5u);
+  EXPECT_EQ(back->bytes, 1u << 20);
+  EXPECT_EQ(back->seq, 1ull << 33);
+  EXPECT_EQ(back->connection, "token");
+  posted.connection.clear();
+  EXPECT_FALSE(DecodeControlMessage(EncodeControlMessage(posted)).ok()) << "LayerPosted without a connection";
 }
 
 TEST(MessagesTest, AbortWithOkOrUnknownCodeIsRefused) {
@@ -169,6 +181,13 @@ TEST(MessagesTest, DecodesTheDocumentedFormat) {
   EXPECT_EQ(abort->status, DeadlineExceededError("too late"));
   EXPECT_TRUE(DecodeControlMessage(CorpusFile("hello")).ok());
   EXPECT_EQ(DecodeControlMessage(CorpusFile("kv_done"))->num_layers, 2u);
+  StatusOr<ControlMessage> posted = DecodeControlMessage(CorpusFile("layer_posted"));
+  ASSERT_TRUE(posted.ok()) << posted.status().ToString();
+  EXPECT_EQ(posted->type, MessageType::kLayerPosted);
+  EXPECT_EQ(posted->layer, 1u);
+  EXPECT_EQ(posted->bytes, 64u);
+  EXPECT_EQ(posted->seq, 7u);
+  EXPECT_EQ(posted->connection, "conn");
 }
 
 TEST(MessagesTest, CompatibilityCheck) {

@@ -8,7 +8,6 @@
 // encoded KvTarget (hex), relays control messages as "msg <hex>" lines both ways,
 // and prints "done <status>" then "landed ok|bad" when the session ends.
 #include <poll.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -20,57 +19,12 @@
 #include "common/base/clock.h"
 #include "kv_transfer/kv_receiver.h"
 #include "kv_transfer/ucx/ucx_transport.h"
-#include "tests/kv_transfer/ucx_peer_plan.h"
+#include "tests/kv_transfer/peer_io.h"
+#include "tests/kv_transfer/peer_plan.h"
 
 namespace {
 
 uint8_t PatternByte(uint32_t seed, size_t i) { return static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 9)) & 0xff); }
-
-std::string Hex(const std::string& s) {
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    out.push_back(k[c >> 4]);
-    out.push_back(k[c & 15]);
-  }
-  return out;
-}
-
-// Lines from stdin without blocking (std::cin would buffer lines out of poll's sight).
-class StdinLines {
- public:
-  // A complete line if one is available now; sets *eof when stdin closed.
-  bool Next(std::string* line, bool* eof) {
-    for (;;) {
-      size_t nl = buffer_.find('\n');
-      if (nl != std::string::npos) {
-        *line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return true;
-      }
-      pollfd pfd{0, POLLIN, 0};
-      if (::poll(&pfd, 1, 0) <= 0) return false;
-      char buf[65536];
-      ssize_t n = read(0, buf, sizeof(buf));
-      if (n <= 0) {
-        *eof = true;
-        return false;
-      }
-      buffer_.append(buf, n);
-    }
-  }
-
- private:
-  std::string buffer_;
-};
-
-std::string Unhex(const std::string& h) {
-  std::string out;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
 
 int RunSession(tandem::kv_transfer::Transport& t) {
   using namespace tandem::kv_transfer;
@@ -125,6 +79,7 @@ int RunSession(tandem::kv_transfer::Transport& t) {
 
 int main(int argc, char** argv) {
   using namespace tandem::kv_transfer;
+  using namespace tandem::kv_transfer::testing;
   UcxConfig config;
   if (argc > 1) config.transports = argv[1];
   config.peer_error_handling = config.transports != "shm";

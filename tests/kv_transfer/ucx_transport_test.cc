@@ -3,18 +3,13 @@
 #include "kv_transfer/ucx/ucx_transport.h"
 
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <poll.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
-#include <optional>
 #include <set>
 
+#include "tests/kv_transfer/peer_io.h"
 #include "tests/kv_transfer/session_harness.h"
-#include "tests/kv_transfer/ucx_peer_plan.h"
+#include "tests/kv_transfer/peer_plan.h"
 #include "tests/kv_transfer/transport_conformance.h"
 
 namespace tandem::kv_transfer {
@@ -30,11 +25,11 @@ std::unique_ptr<UcxTransport> MakeUcx(const std::string& tls) {
 
 class UcxTransportTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(UcxTransportTest, BatchesLandByteExact) {
+TEST_P(UcxTransportTest, Conforms) {
   auto a = MakeUcx(GetParam()), b = MakeUcx(GetParam());
   EXPECT_EQ(a->Capabilities().backend, "ucx");
   EXPECT_TRUE(a->Capabilities().one_sided);
-  testing::CheckBatchesLandByteExact(*a, *b);
+  testing::CheckHostTransportConforms(*a, *b);
 }
 
 TEST_P(UcxTransportTest, SessionsStreamLayersByteExact) {
@@ -64,51 +59,10 @@ TEST_P(UcxTransportTest, SessionsStreamLayersByteExact) {
   }
 }
 
-TEST_P(UcxTransportTest, DescriptorGarbageIsRefused) {
-  auto a = MakeUcx(GetParam()), b = MakeUcx(GetParam());
-  auto peer = a->Connect(b->WorkerAddress());
-  ASSERT_TRUE(peer.ok());
+TEST_P(UcxTransportTest, DeviceMemoryIsRefused) {
+  auto a = MakeUcx(GetParam());
   uint8_t buf[64];
-  RegisteredRegion r = *b->RegisterMemory(buf, sizeof(buf), MemoryKind::kHost);
-  for (size_t n = 0; n < r.descriptor.size(); ++n) {
-    EXPECT_FALSE(a->LoadRemoteRegion(*peer, r.descriptor.substr(0, n)).ok()) << n;
-  }
   EXPECT_EQ(a->RegisterMemory(buf, 8, MemoryKind::kDevice).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(b->UnregisterMemory(r.id).ok());
-}
-
-TEST_P(UcxTransportTest, DisconnectAndCancelEndEveryBatch) {
-  auto a = MakeUcx(GetParam()), b = MakeUcx(GetParam());
-  std::vector<uint8_t> src(8 << 20, 3), dst(8 << 20, 0);
-  RegionId local = a->RegisterMemory(src.data(), src.size(), MemoryKind::kHost)->id;
-  RegisteredRegion target = *b->RegisterMemory(dst.data(), dst.size(), MemoryKind::kHost);
-  PeerId peer = *a->Connect(b->WorkerAddress());
-  RemoteRegionId remote = *a->LoadRemoteRegion(peer, target.descriptor);
-  std::set<TransferId> ids;
-  for (uint64_t i = 0; i < 8; ++i) {
-    WriteOp op{local, i << 20, remote, i << 20, 1 << 20};
-    auto id = a->PostWrites(peer, std::span<const WriteOp>(&op, 1));
-    ASSERT_TRUE(id.ok());
-    ids.insert(*id);
-  }
-  a->Cancel(*ids.begin());
-  ASSERT_TRUE(a->Disconnect(peer).ok());
-  std::vector<TransferEvent> events;
-  auto start = std::chrono::steady_clock::now();
-  while (events.size() < ids.size() && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
-    a->Poll(&events);
-    b->Poll(&events);
-  }
-  ASSERT_EQ(events.size(), ids.size()) << "a batch never ended after Disconnect";
-  for (const TransferEvent& e : events) {
-    EXPECT_EQ(ids.count(e.id), 1u);
-    if (e.id == *ids.begin()) {
-      EXPECT_FALSE(e.status.ok());  // cancelled or disconnected
-    }
-  }
-  EXPECT_EQ(a->PostWrites(peer, {}).status().code(), StatusCode::kNotFound);
-  ASSERT_TRUE(a->UnregisterMemory(local).ok());
-  ASSERT_TRUE(b->UnregisterMemory(target.id).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Loopback, UcxTransportTest, ::testing::Values("tcp", "shm"));
@@ -117,97 +71,24 @@ INSTANTIATE_TEST_SUITE_P(Loopback, UcxTransportTest, ::testing::Values("tcp", "s
 
 uint8_t PatternByte(uint32_t seed, size_t i) { return static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 9)) & 0xff); }
 
-std::string Unhex(const std::string& h) {
-  std::string out;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
-  return out;
-}
-
-// The helper process, with its stdin/stdout as pipes.
-class Peer {
+// The helper process (ucx_peer_main.cc). mode "raw": a bare transport whose
+// address and region descriptor it prints first; "session": a KvReceiver.
+class Peer : public testing::PeerProcess {
  public:
-  // mode "raw": a bare transport; "session": a KvReceiver (ucx_peer_plan.h).
-  Peer(const char* tls, const char* mode = "raw") {
-    int in[2], out[2];
-    TANDEM_CHECK(pipe(in) == 0 && pipe(out) == 0);
-    pid_ = fork();
-    TANDEM_CHECK(pid_ >= 0);
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      close(in[1]);
-      close(out[0]);
-      execl(TANDEM_UCX_PEER_PATH, TANDEM_UCX_PEER_PATH, tls, mode, static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    to_ = fdopen(in[1], "w");
-    from_fd_ = out[0];
+  Peer(const char* tls, const char* mode = "raw") : PeerProcess(TANDEM_UCX_PEER_PATH, {tls, mode}) {
     if (std::string(mode) == "raw") {
-      address = Unhex(ReadLine());
-      descriptor = Unhex(ReadLine());
+      address = testing::Unhex(ReadLine());
+      descriptor = testing::Unhex(ReadLine());
     }
-  }
-  ~Peer() {
-    if (pid_ > 0) {
-      Command("exit");
-      waitpid(pid_, nullptr, 0);
-    }
-    fclose(to_);
-    close(from_fd_);
-  }
-  // A complete line if one is available within timeout_ms (0: don't wait).
-  std::optional<std::string> TryReadLine(int timeout_ms) {
-    for (;;) {
-      size_t nl = buffer_.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return line;
-      }
-      pollfd pfd{from_fd_, POLLIN, 0};
-      if (::poll(&pfd, 1, timeout_ms) <= 0) return std::nullopt;
-      char buf[65536];
-      ssize_t n = read(from_fd_, buf, sizeof(buf));
-      if (n <= 0) return std::nullopt;
-      buffer_.append(buf, n);
-    }
-  }
-  std::string ReadLine() { return TryReadLine(20'000).value_or(""); }
-  void Command(const std::string& c) {
-    fprintf(to_, "%s\n", c.c_str());
-    fflush(to_);
-  }
-  void Kill() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
   }
   std::string address, descriptor;
-
- private:
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  int from_fd_ = -1;
-  std::string buffer_;
 };
-
-std::string Hex(const std::string& s) {
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    out.push_back(k[c >> 4]);
-    out.push_back(k[c & 15]);
-  }
-  return out;
-}
 
 TEST(UcxTwoProcessTest, SessionStreamsLayersIntoAnotherProcess) {
   using testing::kPeerDstBlocks;
   using testing::kPeerSrcBlocks;
   Peer decode("tcp", "session");
-  std::string target = Unhex(decode.ReadLine());
+  std::string target = testing::Unhex(decode.ReadLine());
   ASSERT_FALSE(target.empty());
   auto t = MakeUcx("tcp");
   kv_cache::KvLayout layout = testing::PeerLayout(testing::kPeerSendBlocks);
@@ -220,7 +101,7 @@ TEST(UcxTwoProcessTest, SessionStreamsLayersIntoAnotherProcess) {
     KvSender sender(KvSenderConfig{.model_id = "peer-model", .layout = layout}, *t, clock,
                     [&](RequestId id, std::string m) {
                       EXPECT_EQ(id, 42u);
-                      decode.Command("msg " + Hex(m));
+                      decode.Command("msg " + testing::Hex(m));
                     });
     SendParams p;
     p.target = target;

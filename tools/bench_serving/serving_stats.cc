@@ -21,9 +21,16 @@ double Percentile(std::vector<double> values, double p) {
 
 namespace {
 
-void FillPercentiles(const std::vector<double>& seconds, double out_ms[3]) {
-  const double ps[3] = {50, 90, 99};
-  for (int i = 0; i < 3; ++i) out_ms[i] = Percentile(seconds, ps[i]) * 1e3;
+LatencyMs Milliseconds(const std::vector<double>& seconds) {
+  LatencyMs ms;
+  if (seconds.empty()) return ms;
+  double sum = 0;
+  for (double s : seconds) sum += s;
+  ms.mean = sum / static_cast<double>(seconds.size()) * 1e3;
+  ms.p50 = Percentile(seconds, 50) * 1e3;
+  ms.p90 = Percentile(seconds, 90) * 1e3;
+  ms.p99 = Percentile(seconds, 99) * 1e3;
+  return ms;
 }
 
 }  // namespace
@@ -50,15 +57,16 @@ Summary Summarize(const std::vector<RequestRecord>& records, double duration_s,
     bool tpot_ok = limits.tpot_ms <= 0 || r.TpotSeconds() * 1e3 <= limits.tpot_ms;
     if (ttft_ok && tpot_ok) ++good;
   }
+  s.within_slo = good;
   if (duration_s > 0) {
     s.request_throughput = s.completed / duration_s;
     s.output_throughput = s.total_completion_tokens / duration_s;
     s.goodput = good / duration_s;
   }
-  FillPercentiles(ttft, s.ttft_ms);
-  FillPercentiles(tpot, s.tpot_ms);
-  FillPercentiles(itl, s.itl_ms);
-  FillPercentiles(e2e, s.e2e_ms);
+  s.ttft_ms = Milliseconds(ttft);
+  s.tpot_ms = Milliseconds(tpot);
+  s.itl_ms = Milliseconds(itl);
+  s.e2e_ms = Milliseconds(e2e);
   return s;
 }
 
@@ -66,17 +74,17 @@ std::string FormatSummary(const Summary& s) {
   char buf[2048];
   int n = std::snprintf(
       buf, sizeof(buf),
-      "| metric | value |\n|---|---|\n"
+      "| client-side metric | value |\n|---|---|\n"
       "| completed / failed | %d / %d |\n| duration (s) | %.2f |\n"
       "| prompt tokens / completion tokens | %ld / %ld |\n"
       "| request throughput (req/s) | %.2f |\n| output throughput (tok/s) | %.1f |\n"
-      "| goodput (req/s) | %.2f |\n",
+      "| goodput (req/s) | %.2f (%d of %d within the SLO) |\n",
       s.completed, s.failed, s.duration_s, s.total_prompt_tokens, s.total_completion_tokens,
-      s.request_throughput, s.output_throughput, s.goodput);
+      s.request_throughput, s.output_throughput, s.goodput, s.within_slo, s.completed);
   std::string out(buf, n);
-  auto row = [&](const char* name, const double v[3]) {
-    int m = std::snprintf(buf, sizeof(buf), "| %s p50 / p90 / p99 (ms) | %.2f / %.2f / %.2f |\n", name,
-                          v[0], v[1], v[2]);
+  auto row = [&](const char* name, const LatencyMs& v) {
+    int m = std::snprintf(buf, sizeof(buf), "| %s mean; p50 / p90 / p99 (ms) | %.2f; %.2f / %.2f / %.2f |\n",
+                          name, v.mean, v.p50, v.p90, v.p99);
     out.append(buf, m);
   };
   row("TTFT", s.ttft_ms);

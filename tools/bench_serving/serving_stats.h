@@ -25,15 +25,21 @@ struct GoodputLimits {
   double tpot_ms = 0;  // 0 = no limit
 };
 
+// Mean and nearest-rank percentiles of one latency, milliseconds.
+struct LatencyMs {
+  double mean = 0;
+  double p50 = 0, p90 = 0, p99 = 0;
+};
+
 struct Summary {
   int completed = 0, failed = 0;
+  int within_slo = 0;              // completed requests meeting the goodput limits
   double duration_s = 0;
   long total_prompt_tokens = 0, total_completion_tokens = 0;
   double request_throughput = 0;   // completed requests / s
   double output_throughput = 0;    // completion tokens / s
   double goodput = 0;              // requests meeting the limits / s
-  // p50, p90, p99 in milliseconds.
-  double ttft_ms[3] = {}, tpot_ms[3] = {}, itl_ms[3] = {}, e2e_ms[3] = {};
+  LatencyMs ttft_ms, tpot_ms, itl_ms, e2e_ms;
 };
 
 // Nearest-rank percentile (p in [0, 100]) of values; 0 for an empty list.
@@ -42,7 +48,7 @@ double Percentile(std::vector<double> values, double p);
 Summary Summarize(const std::vector<RequestRecord>& records, double duration_s,
                   const GoodputLimits& limits);
 
-// A fixed-width table, one metric per line.
+// A Markdown table, one metric per line.
 std::string FormatSummary(const Summary& summary);
 
 }  // namespace tandem::bench

@@ -32,5 +32,15 @@ TEST(BlockRunsTest, FreshRequestsGetOneRunEach) {
   EXPECT_EQ(BlockRuns(a)[1].num_blocks, 5);
 }
 
+TEST(BlockRunsTest, PairedRunsBreakWhereEitherSideJumps) {
+  const std::vector<BlockId> src = {4, 5, 6, 7, 9, 10};
+  const std::vector<BlockId> dst = {0, 1, 5, 6, 7, 8};
+  const std::vector<BlockRunPair> expect = {{0, 4, 0, 2}, {2, 6, 5, 2}, {4, 9, 7, 2}};
+  EXPECT_EQ(PairedBlockRuns(src, dst), expect);
+  EXPECT_TRUE(PairedBlockRuns({}, {}).empty());
+  const std::vector<BlockId> one = {3};
+  EXPECT_EQ(PairedBlockRuns(one, one), (std::vector<BlockRunPair>{{0, 3, 3, 1}}));
+}
+
 }  // namespace
 }  // namespace tandem::kv_cache

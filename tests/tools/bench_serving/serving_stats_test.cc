@@ -36,9 +36,15 @@ TEST(ServingStatsTest, TpotThroughputAndGoodput) {
   EXPECT_DOUBLE_EQ(s.output_throughput, 11);
   EXPECT_DOUBLE_EQ(s.request_throughput, 1);
   EXPECT_DOUBLE_EQ(s.goodput, 0.5);  // only `fast` meets both limits
-  EXPECT_NEAR(s.tpot_ms[0], 50, 1e-9);
-  EXPECT_NEAR(s.tpot_ms[2], 200, 1e-9);
-  EXPECT_NE(FormatSummary(s).find("| goodput (req/s) | 0.50 |"), std::string::npos);
+  EXPECT_EQ(s.within_slo, 1);
+  EXPECT_NEAR(s.tpot_ms.p50, 50, 1e-9);
+  EXPECT_NEAR(s.tpot_ms.p99, 200, 1e-9);
+  EXPECT_NEAR(s.tpot_ms.mean, 125, 1e-9);
+  EXPECT_NEAR(s.ttft_ms.mean, 300, 1e-9);
+  EXPECT_NE(FormatSummary(s).find("| goodput (req/s) | 0.50 (1 of 2 within the SLO) |"), std::string::npos);
+  EXPECT_NE(FormatSummary(s).find("| TTFT mean; p50 / p90 / p99 (ms) | 300.00; 100.00 / 500.00 / 500.00 |"),
+            std::string::npos)
+      << FormatSummary(s);
 }
 
 }  // namespace

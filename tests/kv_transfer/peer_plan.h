@@ -1,4 +1,4 @@
-// What the two-process UCX session test and its helper process agree on: the
+// What the two-process session tests and their helper processes agree on: the
 // layouts, the block lists, and the byte pattern of the sender's pool.
 #pragma once
 
