@@ -39,7 +39,7 @@ class ConnectionImpl final : public RpcConnection,
     int64_t default_call_timeout_ms = 10000;
     std::shared_ptr<asio::ssl::context> tls;  // null: plaintext
     RpcHandlers handlers;
-    // Rate-limits the logs of refused Hellos, shared by one server's (or client's)
+    // Server: rate-limits the logs of refused Hellos, shared by one server's
     // connections; null logs every refusal.
     std::shared_ptr<LogLimiter> refusal_log;
   };
@@ -92,8 +92,6 @@ class ConnectionImpl final : public RpcConnection,
   // Server: logs why a peer that has not passed Hello is refused (rate-limited per
   // peer host and reason), then rejects it with `status`.
   void RefuseHello(uint64_t correlation_id, const Status& status);
-  // Logs `message` unless refusal_log holds back another occurrence of `key`.
-  void LogRefusal(const std::string& key, const std::string& message);
   void CloseAfterFlush(const Status& reason);
   void ArmKeepalive();
   void OnKeepalive();
@@ -114,7 +112,7 @@ class ConnectionImpl final : public RpcConnection,
   std::string peer_name_;       // guarded by info_mu_
 
   // Strand state.
-  std::string remote_host_;  // the peer's host (server: its IP; client: the dialed host)
+  std::string remote_host_;  // server: the peer's IP
   tcp::resolver resolver_;
   FrameDecoder decoder_;
   std::array<char, 64 * 1024> read_buffer_{};

@@ -56,7 +56,6 @@ void ConnectionImpl::StartClient(const HostPort& peer, int64_t timeout_ms, OpenC
       std::lock_guard<std::mutex> lock(self->info_mu_);
       self->remote_address_ = FormatHostPort(peer);
     }
-    self->remote_host_ = peer.host;
     self->open_timer_.expires_after(std::chrono::milliseconds(timeout_ms));
     self->open_timer_.async_wait([self](const boost::system::error_code& ec) {
       if (!ec && !self->authenticated_) {
@@ -122,16 +121,7 @@ void ConnectionImpl::SendHello() {
   PendingCall call;
   call.on_reply = [self = shared_from_this()](StatusOr<MessagePtr> reply) {
     if (!reply.ok()) {
-      const Status refused = reply.status().WithContext("Hello refused");
-      const StatusCode code = reply.status().code();
-      // The peer's own refusals (token, version, a bad Hello), not a lost connection.
-      if (code != StatusCode::kUnavailable && code != StatusCode::kDeadlineExceeded &&
-          code != StatusCode::kCancelled) {
-        const std::string address = self->remote_address();
-        const std::string why = reply.status().ToString().substr(0, 512);  // the peer's text: bounded
-        self->LogRefusal(address + "|" + why, "control connection to " + address + " refused by the peer: " + why);
-      }
-      self->DoClose(refused);
+      self->DoClose(reply.status().WithContext("Hello refused"));
       return;
     }
     if (proto::TypeOf(**reply) != proto::MESSAGE_TYPE_HELLO_REPLY) {
@@ -162,15 +152,12 @@ void ConnectionImpl::MarkOpen() {
   if (options_.handlers.on_open) options_.handlers.on_open(shared_from_this());
 }
 
-void ConnectionImpl::LogRefusal(const std::string& key, const std::string& message) {
-  int64_t suppressed = 0;
-  if (options_.refusal_log && !options_.refusal_log->Allow(key, &suppressed)) return;
-  TANDEM_LOG_WARN("{}{}", message, SuppressedNote(suppressed));
-}
-
 void ConnectionImpl::RefuseHello(uint64_t correlation_id, const Status& status) {
-  LogRefusal(remote_host_ + "|" + status.ToString(),
-             "refused control connection from " + remote_host_ + ": " + status.ToString());
+  int64_t suppressed = 0;
+  if (!options_.refusal_log || options_.refusal_log->Allow(remote_host_ + "|" + status.ToString(), &suppressed)) {
+    TANDEM_LOG_WARN("refused control connection from {}: {}{}", remote_host_, status.ToString(),
+                    SuppressedNote(suppressed));
+  }
   Reject(correlation_id, status);
 }
 

@@ -23,7 +23,6 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   RpcClientConfig config;
   RpcHandlers handlers;
   std::shared_ptr<boost::asio::ssl::context> tls;
-  std::shared_ptr<LogLimiter> refusal_log = std::make_shared<LogLimiter>();  // refused Hellos
   std::mutex mu;
   std::unordered_map<std::string, Entry> entries;  // guarded by mu; key: address as given
 
@@ -95,7 +94,6 @@ void RpcClient::AsyncConnect(const std::string& address, ConnectCallback on_done
       options.default_call_timeout_ms = impl_->config.default_call_timeout_ms;
       options.tls = impl_->tls;
       options.handlers = impl_->handlers;
-      options.refusal_log = impl_->refusal_log;
       auto fresh = std::make_shared<ConnectionImpl>(impl_->loop->context(), std::move(options));
       Impl::Entry entry;
       entry.connection = fresh;

@@ -5,9 +5,11 @@
 // full_cache_report_every heartbeats, see docs/protocol.md "Heartbeat");
 // when the connection is lost it calls on_lost (so the role cancels every
 // router-originated request) and retries connect + register every
-// reconnect_interval_ms. A refused registration is logged with the router's
-// reason, at most once per reason every 10 s (LogLimiter). Requests the router
-// sends on this connection go to the role's handler.
+// reconnect_interval_ms. Requests the router sends on this connection go to
+// the role's handler. A refused or failed registration (wrong cluster token,
+// protocol version skew, a RegisterRequest the router rejects, an unreachable
+// router) is logged with its reason: at once, then at most every 10 s while it
+// lasts (with the number of attempts in between), and kept for readiness.
 //
 // Thread rule: Start/Stop from the owning thread; Send, registered(),
 // node_id(), SetDraining are thread-safe. Callbacks: make_register and load
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -25,7 +28,6 @@
 #include <string>
 #include <thread>
 
-#include "common/base/log_limiter.h"
 #include "common/base/status.h"
 #include "common/net/event_loop.h"
 #include "common/net/rpc_client.h"
@@ -70,11 +72,15 @@ class RouterLink {
   uint32_t node_id() const { return node_id_.load(); }
   // Heartbeats carry draining = true from now on.
   void SetDraining(bool draining) { draining_.store(draining); }
+  // Why the last attempt to register failed ("" once registered, or before any attempt).
+  std::string last_refusal() const;
 
  private:
   void Run();
   bool TryRegister();
   void OnClosed(const std::shared_ptr<net::RpcConnection>& conn);
+  // Link thread: records and (rate-limited) logs a failed registration.
+  void NoteRefusal(const Status& status);
 
   // Handlers reach the link through this guard, so a close that the I/O thread
   // delivers after Stop() finds no link instead of a dead one.
@@ -91,12 +97,16 @@ class RouterLink {
   std::atomic<uint32_t> node_id_{0};
   std::atomic<bool> draining_{false};
   std::atomic<int> interval_ms_{1000};
-  LogLimiter register_failures_;  // per reason: a refused node retries every reconnect interval
 
-  std::mutex mu_;  // guards conn_, stop_
+  mutable std::mutex mu_;  // guards conn_, stop_, last_refusal_
   std::condition_variable cv_;
   std::shared_ptr<net::RpcConnection> conn_;
   bool stop_ = false;
+  std::string last_refusal_;
+  // Link thread only: the refusal last logged, when, and attempts since.
+  std::string logged_refusal_;
+  std::chrono::steady_clock::time_point logged_at_;
+  int refusals_since_log_ = 0;
   std::thread thread_;
 };
 
