@@ -7,7 +7,7 @@
 
 #include "common/base/logging.h"
 #include "kv_transfer/kv_receiver.h"
-#include "kv_transfer/layer_runs.h"
+#include "common/kv_cache/block_runs.h"
 
 namespace tandem::kv_transfer {
 namespace {
@@ -87,9 +87,9 @@ std::vector<WriteOp> KvReceiver::ReceiveOps(const std::string& token, const Anno
       s.connection = token;
       s.layer_state[a.layer] = 1;
       std::vector<WriteOp> ops;
-      for (const BlockPairRun& run : PairedBlockRuns(s.blocks, s.blocks)) {
+      for (const kv_cache::BlockRunPair& run : kv_cache::PairedBlockRuns(s.blocks, s.blocks)) {
         ops.push_back(WriteOp{.local_region = landing_.id,
-                              .local_offset = config_.layout.BlockOffset(static_cast<int>(a.layer), run.dst_first),
+                              .local_offset = config_.layout.BlockOffset(static_cast<int>(a.layer), run.dst_block),
                               .length = run.num_blocks * bpb});
       }
       return ops;

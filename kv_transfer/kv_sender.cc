@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/base/logging.h"
-#include "kv_transfer/layer_runs.h"
+#include "common/kv_cache/block_runs.h"
 
 #include <set>
 #include <utility>
@@ -189,11 +189,11 @@ Status KvSender::SendLayer(RequestId request_id, int layer, const LayerSource& s
   const uint64_t bpb = config_.layout.BytesPerBlockLayer();
   std::vector<WriteOp> ops;
   uint64_t bytes = 0;
-  for (const BlockPairRun& run : PairedBlockRuns(s.source_blocks, s.target.blocks)) {
+  for (const kv_cache::BlockRunPair& run : kv_cache::PairedBlockRuns(s.source_blocks, s.target.blocks)) {
     ops.push_back(WriteOp{.local_region = source.region,
-                          .local_offset = source.offset + run.src_first * bpb,
+                          .local_offset = source.offset + run.src_block * bpb,
                           .remote_region = s.remote,
-                          .remote_offset = s.target.region_offset + s.target.layout.BlockOffset(layer, run.dst_first),
+                          .remote_offset = s.target.region_offset + s.target.layout.BlockOffset(layer, run.dst_block),
                           .length = run.num_blocks * bpb});
     bytes += ops.back().length;
   }

@@ -1,7 +1,7 @@
 // KvSender: the prefill side of the KV handoff. One session per request: Open
 // with decode's KvTarget (handshake check), then SendLayer once per layer as
 // the model finishes it; each layer's blocks go out as one batch of writes with
-// contiguous block runs coalesced (layer_runs.h). When a layer's batch completes
+// contiguous block runs coalesced (kv_cache::PairedBlockRuns). When a layer's batch completes
 // the receiver gets LayerDone; after the last one, KvDone. On a two-sided
 // transport each posted batch is also announced right away (LayerPosted: its
 // sequence number on the connection and the connection's token) so that the

@@ -70,12 +70,4 @@ inline StatusOr<std::unique_ptr<Transport>> MakeTransport(const std::string& nam
   return InvalidArgumentError("unknown transport '" + name + "' (ucx, cuda_ipc, nccl)");
 }
 
-// The UCX-only form the nodes use until they pass TransportOptions.
-inline StatusOr<std::unique_ptr<Transport>> MakeTransport(const std::string& name,
-                                                         const std::string& ucx_transports) {
-  TransportOptions options;
-  options.ucx_transports = ucx_transports;
-  return MakeTransport(name, options);
-}
-
 }  // namespace tandem::kv_transfer

@@ -14,7 +14,8 @@ double SecondsSince(Nanos t) { return static_cast<double>(Clock::Real().NowNanos
 Status PrefillNode::InitTransfer(PrefillNodeOptions& options) {
   TANDEM_ASSIGN_OR_RETURN(transport_, options.make_transport
                                           ? options.make_transport()
-                                          : kv_transfer::MakeTransport(config_.transport, config_.ucx_transports));
+                                          : kv_transfer::MakeTransport(config_.transport, {.ucx_transports = config_.ucx_transports,
+                                                                               .cuda_device = config_.engine.device}));
   // The engine thread has not started: the backend is still ours to call.
   runtime::Backend& backend = engine_->backend();
   const kv_transfer::MemoryKind pool_kind =

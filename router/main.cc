@@ -58,6 +58,7 @@ constexpr char kMainHelp[] =
     "  --mode disaggregated|colocated  YAML: cluster.mode\n"
     "  --local-prefill-max-tokens N    prompts this short prefill on decode; YAML: cluster.local_prefill_max_tokens\n"
     "  --heartbeat-interval-ms N       YAML: cluster.heartbeat_interval_ms\n"
+    "  --node-dead-after-ms N          a node silent this long is dead; YAML: cluster.node_dead_after_ms\n"
     "  --control-tls-enabled BOOL      mutual TLS for nodes; YAML: cluster.tls.enabled\n"
     "  --control-tls-cert-file PATH    router certificate (PEM); YAML: cluster.tls.cert_file\n"
     "  --control-tls-key-file PATH     its private key (PEM); YAML: cluster.tls.key_file\n"
@@ -117,6 +118,7 @@ StatusOr<MainOptions> ParseMainArgs(int argc, char** argv) {
   static const char* const kOurs[] = {"--config",        "--model-dir",          "--max-model-len",
                                       "--control-address", "--cluster-token",    "--cluster-token-file",
                                       "--mode",          "--local-prefill-max-tokens", "--heartbeat-interval-ms",
+                                      "--node-dead-after-ms",
                                       "--control-tls-enabled", "--control-tls-cert-file", "--control-tls-key-file",
                                       "--control-tls-ca-file"};
   for (int i = 1; i < argc; ++i) {
@@ -178,6 +180,8 @@ StatusOr<MainOptions> ParseMainArgs(int argc, char** argv) {
       TANDEM_ASSIGN_OR_RETURN(o.cluster.local_prefill_max_tokens, ParseInt(name, value));
     } else if (name == "--heartbeat-interval-ms") {
       TANDEM_ASSIGN_OR_RETURN(o.cluster.heartbeat_interval_ms, ParseInt(name, value));
+    } else if (name == "--node-dead-after-ms") {
+      TANDEM_ASSIGN_OR_RETURN(o.cluster.node_dead_after_ms, ParseInt(name, value));
     } else if (name == "--control-tls-enabled") {
       if (value != "true" && value != "false") return InvalidArgumentError(name + " must be true or false");
       o.cluster.tls.enabled = value == "true";

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu/streaming_read.h"
 #include "bench/kernels/bench_util.h"
 #include "common/base/dtype.h"
 #include "common/cuda/cuda_status.h"
@@ -32,7 +33,6 @@
 #include "common/kernels/decode_attention.h"
 #include "common/kernels/prefill_attention.h"
 #include "common/kernels/sampling.h"
-#include "common/kernels/streaming_read.h"
 
 namespace tandem {
 namespace {
@@ -89,7 +89,7 @@ Ceilings MeasureCeilings(cudaStream_t stream) {
   float ms = MedianMs([&] { cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream); },
                       3, 15, stream);
   c.copy_gbs = 2.0 * bytes / (ms * 1e-3) / 1e9;
-  ms = MedianMs([&] { BENCH_OK(kernels::LaunchStreamingRead(a.data(), bytes, sink.data(), stream)); },
+  ms = MedianMs([&] { BENCH_OK(bench::LaunchStreamingRead(a.data(), bytes, sink.data(), stream)); },
                 3, 15, stream);
   c.read_gbs = bytes / (ms * 1e-3) / 1e9;
   return c;
@@ -123,12 +123,9 @@ std::vector<int32_t> ContextLens(int batch, int ctx, int jitter) {
 
 void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, int num_sms,
                  const DecodeOptions& opt, cudaStream_t stream, FILE* csv) {
-  std::printf("\n%-6s %-6s %-4s %-4s %-4s %-3s %-3s %-7s %-9s %-9s %-6s %-7s %-7s %-9s %-7s\n",
-              "batch", "ctx", "hq", "hkv", "hd", "bs", "st", "splits", "KV_MB", "time_us", "GB/s",
-              "/copy", "/read", "pers_us", "p/copy");
-  if (csv)
-    std::fprintf(csv, "batch,ctx,hq,hkv,hd,bs,kv_bytes,time_us,gbs,copy_gbs,read_gbs,"
-                      "pers_time_us,pers_gbs\n");
+  std::printf("\n%-6s %-6s %-4s %-4s %-4s %-3s %-3s %-7s %-9s %-9s %-6s %-7s %-7s\n", "batch", "ctx", "hq",
+              "hkv", "hd", "bs", "st", "splits", "KV_MB", "time_us", "GB/s", "/copy", "/read");
+  if (csv) std::fprintf(csv, "batch,ctx,hq,hkv,hd,bs,kv_bytes,time_us,gbs,copy_gbs,read_gbs\n");
   for (const auto& s : shapes) {
     if (64 * opt.jitter >= s.ctx) {
       std::fprintf(stderr, "--jitter %d: lengths %d +- %d would not be positive, shape skipped\n", opt.jitter,
@@ -172,21 +169,14 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
     p.num_stages = s.stages;
     p.workspace = ws.as<float>();
     const float ms = MedianMs([&] { BENCH_OK(kernels::LaunchDecodeAttention(p, stream)); }, 3, opt.reps, stream);
-    p.persistent = true;
-    const float ms_pers =
-        MedianMs([&] { BENCH_OK(kernels::LaunchDecodeAttention(p, stream)); }, 3, opt.reps, stream);
-    const double gbs_pers = static_cast<double>(s.batch) * s.ctx * block_bytes / s.bs /
-                            (ms_pers * 1e-3) / 1e9;
     const double kv_bytes = static_cast<double>(s.batch) * s.ctx * block_bytes / s.bs;
     const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
-    std::printf("%-6d %-6d %-4d %-4d %-4d %-3d %-3d %-7d %-9.1f %-9.1f %-6.0f %-7.3f %-7.3f %-9.1f %-7.3f\n",
-                s.batch, s.ctx, s.hq, s.hkv, s.hd, s.bs, s.stages, p.num_splits, kv_bytes / 1e6,
-                ms * 1e3, gbs, gbs / ceil.copy_gbs, gbs / ceil.read_gbs, ms_pers * 1e3,
-                gbs_pers / ceil.copy_gbs);
+    std::printf("%-6d %-6d %-4d %-4d %-4d %-3d %-3d %-7d %-9.1f %-9.1f %-6.0f %-7.3f %-7.3f\n", s.batch, s.ctx,
+                s.hq, s.hkv, s.hd, s.bs, s.stages, p.num_splits, kv_bytes / 1e6, ms * 1e3, gbs, gbs / ceil.copy_gbs,
+                gbs / ceil.read_gbs);
     if (csv && s.stages == 0 && s.splits == 0)
-      std::fprintf(csv, "%d,%d,%d,%d,%d,%d,%.0f,%.3f,%.1f,%.1f,%.1f,%.3f,%.1f\n", s.batch, s.ctx,
-                   s.hq, s.hkv, s.hd, s.bs, kv_bytes, ms * 1e3, gbs, ceil.copy_gbs, ceil.read_gbs,
-                   ms_pers * 1e3, gbs_pers);
+      std::fprintf(csv, "%d,%d,%d,%d,%d,%d,%.0f,%.3f,%.1f,%.1f,%.1f\n", s.batch, s.ctx, s.hq, s.hkv, s.hd, s.bs,
+                   kv_bytes, ms * 1e3, gbs, ceil.copy_gbs, ceil.read_gbs);
   }
 }
 

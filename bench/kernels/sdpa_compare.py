@@ -30,8 +30,7 @@ def main(path):
     rows = list(csv.DictReader(open(path)))
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
     print(f"{'batch':>5} {'ctx':>6} {'hq':>3} {'hkv':>3} {'hd':>3} {'bs':>3} {'KV_MB':>8} "
-          f"{'ours_us':>9} {'sdpa_us':>9} {'sdpa/ours':>9} {'ours/copy':>9} {'ours/read':>9} "
-          f"{'pers_us':>9} {'sdpa/pers':>9} {'pers/copy':>9}")
+          f"{'ours_us':>9} {'sdpa_us':>9} {'sdpa/ours':>9} {'ours/copy':>9} {'ours/read':>9}")
     for r in rows:
         b, ctx, hq, hkv, hd = (int(r[k]) for k in ("batch", "ctx", "hq", "hkv", "hd"))
         q = torch.randn(b, hq, 1, hd, device="cuda", dtype=torch.bfloat16)
@@ -47,9 +46,7 @@ def main(path):
         print(f"{b:>5} {ctx:>6} {hq:>3} {hkv:>3} {hd:>3} {int(r['bs']):>3} "
               f"{float(r['kv_bytes']) / 1e6:>8.1f} {ours_us:>9.1f} {ms * 1e3:>9.1f} "
               f"{ms * 1e3 / ours_us:>9.2f} {gbs / float(r['copy_gbs']):>9.3f} "
-              f"{gbs / float(r['read_gbs']):>9.3f} {float(r['pers_time_us']):>9.1f} "
-              f"{ms * 1e3 / float(r['pers_time_us']):>9.2f} "
-              f"{float(r['pers_gbs']) / float(r['copy_gbs']):>9.3f}")
+              f"{gbs / float(r['read_gbs']):>9.3f}")
         del q, k, v
         torch.cuda.empty_cache()
 

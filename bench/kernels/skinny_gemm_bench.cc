@@ -20,15 +20,15 @@
 #include <functional>
 #include <vector>
 
+#include "bench/gpu/fill_random.h"
+#include "bench/gpu/streaming_read.h"
 #include "bench/kernels/bench_util.h"
 #include "common/base/dtype.h"
 #include "common/cuda/cuda_status.h"
 #include "common/cuda/device_buffer.h"
 #include "common/cuda/gemm.h"
 #include "common/cuda/stream.h"
-#include "common/kernels/misc_ops.h"
 #include "common/kernels/skinny_gemm.h"
-#include "common/kernels/streaming_read.h"
 
 namespace tandem {
 namespace {
@@ -79,12 +79,12 @@ Operands MakeOperands(const Shape& s, cudaStream_t stream) {
   for (size_t c = 0; c < copies; ++c) {
     o.w.push_back(Alloc(o.w_bytes));
     // nn.Linear-like scale; the values do not change the speed, only the check.
-    BENCH_OK(kernels::LaunchFillRandomBf16(o.w.back().as<__nv_bfloat16>(), o.w_bytes / 2, 11 + c,
+    BENCH_OK(bench::LaunchFillRandomBf16(o.w.back().as<__nv_bfloat16>(), o.w_bytes / 2, 11 + c,
                                            0.f, 0.05f, stream));
   }
   const size_t y_bytes = static_cast<size_t>(kernels::kSkinnyGemmMaxM) * s.n * 4;
   o.x = Alloc(static_cast<size_t>(kernels::kSkinnyGemmMaxM) * s.k * 2);
-  BENCH_OK(kernels::LaunchFillRandomBf16(o.x.as<__nv_bfloat16>(), o.x.size_bytes() / 2, 7, 0.f, 1.f,
+  BENCH_OK(bench::LaunchFillRandomBf16(o.x.as<__nv_bfloat16>(), o.x.size_bytes() / 2, 7, 0.f, 1.f,
                                          stream));
   o.y_ours = Alloc(y_bytes);
   o.y_cublas = Alloc(y_bytes);
@@ -184,9 +184,9 @@ int Main(int argc, char** argv) {
   {
     const size_t bytes = size_t{2} << 30;
     DeviceBuffer a = Alloc(bytes), sink = Alloc(4096 * 16);
-    BENCH_OK(kernels::LaunchFillRandomBf16(a.as<__nv_bfloat16>(), bytes / 2, 1, 0.f, 1.f, st));
+    BENCH_OK(bench::LaunchFillRandomBf16(a.as<__nv_bfloat16>(), bytes / 2, 1, 0.f, 1.f, st));
     const double us = MedianUsPerCall(
-        [&](int) { BENCH_OK(kernels::LaunchStreamingRead(a.data(), bytes, sink.data(), st)); }, 3, st);
+        [&](int) { BENCH_OK(bench::LaunchStreamingRead(a.data(), bytes, sink.data(), st)); }, 3, st);
     read_gbs = bytes / (us * 1e-6) / 1e9;
   }
   std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -223,7 +223,7 @@ int Main(int argc, char** argv) {
     // The streaming-read kernel over the same bytes, same rotation: the ceiling at this size.
     const double read_same_us = MedianUsPerCall(
         [&](int i) {
-          BENCH_OK(kernels::LaunchStreamingRead(o.w[i % o.w.size()].data(), o.w_bytes, o.sink.data(), st));
+          BENCH_OK(bench::LaunchStreamingRead(o.w[i % o.w.size()].data(), o.w_bytes, o.sink.data(), st));
         },
         o.calls, st);
     for (int m : ms) {

@@ -1,13 +1,14 @@
 // Start and end times of every kernel the GPU runs, from CUPTI's activity API (PDL overlaps
-// included; a traced H200 decode step ran 1-2 % slower than untraced), for benchmarks that want to see where a step's time goes inside a
-// CUDA graph: each kernel's time on the critical path, how early it was launched, and what
-// it held on an SM (registers, shared memory configuration).
+// included; tracing slows an H200 decode step by 1-2 %), for benchmarks that want to see
+// where a step's time goes inside a CUDA graph: each kernel's time on the critical path, how
+// early it was launched, and what it held on an SM (registers, shared memory configuration).
 //
 // Thread rule: Enable once, before the first CUDA call that creates a graph the timeline
 // should see; Take from one thread.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,13 @@ Status EnableKernelTimeline();
 // Waits for the device, then returns (sorted by start) and forgets what was recorded since
 // EnableKernelTimeline or the previous TakeKernelRecords.
 StatusOr<std::vector<KernelRecord>> TakeKernelRecords();
+
+// Prints one step's kernels as the GPU ran them: `relaunch` launches the step's graph once;
+// it runs 5 times back to back under the timeline and the middle replay is summarized per
+// kernel (name and grid): its time on the critical path ("path": from the previous kernel's
+// end to its own), its duration, how long before the previous kernel's end it started
+// ("early": PDL), what it holds on an SM; then the order of the first kernels. The step's own
+// time comes first. REQUIRES: EnableKernelTimeline succeeded.
+Status PrintReplayTimeline(const std::function<Status()>& relaunch, const std::string& what);
 
 }  // namespace tandem::bench

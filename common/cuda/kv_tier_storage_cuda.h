@@ -8,7 +8,7 @@
 // kCopyEngineMinBytes per layer goes to the copy engines (cudaMemcpyAsync per layer); shorter
 // cross-tier runs, scattered blocks above all, are gathered into KvBlockCopy kernel launches
 // (common/kernels/kv_block_copy.h): H200, 512 scattered 64 KB blocks x 32 layers out to the
-// host, 0.30 of the pinned-copy rate one cudaMemcpyAsync each (docs/perf.md, eleventh session).
+// host run at 0.30 of the pinned-copy rate as one cudaMemcpyAsync each.
 // Thread rule: engine thread only. Reading the host tier on the host needs Synchronize().
 #pragma once
 

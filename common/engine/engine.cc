@@ -1,5 +1,6 @@
 #include "common/engine/engine.h"
 
+#include <chrono>
 #include <random>
 
 #include "common/base/logging.h"
@@ -7,6 +8,13 @@
 #include "common/runtime/paged_kv_cache.h"
 
 namespace tandem::engine {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
 
 Engine::Engine(const EngineConfig& config, const Clock& clock) : config_(config), clock_(clock) {}
 
@@ -22,6 +30,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
 }
 
 Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
+  const auto start = std::chrono::steady_clock::now();
   backend_ = std::move(backend);
   TANDEM_ASSIGN_OR_RETURN(model_config_, model::LoadModelConfig(config_.model_dir));
   TANDEM_ASSIGN_OR_RETURN(model::GenerationConfig generation,
@@ -40,6 +49,7 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
 
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<model::ModelWeights> weights,
                           model::ModelWeights::Open(config_.model_dir));
+  const double open_s = SecondsSince(start);
   runtime::RuntimeOptions options;
   options.max_num_tokens = config_.scheduler.max_num_batched_tokens;
   options.max_num_seqs = config_.scheduler.max_num_seqs;
@@ -48,7 +58,9 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
   options.kv_block_size = config_.block_size;
   // Graph-replaying backends get decode batches padded to bucket sizes.
   options.pad_decode_batches = backend_->device() == runtime::Device::kCuda;
+  const auto model_start = std::chrono::steady_clock::now();
   TANDEM_ASSIGN_OR_RETURN(model_, runtime::LlamaModel::Create(model_config_, *weights, backend_.get(), options));
+  const double model_s = SecondsSince(model_start);
 
   int num_blocks = config_.num_device_blocks;
   if (num_blocks == 0) {
@@ -59,13 +71,17 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
   if (num_blocks < 1) return InvalidArgumentError("KV cache too small for one block");
   kv_cache::KvLayout layout = model_->KvLayoutFor(num_blocks);
   layout.dtype = backend_->compute_dtype();
+  const auto kv_start = std::chrono::steady_clock::now();
   TANDEM_ASSIGN_OR_RETURN(runtime::PagedKvCache pool, runtime::PagedKvCache::Create(backend_.get(), layout));
   device_kv_ = std::make_unique<runtime::PagedKvCache>(std::move(pool));
+  const double kv_s = SecondsSince(kv_start);
+  const auto host_start = std::chrono::steady_clock::now();
   TANDEM_ASSIGN_OR_RETURN(storage_, backend_->CreateKvTierStorage(device_kv_->pool(), layout,
                                                                    config_.num_host_blocks));
   if (storage_ == nullptr) {
     storage_ = std::make_unique<BackendKvTierStorage>(backend_.get(), device_kv_.get(), config_.num_host_blocks);
   }
+  const double host_s = SecondsSince(host_start);
 
   kv_cache::KvCacheConfig kv;
   kv.block_size = config_.block_size;
@@ -79,6 +95,12 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
   counters_ = scheduler_->Counters();
   TANDEM_LOG_INFO("engine: model {} ({} layers), {} device KV blocks, {} host KV blocks, max_model_len {}",
                   config_.model_name, model_config_.num_layers, num_blocks, config_.num_host_blocks, max_len);
+  kv_cache::KvLayout host_layout = layout;
+  host_layout.num_blocks = config_.num_host_blocks;
+  TANDEM_LOG_INFO("engine: ready in {:.2f} s (opening the model {:.2f} s, model {:.2f} s; device KV pool {:.2f} GB "
+                  "allocated in {:.2f} s, host KV tier {:.2f} GB in {:.2f} s)",
+                  SecondsSince(start), open_s, model_s, layout.TotalBytes() / 1e9, kv_s,
+                  host_layout.TotalBytes() / 1e9, host_s);
   return Status::Ok();
 }
 

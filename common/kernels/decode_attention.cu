@@ -18,16 +18,10 @@ using namespace decode_detail;  // NOLINT: this file is the implementation of th
 constexpr int kDefaultStages = 3;     // cp.async pipeline depth when params.num_stages == 0
 // Splits as short as one tile: a b=1 step's splits then have all their tiles in flight
 // before the previous kernel ends, and the merge of up to 16 splits is one round of loads
-// (H200, b=1 1K decode step, same run: 4.183 ms with at least 2 tiles, 4.155 with 1;
-// docs/perf.md, ninth session).
+// (H200, b=1 1K decode step, same run: 4.155 ms with splits of at least 1 tile, 4.183 with
+// at least 2).
 constexpr int kMinTilesPerSplit = 1;
 constexpr int kMaxSplits = 256;
-// Persistent variant: a pipeline that runs across work items, shallow enough for 2 blocks
-// per SM (H200, 256 x 4K: 1388 us with 1 block of 5 stages, 965 with 2 of 3; docs/perf.md,
-// thirteenth session).
-constexpr int kPersistentStages128 = 3;
-constexpr int kPersistentStages64 = 6;
-
 template <int kHeadDim, int kStages>
 struct Smem {
   using D = Dims<kHeadDim>;
@@ -189,99 +183,6 @@ __global__ void __launch_bounds__(kThreads)
                           l_s);
 }
 
-// [K/V stages | q | m, l | the warps' outputs for the merge (group rows each)]: the merge
-// buffer is sized for the launch's group, so that 2 blocks fit an SM at Llama's group of 4.
-template <int kHeadDim, int kStages>
-struct PersistentSmem {
-  using D = Dims<kHeadDim>;
-  static constexpr size_t kKvBytes = kStages * D::kStageBytes;
-  static constexpr size_t kOutOffset = kKvBytes + D::kQBytes + D::kStateBytes;
-  static size_t Bytes(int group) { return kOutOffset + size_t{kWarps} * group * kHeadDim * 4; }
-};
-
-// Grid: at most one block per work item (sequence, KV head, split), sized to the resident
-// blocks of the GPU; block b takes items b, b + gridDim.x, ... The K/V pipeline is one
-// stream of tiles across the block's items, so the next item's first tiles load while the
-// current item finishes (no per-item ramp-up).
-template <int kHeadDim, int kStages>
-__global__ void __launch_bounds__(kThreads, 1)
-    PersistentDecodeAttentionKernel(DecodeAttentionParams p, float scale_log2) {
-  detail::WaitForPreviousKernel();
-  if (!p.late_next) detail::AllowNextKernel();
-  using D = Dims<kHeadDim>;
-  using L = PersistentSmem<kHeadDim, kStages>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto k_stage = [&](int s) {
-    return reinterpret_cast<__nv_bfloat16*>(smem_raw + s * D::kStageBytes);
-  };
-  auto v_stage = [&](int s) { return k_stage(s) + kTile * D::Tile::kRow; };
-  __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw + L::kKvBytes);
-  float* m_s = reinterpret_cast<float*>(smem_raw + L::kKvBytes + D::kQBytes);
-  float* l_s = m_s + kWarps * kMaxGroup;
-  float* o_s = reinterpret_cast<float*>(smem_raw + L::kOutOffset);
-
-  const int group = p.num_q_heads / p.num_kv_heads;
-  const int num_items = p.num_seqs * p.num_kv_heads * p.num_splits;
-  auto decode_item = [&](int item, int& seq, int& kvh, int& split) {
-    split = item % p.num_splits;
-    kvh = (item / p.num_splits) % p.num_kv_heads;
-    seq = item / (p.num_splits * p.num_kv_heads);
-  };
-
-  // Issue cursor: the next tile to load, possibly in a later item of this block.
-  int ic_item = static_cast<int>(blockIdx.x) - static_cast<int>(gridDim.x);
-  int ic_tile = 0, ic_end = 0, ic_seq = 0, ic_kvh = 0, ic_ctx = 0;
-  auto next_issue_item = [&]() {
-    for (ic_item += gridDim.x; ic_item < num_items; ic_item += gridDim.x) {
-      int split;
-      decode_item(ic_item, ic_seq, ic_kvh, split);
-      const SplitRange r = RangeOf(p, ic_seq, split);
-      if (r.tile_begin < r.tile_end) {
-        ic_tile = r.tile_begin;
-        ic_end = r.tile_end;
-        ic_ctx = r.ctx;
-        return;
-      }
-    }
-  };
-  int issued = 0;  // tiles issued so far; tile n lives in stage n % kStages
-  auto issue_next = [&]() {
-    if (ic_item < num_items) {
-      const int s = issued % kStages;
-      IssueTile<kHeadDim>(p, ic_seq, ic_kvh, ic_ctx, ic_tile, -1, k_stage(s), v_stage(s));
-      ++issued;
-      if (++ic_tile >= ic_end) next_issue_item();
-    }
-    CpAsyncCommit();  // one group per call, possibly empty: keeps the wait count uniform
-  };
-  next_issue_item();
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) issue_next();
-
-  int consumed = 0;
-  for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
-    int seq, kvh, split;
-    decode_item(item, seq, kvh, split);
-    const SplitRange range = RangeOf(p, seq, split);
-    __syncthreads();  // the previous item's readers of q_s, o_s, m_s, l_s are done
-    LoadQ<kHeadDim>(p, seq, kvh, group, q_s);
-    __syncthreads();
-    WarpState<kHeadDim> st;
-    InitState<kHeadDim>(st, q_s);
-    for (int tile = range.tile_begin; tile < range.tile_end; ++tile) {
-      CpAsyncWait<kStages - 2>();
-      __syncthreads();  // tile visible; the stage refilled next was consumed last step
-      issue_next();
-      const int s = consumed % kStages;
-      ++consumed;
-      ComputeTile<kHeadDim>(st, k_stage(s), v_stage(s), min(kTile, range.ctx - tile * kTile),
-                            scale_log2);
-    }
-    MergeAndStore<kHeadDim>(p, st, seq, kvh, split, group, o_s, m_s, l_s, group);
-  }
-  CpAsyncWait<0>();
-}
-
 // One output element of the merge of S <= kMax splits: every split's log-sum-exp and this
 // thread's partial output loaded in one round, then summed in split order.
 template <int kMax>
@@ -385,26 +286,7 @@ Status LaunchTyped(const DecodeAttentionParams& p, cudaStream_t stream) {
   return LaunchMerge(p, stream);
 }
 
-template <int kHeadDim, int kStages>
-Status LaunchPersistent(const DecodeAttentionParams& p, cudaStream_t stream) {
-  const size_t smem = PersistentSmem<kHeadDim, kStages>::Bytes(p.num_q_heads / p.num_kv_heads);
-  auto kernel = PersistentDecodeAttentionKernel<kHeadDim, kStages>;
-  TANDEM_RETURN_IF_CUDA_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  int device = 0, sms = 0, per_sm = 0;
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  TANDEM_RETURN_IF_CUDA_ERROR(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
-  const int64_t items = static_cast<int64_t>(p.num_seqs) * p.num_kv_heads * p.num_splits;
-  if (items > INT32_MAX) return InvalidArgumentError("DecodeAttention: too many work items");
-  const int64_t grid = std::min<int64_t>(items, static_cast<int64_t>(sms) * std::max(per_sm, 1));
-  TANDEM_RETURN_IF_ERROR(detail::LaunchPdl("PersistentDecodeAttentionKernel", kernel, static_cast<int>(grid), kThreads,
-                                           smem, stream, p, p.softmax_scale * kLog2e));
-  return LaunchMerge(p, stream);
-}
-
-// Thread blocks of the (non-persistent) kernel for `p`'s head dim and pipeline depth that
+// Thread blocks of the kernel for `p`'s head dim and pipeline depth that
 // fit on one SM at once (shared memory bound), from the CUDA occupancy calculator; 2 when
 // it cannot tell (no GPU).
 int ResidentBlocksPerSm(const DecodeAttentionParams& p) {
@@ -482,7 +364,6 @@ Status LaunchDecodeAttention(const DecodeAttentionParams& p, cudaStream_t stream
   if (fused_rope) {
     const RopeKvWriteParams& r = p.rope;
     TANDEM_RETURN_IF_ERROR(ValidateRopeKvWrite(r));
-    if (p.persistent) return InvalidArgumentError("DecodeAttention: fused RoPE needs the non-persistent kernel");
     if (r.num_tokens != p.num_seqs || r.num_q_heads != p.num_q_heads || r.num_kv_heads != p.num_kv_heads ||
         r.head_dim != p.head_dim || r.block_size != p.block_size || r.kv_cache != p.kv_cache)
       return InvalidArgumentError("DecodeAttention: fused RoPE params disagree with the attention's");
@@ -494,10 +375,6 @@ Status LaunchDecodeAttention(const DecodeAttentionParams& p, cudaStream_t stream
   if (p.num_splits > 1 && p.workspace == nullptr)
     return InvalidArgumentError("DecodeAttention: num_splits > 1 needs the plan's workspace");
   if (p.num_seqs == 0) return Status::Ok();
-  if (p.persistent) {
-    if (p.head_dim == 64) return LaunchPersistent<64, kPersistentStages64>(p, stream);
-    return LaunchPersistent<128, kPersistentStages128>(p, stream);
-  }
   const int stages = p.num_stages == 0 ? kDefaultStages : p.num_stages;
   if (p.head_dim == 64) {
     if (stages == 2) return LaunchTyped<64, 2>(p, stream);

@@ -6,9 +6,7 @@
 // all query heads of that KV group from each load on tensor cores (mma.sync m16n8k16: the
 // group's heads are the rows of one 16-row tile). With
 // num_splits > 1 each block writes a partial result (fp32 output + log-sum-exp) to the
-// workspace and a second kernel merges the splits. (Measured slower on the H200 and not
-// kept: thread block clusters merging through distributed shared memory, and the last
-// block of each (sequence, KV head) merging behind an arrival counter; see docs/perf.md.)
+// workspace and a second kernel merges the splits.
 //
 // Under PDL the kernel loads K/V of every position but each sequence's newest before the
 // previous kernel has finished: that kernel may write the newest token's K/V (RoPE + KV
@@ -50,24 +48,20 @@ struct DecodeAttentionParams {
   float softmax_scale = 0.f;                // usually 1/sqrt(head_dim)
   int num_splits = 1;                       // from the plan
   int num_stages = 0;                       // K/V tiles in flight + 1 (2..4); 0: default (3)
-  bool persistent = false;                  // as many blocks as fit the GPU at once (2 per SM
-                                            // up to a group of 4) looping over the work items,
-                                            // each one's K/V pipeline running across items
-                                            // (3 stages at hd 128, 6 at hd 64); num_stages unused
   // Optional, rope.qkv != nullptr: RoPE + K/V write of each sequence's newest token fused in
   // (the decode step's LaunchRopeKvWrite, bit for bit). q is then unused: each block rotates
   // its group's query heads from rope.qkv (rope.q_out is not written), and the block whose
   // split holds the newest position stores that token's K and V at rope.slot_mapping[seq]
   // and attends to them. REQUIRES: rope.num_tokens == num_seqs, each sequence's newest token
   // at position context_lens[s] - 1, rope.kv_cache == kv_cache, the same head counts, head
-  // dim and block size; not with `persistent`.
+  // dim and block size.
   RopeKvWriteParams rope;
   // The kernel after this one (the merge; with one split, the next op) may launch (PDL) only
   // once the last block has ended, not as soon as the blocks have waited for their
-  // predecessor. Launched early, kernels after the attention ran as if on its SMs' large
+  // predecessor. A kernel launched early onto the attention's SMs runs with their large
   // shared-memory configuration: skinny GEMMs there have a small L1, which bounds the weight
-  // loads they keep in flight (H200: down 30 -> 47 us at b=1 8K with early GEMM launches).
-  // Launched at the end, the next kernel finds drained SMs (docs/perf.md, twelfth session).
+  // loads they keep in flight (H200, b=1 8K: the down projection takes 47 instead of 30 us).
+  // Launched at the end, the next kernel finds drained SMs.
   bool late_next = false;
 };
 

@@ -1,6 +1,6 @@
-// Building blocks shared by the decode attention kernels (decode_attention.cu): loading a
-// K/V tile of the paged cache with cp.async, the per-warp tensor-core step over one tile,
-// and the merge of the warps' partial results. Private to this folder.
+// Building blocks of the decode attention kernel (decode_attention.cu): loading a K/V tile
+// of the paged cache with cp.async, the per-warp tensor-core step over one tile, and the
+// merge of the warps' partial results. Private to this folder.
 //
 // Per block: 4 warps; a tile is 64 tokens, warp w owns tokens [16w, 16w + 16) of each tile.
 // The query heads of one KV group are the rows of a 16-row mma tile (rows >= group are 0).
@@ -24,25 +24,20 @@ constexpr int kTile = 64;       // tokens per shared-memory tile
 constexpr int kMaxGroup = 16;   // query heads per KV head: the rows of one mma tile
 
 // Where element `col` of row `row` of a K or V tile lives in shared memory (bf16 elements
-// from the tile's start).
-//  - Swizzled (the decode attention's stages): rows of exactly kHeadDim, and the 16-byte
-//    chunk c of row r at chunk c ^ (r % 8). Each 128-byte line of the cache lands in one
-//    aligned 128-byte piece of shared memory, so cp.async moves whole lines. With padded
-//    rows the H200 split the requests (2.3 sectors per L2 request instead of 4) and read
-//    the 64 x 4K shape at 4.08 TB/s against cuDNN's 4.41 (docs/perf.md, eleventh session).
-//    The fragment reads of 8 rows at one column still hit 8 different bank groups.
-//  - Padded (the fused decode step's stages): rows of kHeadDim + 8.
-template <int kHeadDim, bool kSwizzled>
+// from the tile's start): rows of exactly kHeadDim, and the 16-byte chunk c of row r at
+// chunk c ^ (r % 8). Each 128-byte line of the cache lands in one aligned 128-byte piece of
+// shared memory, so cp.async moves whole lines (with rows padded to kHeadDim + 8 the H200
+// splits the requests: 2.3 sectors per L2 request instead of 4). The fragment reads of 8
+// rows at one column still hit 8 different bank groups.
+template <int kHeadDim>
 struct KvTile {
-  static constexpr int kRow = kSwizzled ? kHeadDim : kHeadDim + 8;
-  __device__ __forceinline__ static int Offset(int row, int col) {
-    return row * kRow + (kSwizzled ? col ^ ((row & 7) << 3) : col);
-  }
+  static constexpr int kRow = kHeadDim;
+  __device__ __forceinline__ static int Offset(int row, int col) { return row * kRow + (col ^ ((row & 7) << 3)); }
 };
 
 template <int kHeadDim>
 struct Dims {
-  using Tile = KvTile<kHeadDim, true>;  // this kernel's K/V stages
+  using Tile = KvTile<kHeadDim>;  // the K/V stages
   static constexpr int kRow = kHeadDim + 8;  // padded smem row of q (bf16): conflict-free fragments
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   static constexpr int kDimTiles = kHeadDim / 8;
@@ -122,8 +117,8 @@ __device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int se
     // general path below does 64-bit math per row. Tiles start at multiples of kTile, a
     // multiple of the block size, so row r0 + kRowsPerPass * k has the same page slot and
     // in-page row in every tile; kRowsPerPass % 8 == 0 keeps the swizzle of the thread's rows
-    // equal, so pass k lands at a constant offset from pass 0. (H200, 256 x 1K: 106 -> 75 M
-    // instructions, 275 -> 261 us; docs/perf.md, fifteenth session.)
+    // equal, so pass k lands at a constant offset from pass 0. (H200, 256 x 1K: 75 M
+    // instructions and 261 us, against 106 M and 275 us with the general path for every tile.)
     static_assert(kRowsPerPass % 8 == 0, "the swizzle repeats every 8 rows");
     const int32_t* row_pages = table + (start >> bs_shift);
     const char* base = reinterpret_cast<const char*>(p.kv_cache + head_off + c * 8);
@@ -165,23 +160,22 @@ __device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int se
   }
 }
 
-// One warp's step over 16 tokens of a tile in shared memory (K and V rows in the
-// KvTile<kHeadDim, kSwizzled> layout): tokens [16 * block, 16 * block + 16), by default the
-// warp's own (tokens 16 * warp ...). `tile_valid` is the number of valid tokens of the whole
-// tile. REQUIRES: the stage is complete and visible.
-template <int kHeadDim, bool kSwizzled = true>
+// One warp's step over its 16 tokens of a tile in shared memory (K and V rows in the
+// KvTile<kHeadDim> layout). `tile_valid` is the number of valid tokens of the whole tile.
+// REQUIRES: the stage is complete and visible.
+template <int kHeadDim>
 __device__ __forceinline__ void ComputeTile(WarpState<kHeadDim>& st, const __nv_bfloat16* k_stage,
                                             const __nv_bfloat16* v_stage, int tile_valid,
-                                            float scale_log2, int block = -1) {
+                                            float scale_log2) {
   using D = Dims<kHeadDim>;
-  constexpr int kRow = KvTile<kHeadDim, kSwizzled>::kRow;
+  constexpr int kRow = D::Tile::kRow;
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-  const int warp = block >= 0 ? block : threadIdx.x >> 5;
+  const int warp = threadIdx.x >> 5;
   const int n_valid = tile_valid - warp * 16;  // this warp's valid keys
   if (n_valid <= 0) return;
   const __nv_bfloat16* ks = k_stage + warp * 16 * kRow;
   // Rows j * 8 + g of the warp's 16 (row % 8 == g): KvTile::Offset's column swizzle is ^ g8.
-  const int g8 = kSwizzled ? g << 3 : 0;
+  const int g8 = g << 3;
   float s[2][4];
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
@@ -223,15 +217,15 @@ __device__ __forceinline__ void ComputeTile(WarpState<kHeadDim>& st, const __nv_
   a[2] = PackBf16(s[1][0], s[1][1]);
   a[3] = PackBf16(s[1][2], s[1][3]);
   // ldmatrix rows: lanes 0-7 keys 0-7, 8-15 keys 8-15 (dims d0); lanes 16-31 the same at d0+8.
-  // Swizzled: the lane's chunk j + (lane >> 4) (j even) of a row with key % 8 == lane % 8 is
-  // at chunk j ^ ((lane >> 4) ^ (lane % 8)).
+  // The lane's chunk j + (lane >> 4) (j even) of a row with key % 8 == lane % 8 is at chunk
+  // j ^ ((lane >> 4) ^ (lane % 8)).
   const int ldm_key = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-  const int v8 = kSwizzled ? ((lane >> 4) ^ (lane & 7)) << 3 : (lane >> 4) << 3;
+  const int v8 = ((lane >> 4) ^ (lane & 7)) << 3;
   const __nv_bfloat16* vrow = v_stage + ldm_key * kRow;
 #pragma unroll
   for (int j = 0; j < D::kDimTiles; j += 2) {
     uint32_t b[4];
-    LdMatrixX4Trans(b, vrow + (kSwizzled ? (j * 8) ^ v8 : j * 8 + v8));
+    LdMatrixX4Trans(b, vrow + ((j * 8) ^ v8));
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       st.o[j][e] *= alpha[e >> 1];
@@ -242,11 +236,11 @@ __device__ __forceinline__ void ComputeTile(WarpState<kHeadDim>& st, const __nv_
   }
 }
 
-// Warp `slot`'s state for rows < group into shared memory: m and l at [slot * stride + row],
-// o at [(slot * stride + row) * kHeadDim + d]. The whole warp.
+// Warp `slot`'s state for rows < group into shared memory: m and l at [slot * kMaxGroup +
+// row], o at [(slot * kMaxGroup + row) * kHeadDim + d]. The whole warp.
 template <int kHeadDim>
-__device__ __forceinline__ void StoreWarpState(const WarpState<kHeadDim>& st, int group, int slot, int stride,
-                                               float* o_s, float* m_s, float* l_s) {
+__device__ __forceinline__ void StoreWarpState(const WarpState<kHeadDim>& st, int group, int slot, float* o_s,
+                                               float* m_s, float* l_s) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -256,34 +250,34 @@ __device__ __forceinline__ void StoreWarpState(const WarpState<kHeadDim>& st, in
     lr += __shfl_xor_sync(0xffffffffu, lr, 2);
     if (row >= group) continue;  // rows >= group are padding
     if (t4 == 0) {
-      m_s[slot * stride + row] = st.m[r];
-      l_s[slot * stride + row] = lr;
+      m_s[slot * kMaxGroup + row] = st.m[r];
+      l_s[slot * kMaxGroup + row] = lr;
     }
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j)
-      *reinterpret_cast<float2*>(o_s + (slot * stride + row) * kHeadDim + j * 8 + t4 * 2) =
+      *reinterpret_cast<float2*>(o_s + (slot * kMaxGroup + row) * kHeadDim + j * 8 + t4 * 2) =
           make_float2(st.o[j][2 * r], st.o[j][2 * r + 1]);
   }
 }
 
-// Element d of row `row` of the kSlots warps' merged output (StoreWarpState's layout), with
-// the merged max (mx) and softmax denominator (den) for the log2-sum-exp mx + log2(den).
-template <int kHeadDim, int kSlots>
-__device__ __forceinline__ float MergeWarpStates(int row, int d, int stride, const float* o_s, const float* m_s,
+// Element d of row `row` of the warps' merged output (StoreWarpState's layout), with the
+// merged max (mx) and softmax denominator (den) for the log2-sum-exp mx + log2(den).
+template <int kHeadDim>
+__device__ __forceinline__ float MergeWarpStates(int row, int d, const float* o_s, const float* m_s,
                                                  const float* l_s, float& mx, float& den) {
   mx = -INFINITY;
 #pragma unroll
-  for (int w = 0; w < kSlots; ++w) mx = fmaxf(mx, m_s[w * stride + row]);
+  for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_s[w * kMaxGroup + row]);
   float num = 0.f;
   den = 0.f;
   if (mx != -INFINITY) {
 #pragma unroll
-    for (int w = 0; w < kSlots; ++w) {
-      const float mw = m_s[w * stride + row];
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = m_s[w * kMaxGroup + row];
       if (mw == -INFINITY) continue;  // this warp saw no keys
       const float f = exp2f(mw - mx);
-      num += f * o_s[(w * stride + row) * kHeadDim + d];
-      den += f * l_s[w * stride + row];
+      num += f * o_s[(w * kMaxGroup + row) * kHeadDim + d];
+      den += f * l_s[w * kMaxGroup + row];
     }
   }
   return den > 0.f ? num / den : 0.f;
@@ -291,19 +285,18 @@ __device__ __forceinline__ float MergeWarpStates(int row, int d, int stride, con
 
 // Merges the warps' states for rows < group and writes the output (1 split) or the split's
 // partial output and log2-sum-exp. All threads; o_s/m_s/l_s must not be in use by others.
-// o_s holds kWarps * stride rows of kHeadDim floats, m_s and l_s kWarps * stride floats
-// (stride >= group).
+// o_s holds kWarps * kMaxGroup rows of kHeadDim floats, m_s and l_s kWarps * kMaxGroup floats.
 template <int kHeadDim>
 __device__ __forceinline__ void MergeAndStore(const DecodeAttentionParams& p,
                                               const WarpState<kHeadDim>& st, int seq, int kvh,
                                               int split, int group, float* o_s, float* m_s,
-                                              float* l_s, int stride = kMaxGroup) {
-  StoreWarpState<kHeadDim>(st, group, threadIdx.x >> 5, stride, o_s, m_s, l_s);
+                                              float* l_s) {
+  StoreWarpState<kHeadDim>(st, group, threadIdx.x >> 5, o_s, m_s, l_s);
   __syncthreads();
   for (int i = threadIdx.x; i < group * kHeadDim; i += kThreads) {
     const int row = i / kHeadDim, d = i % kHeadDim;
     float mx, den;
-    const float out = MergeWarpStates<kHeadDim, kWarps>(row, d, stride, o_s, m_s, l_s, mx, den);
+    const float out = MergeWarpStates<kHeadDim>(row, d, o_s, m_s, l_s, mx, den);
     const int64_t qh = static_cast<int64_t>(seq) * p.num_q_heads + kvh * group + row;
     if (p.num_splits == 1) {
       p.out[qh * kHeadDim + d] = __float2bfloat16(out);

@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <utility>
 
 #include "common/cuda/cuda_status.h"
@@ -36,26 +35,12 @@ __device__ __forceinline__ void AllowNextKernel() {
 #endif
 }
 
-// False when the environment sets TANDEM_PDL=0 (plain launches; for comparisons and as a
-// way out should a driver mishandle PDL).
-inline bool PdlEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TANDEM_PDL");
-    return v == nullptr || v[0] != '0';
-  }();
-  return enabled;
-}
-
 // kernel<<<grid, block, smem, stream>>>(args...) with the PDL attribute. REQUIRES: the
 // kernel calls WaitForPreviousKernel as described above, and the stream's previous
 // operation is a kernel (a PDL launch orders itself after the previous kernel only).
 template <typename... Params, typename... Args>
 Status LaunchPdl(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                  cudaStream_t stream, Args&&... args) {
-  if (!PdlEnabled()) {
-    kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
-    return cuda::LastLaunchStatus(name);
-  }
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;

@@ -3,7 +3,7 @@
 //    (head_dim not 64/128, block size outside [8, 64], GQA groups over 16): one warp per
 //    (query row, head), fp32 online softmax; slow but exact enough to be a fallback and
 //    the path of the tiny test models (head_dim 16);
-//  - a row gather for any element size, a bias add, and a random bf16 fill (benchmarks).
+//  - a row gather for any element size and a bias add.
 // Thread rule: launchers only queue work on the given stream.
 #pragma once
 
@@ -45,10 +45,5 @@ Status LaunchGatherRows(const void* src, int64_t num_src_rows, size_t row_bytes,
 // y[r, c] += bias[c] for y of `rows` x `cols`, bf16 or fp32 (y_is_f32).
 Status LaunchAddBias(void* y, bool y_is_f32, const __nv_bfloat16* bias, int64_t rows,
                      int64_t cols, cudaStream_t stream);
-
-// dst[i] = bf16(center + spread * u), u uniform in [-1, 1) from a counter-based hash of
-// (seed, i): the same arguments give the same values.
-Status LaunchFillRandomBf16(__nv_bfloat16* dst, size_t count, uint64_t seed, float center,
-                            float spread, cudaStream_t stream);
 
 }  // namespace tandem::kernels

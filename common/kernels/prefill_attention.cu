@@ -14,9 +14,9 @@ using namespace detail;  // NOLINT: the shared mma/cp.async helpers
 // 8 warps (128 query rows) per block: each K/V tile in shared memory serves twice the rows
 // of 4 warps. At head_dim 128 a thread holds 253 registers (nvcc 13), so one block (8 warps)
 // runs per SM; its 104 KB of shared memory would allow two. H200, one causal sequence, 32 / 8
-// heads of 128: 2K / 4K / 8K tokens 242 / 807 / 2906 -> 219 / 698 / 2458 us against 4 warps
-// (docs/perf.md, twelfth session). 4 warps of 32 rows each (two row tiles sharing every K/V
-// fragment, 2 blocks per SM): 8K 7 % faster, 512 14 % slower (thirteenth session; not kept).
+// heads of 128: 2K / 4K / 8K tokens 219 / 698 / 2458 us, against 242 / 807 / 2906 with 4
+// warps. 4 warps of 32 rows each (two row tiles sharing every K/V fragment, 2 blocks per SM)
+// run 8K 7 % faster but 512 14 % slower.
 constexpr int kWarps = 8;
 constexpr int kBlockM = 16 * kWarps;  // query rows per block
 constexpr int kBlockN = 64;           // keys per tile

@@ -80,46 +80,6 @@ __device__ __forceinline__ void MmaStep(float (&acc)[2][4], const uint4& w_lo, c
 __device__ __forceinline__ void StoreOut(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void StoreOut(float* p, float v) { *p = v; }
 
-// SkinnyNormSumsWidth on the device.
-__device__ __forceinline__ int SumsWidth(int features) { return (features + 15) / 16; }
-
-// x_sums: warp w asks L1 for the rows of tokens w and w + 8 (lane j: their j-th 128 bytes).
-template <int kTokenTiles>
-__device__ __forceinline__ void PrefetchSums(const SkinnyGemmParams& p, int warp, int lane) {
-  const int width = SumsWidth(p.k);
-#pragma unroll
-  for (int c = 0; c < kTokenTiles; ++c) {
-    const int token = 8 * c + warp;
-    if (token < p.m && 32 * lane < width) {
-      const float* line = p.x_sums + static_cast<int64_t>(token) * width + 32 * lane;
-      asm volatile("prefetch.global.L1 [%0];" ::"l"(line));
-    }
-  }
-}
-
-// x_sums: warp w turns the sums of tokens w and w + 8 into their 1/rms, in inv_rms[token].
-template <int kTokenTiles>
-__device__ __forceinline__ void StoreInvRms(const SkinnyGemmParams& p, int warp, int lane, float* inv_rms) {
-  const int width = SumsWidth(p.k);
-#pragma unroll
-  for (int c = 0; c < kTokenTiles; ++c) {
-    const int token = 8 * c + warp;
-    if (token >= p.m) break;  // warp-uniform
-    const float* row = p.x_sums + static_cast<int64_t>(token) * width;
-    // Eight loads in flight at a time (hidden <= 4096 in one round), summed in a fixed order.
-    float s = 0.f;
-    for (int j0 = 0; j0 < width; j0 += 8 * 32) {
-      float v[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = j0 + 32 * i + lane < width ? row[j0 + 32 * i + lane] : 0.f;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) s += v[i];
-    }
-    s = detail::WarpSum(s);
-    if (lane == 0) inv_rms[token] = rsqrtf(s / p.k + p.x_eps);
-  }
-}
-
 // Grid: one block per 16 * kRowTiles output features (silu_mul: per 8 * kRowTiles features,
 // each 16-row tile holding the gate rows of 8 features and then their up rows). Warp w
 // handles the k-steps w, w + 8, w + 16, ... (the 8 warps together read 8 * 64 contiguous
@@ -129,7 +89,6 @@ template <int kTokenTiles, int kRowTiles, int kUnroll, typename OutT>
 __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemmParams p) {
   constexpr int kRows = 16 * kRowTiles;
   __shared__ float4 partial[kWarps][kRowTiles][kTokenTiles][32];
-  __shared__ float inv_rms[8 * kTokenTiles];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const bool silu = p.silu_mul;
@@ -169,7 +128,11 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
   float acc[kRowTiles][kTokenTiles][2][4] = {};
   const int num_steps = (k_total + kStepK - 1) / kStepK;
   // Launched with PDL: the first batch of weight loads (nobody writes weights) goes out
-  // while the previous kernel finishes; x and y only after it has.
+  // while the previous kernel finishes; x and y only after it has. Once this kernel has
+  // waited, the next one may launch: a GEMM after it takes each SM as this one leaves it and
+  // starts loading its weights. Its loads in flight need the large L1 of a small
+  // shared-memory carveout, so a kernel of large shared memory before a skinny GEMM lets it
+  // launch only as it ends (DecodeAttentionParams::late_next).
   bool waited = false;
 #pragma unroll 1
   for (int s0 = warp; s0 < num_steps; s0 += kWarps * kUnroll) {
@@ -184,10 +147,9 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
         for (int h = 0; h < 2; ++h)
           wv[u][r][h] = LoadStreaming(w_ptr[r][h] + k0, k_ok && w_ok[r][h]);
     }
-    const bool first = !waited;
-    if (first) {
+    if (!waited) {
       detail::WaitForPreviousKernel();
-      if (p.early_next) detail::AllowNextKernel();
+      detail::AllowNextKernel();
       waited = true;
     }
 #pragma unroll
@@ -197,8 +159,6 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
 #pragma unroll
       for (int c = 0; c < kTokenTiles; ++c) xv[u][c] = LoadCached(x_ptr[c] + k0, k_ok && x_ok[c]);
     }
-    // The epilogue's x_sums into L1 meanwhile (registers are what this loop has least of).
-    if (kTokenTiles == 1 && first && p.x_sums != nullptr) PrefetchSums<kTokenTiles>(p, warp, lane);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
@@ -216,32 +176,27 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
       partial[warp][r][c][lane] = make_float4(a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3]);
     }
   if (!waited) detail::WaitForPreviousKernel();  // a warp without k-steps still writes y below
-  if (p.x_sums != nullptr) StoreInvRms<kTokenTiles>(p, warp, lane, inv_rms);
   __syncthreads();
 
-  // Output o = token * cols + column: consecutive threads write consecutive columns, and
-  // (norm_out) each 16 of them one 16-feature block, whose squares they sum by shuffles.
+  // Output o = token * cols + column: consecutive threads write consecutive columns.
   // The mma's D fragment puts (row i, column j) of a tile in lane (i % 8) * 4 + j / 2,
   // element (i / 8) * 2 + j % 2.
   const int cols = silu ? kRows / 2 : kRows;
   const int64_t num_cols = silu ? half : p.n;
   OutT* y = static_cast<OutT*>(p.y);
-  for (int base = 0; base < cols * p.m; base += kThreads) {  // uniform: every lane shuffles
+  for (int base = 0; base < cols * p.m; base += kThreads) {
     const int o = base + threadIdx.x;
     const int token = o / cols, col = o % cols;
     const int64_t n = col_base + col;
-    const bool active = o < cols * p.m && n < num_cols;
-    float square = 0.f;
-    if (active) {
+    if (o < cols * p.m && n < num_cols) {
       const int c = token / 8, j = token % 8;
-      const float scale = p.x_sums != nullptr ? inv_rms[token] : 1.f;
       // Tile row i of row tile r, summed over the warps.
       auto product = [&](int r, int i) {
         const int src_lane = (i % 8) * 4 + j / 2, elem = (i / 8) * 2 + j % 2;
         float sum = 0.f;
 #pragma unroll
         for (int w = 0; w < kWarps; ++w) sum += reinterpret_cast<const float*>(&partial[w][r][c][src_lane])[elem];
-        return sum * scale;
+        return sum;
       };
       OutT* dst = y + token * p.ldy + n;
       if (silu) {
@@ -255,20 +210,8 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
         if (p.bias != nullptr) sum += __bfloat162float(p.bias[n]);
         if constexpr (sizeof(OutT) == 4) {
           if (p.accumulate) sum = *dst + sum;
-          if (p.norm_out != nullptr) {
-            p.norm_out[token * static_cast<int64_t>(p.n) + n] =
-                __float2bfloat16_rn(sum * __bfloat162float(p.norm_weight[n]));
-            square = sum * sum;
-          }
         }
         StoreOut(dst, sum);
-      }
-    }
-    if constexpr (sizeof(OutT) == 4) {
-      if (p.norm_out != nullptr) {
-#pragma unroll
-        for (int d = 8; d > 0; d >>= 1) square += __shfl_xor_sync(0xffffffffu, square, d);
-        if (active && n % 16 == 0) p.norm_sums[token * static_cast<int64_t>(SumsWidth(p.n)) + n / 16] = square;
       }
     }
   }
@@ -301,13 +244,11 @@ Status LaunchForTiling(const SkinnyGemmParams& p, SkinnyGemmTiling tiling, cudaS
 
 // Every tiling fits 2 blocks (16 warps) per SM and no more (80-128 registers, no spills
 // with nvcc 13), so the ones with 8 KB of weights in flight per warp win on paper. The
-// 32-row blocks (x fragments shared by two row tiles) lost to 16 x 8 on the large GEMMs:
-// H200, gate/up 28672 x 4096 alone 58.5 -> 56.4 us at m = 1, 62.2 -> 58.3 at m = 8; the
-// decode step b=1 / b=8 1K 4.126 -> 4.107 / 4.672 -> 4.623 ms (docs/perf.md, twelfth session).
-// A GEMM whose 16-row blocks fit in one wave at k <= 4096 (the o projection of an 8B model)
-// takes 4 KB per warp and batch, four batches a warp: H200, o_proj 4096 x 4096 at m = 1,
-// 9.42 against 9.88 us alone; in the whole b=1 / b=8 1K decode step 4.224 -> 4.217 /
-// 4.786 -> 4.742 ms (docs/perf.md, ninth session).
+// 32-row blocks (x fragments shared by two row tiles) are slower than 16 x 8 on the large
+// GEMMs (H200, gate/up 28672 x 4096 alone: 58.5 against 56.4 us at m = 1, 62.2 against 58.3
+// at m = 8). A GEMM whose 16-row blocks fit in one wave at k <= 4096 (the o projection of an
+// 8B model) takes 4 KB per warp and batch, four batches a warp (H200, o_proj 4096 x 4096 at
+// m = 1: 9.42 against 9.88 us alone).
 SkinnyGemmTiling ChooseTiling(const SkinnyGemmParams& p) {
   if (p.k <= kMaxKFor16RowsUnroll4 && p.n <= kMaxFeaturesFor16RowsUnroll4) return SkinnyGemmTiling::k16RowsUnroll4;
   return SkinnyGemmTiling::k16RowsUnroll8;
@@ -351,10 +292,6 @@ Status ValidateSkinnyGemm(const SkinnyGemmParams& p) {
   if (p.accumulate && p.y_dtype != DType::kF32) return InvalidArgumentError("SkinnyGemm: accumulate needs an f32 y");
   if (p.silu_mul && (p.n % 2 != 0 || p.y_dtype != DType::kBF16 || p.accumulate))
     return InvalidArgumentError("SkinnyGemm: silu_mul needs an even n and a bf16 y, no accumulate");
-  const bool norm_out = p.norm_out != nullptr || p.norm_weight != nullptr || p.norm_sums != nullptr;
-  if (norm_out && (p.norm_out == nullptr || p.norm_weight == nullptr || p.norm_sums == nullptr || !p.accumulate))
-    return InvalidArgumentError("SkinnyGemm: norm_out needs norm_weight, norm_sums and accumulate");
-  if (p.x_sums != nullptr && !(p.x_eps > 0.f)) return InvalidArgumentError("SkinnyGemm: x_sums needs x_eps > 0");
   const int t = static_cast<int>(p.tiling);
   if (t < 0 || t >= kNumSkinnyGemmTilings) return InvalidArgumentError("SkinnyGemm: unknown tiling");
   return Status::Ok();

@@ -3,15 +3,10 @@
 // `accumulate`, y += x · wᵀ (+ bias) into an fp32 y (the residual stream takes the o and
 // down projections directly).
 //
-// Three epilogues fold the small ops between decode GEMMs into them (no kernel of their own):
-//  - silu_mul: w is the fused [gate (n/2 rows) | up (n/2 rows)] projection and
-//    y[:, f] = silu(g_f) * u_f, n/2 columns; g and u are rounded to bf16 first, so the
-//    result is bit for bit the plain GEMM followed by the SiLU-mul kernel.
-//  - norm_out (with accumulate): the start of the RMSNorm of the updated y for the next
-//    GEMM: norm_out = bf16(y * norm_weight) and, per 16 features, sum(y^2) into norm_sums.
-//  - x_sums: x is such a norm_out (k its n) and y = (x · wᵀ) * rsqrt(sum(x_sums) / k + eps)
-//    (+ bias): the 1/rms applied to the product instead of to every element of x. Same
-//    math as RMSNorm then GEMM; one bf16 rounding of x as there, taken before the scale.
+// With silu_mul the SiLU-mul between the gate/up and down projections runs in the epilogue
+// (no kernel of its own): w is the fused [gate (n/2 rows) | up (n/2 rows)] projection and
+// y[:, f] = silu(g_f) * u_f, n/2 columns; g and u are rounded to bf16 first, so the result
+// is bit for bit the plain GEMM followed by the SiLU-mul kernel.
 //
 // Memory-bound by design: every weight element is read from HBM exactly once per call
 // (16-byte non-allocating loads), and all m rows of x are applied to it on the tensor
@@ -66,21 +61,7 @@ struct SkinnyGemmParams {
   SkinnyGemmTiling tiling = SkinnyGemmTiling::kAuto;
   bool accumulate = false;              // y += x · wᵀ (+ bias), one fp32 add; y_dtype kF32
   bool silu_mul = false;                // see above: n even, y bf16 [m, n/2], bias in w's row order
-  const __nv_bfloat16* norm_weight = nullptr;  // [n]; with norm_out and norm_sums, accumulate only
-  __nv_bfloat16* norm_out = nullptr;    // [m, n], row stride n
-  float* norm_sums = nullptr;           // [m, ceil(n / 16)]
-  const float* x_sums = nullptr;        // [m, ceil(k / 16)]: the norm_sums that came with x
-  float x_eps = 0.f;                    // the RMSNorm's eps, > 0 with x_sums
-  // Lets the next kernel launch (PDL) as soon as this one has waited for its predecessor.
-  // The loads this kernel keeps in flight need the large L1 of a small shared-memory
-  // carveout (H200: gate/up 59 -> 80 us at the largest; docs/perf.md, twelfth session), so
-  // a kernel of large shared memory before it should not let it launch early
-  // (DecodeAttentionParams::late_next).
-  bool early_next = true;
 };
-
-// Columns of a norm_sums / x_sums row for `features` features.
-inline constexpr int SkinnyNormSumsWidth(int features) { return (features + 15) / 16; }
 
 // OK when `params` is a shape and layout LaunchSkinnyGemm takes (pointers non-null and
 // aligned, sizes and strides as documented above), else InvalidArgument naming the

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace tandem::model {
@@ -33,6 +34,14 @@ StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) 
   }
   ::close(fd);  // the mapping keeps the file alive
   return std::unique_ptr<MappedFile>(new MappedFile(path, static_cast<const std::byte*>(addr), size));
+}
+
+void MappedFile::WillNeed(const std::byte* begin, size_t num_bytes) const {
+  if (num_bytes == 0) return;
+  // madvise takes a page-aligned start; the page holding `begin` is inside the map.
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(begin) / page * page;
+  ::madvise(reinterpret_cast<void*>(start), reinterpret_cast<uintptr_t>(begin) + num_bytes - start, MADV_WILLNEED);
 }
 
 MappedFile::~MappedFile() {

@@ -24,6 +24,11 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Asks the kernel to read [begin, begin + num_bytes) ahead into the page cache
+  // (madvise WILLNEED, returning at once). A hint: failures are ignored.
+  // REQUIRES: the range lies inside the map.
+  void WillNeed(const std::byte* begin, size_t num_bytes) const;
+
  private:
   MappedFile(std::string path, const std::byte* data, size_t size)
       : path_(std::move(path)), data_(data), size_(size) {}

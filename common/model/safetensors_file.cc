@@ -27,6 +27,13 @@ StatusOr<TensorView> SafetensorsFile::Get(const std::string& name) const {
   return view;
 }
 
+void SafetensorsFile::WillNeed(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) return;
+  const SafetensorsEntry& entry = header_.tensors[it->second];
+  file_->WillNeed(file_->data() + header_.data_offset + entry.begin, entry.end - entry.begin);
+}
+
 std::vector<std::string> SafetensorsFile::Names() const {
   std::vector<std::string> names;
   names.reserve(header_.tensors.size());

@@ -23,6 +23,8 @@ class SafetensorsFile {
   // NotFound naming the file and the tensor.
   StatusOr<TensorView> Get(const std::string& name) const;
   bool Contains(const std::string& name) const { return index_.count(name) != 0; }
+  // MappedFile::WillNeed over the tensor's bytes; nothing for an unknown name.
+  void WillNeed(const std::string& name) const;
   // Tensor names in file (offset) order.
   std::vector<std::string> Names() const;
   const std::map<std::string, std::string>& metadata() const { return header_.metadata; }

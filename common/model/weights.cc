@@ -47,6 +47,10 @@ class SafetensorsWeights : public ModelWeights {
     return files_[it->second]->Get(name);
   }
   bool Contains(const std::string& name) const override { return tensors_.count(name) != 0; }
+  void WillNeed(const std::string& name) const override {
+    auto it = tensors_.find(name);
+    if (it != tensors_.end()) files_[it->second]->WillNeed(name);
+  }
   std::vector<std::string> Names() const override {
     std::vector<std::string> names;
     names.reserve(tensors_.size());

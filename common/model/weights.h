@@ -47,6 +47,10 @@ class ModelWeights {
   // Get plus a shape check: InvalidArgument naming expected and actual shapes.
   StatusOr<TensorView> Get(const std::string& name, const std::vector<int64_t>& shape) const;
   virtual bool Contains(const std::string& name) const = 0;
+  // Hints that `name`'s bytes are read soon: file maps ask the kernel to read them
+  // ahead (madvise WILLNEED), so a cold page cache overlaps its reads with the
+  // caller's work. Does nothing for an unknown name or weights held in memory.
+  virtual void WillNeed(const std::string& name) const {}
   // All tensor names, sorted.
   virtual std::vector<std::string> Names() const = 0;
 };

@@ -141,8 +141,12 @@ std::optional<proto::CacheReport> NodeHost::TakeCacheReport(bool full) const {
 HttpReply NodeHost::Serve(const std::string& path) {
   if (path == "/health/live") return HttpReply{200, "text/plain; charset=utf-8", "ok\n"};
   if (path == "/health/ready") {
-    return ready() ? HttpReply{200, "text/plain; charset=utf-8", "ready\n"}
-                   : HttpReply{503, "text/plain; charset=utf-8", draining() ? "draining\n" : "not registered\n"};
+    if (ready()) return HttpReply{200, "text/plain; charset=utf-8", "ready\n"};
+    if (draining()) return HttpReply{503, "text/plain; charset=utf-8", "draining\n"};
+    // Say why the router has not taken this node (wrong token, version skew, refused registration).
+    const std::string refusal = link_ ? link_->last_refusal() : std::string();
+    return HttpReply{503, "text/plain; charset=utf-8",
+                     refusal.empty() ? "not registered\n" : "not registered: " + refusal + "\n"};
   }
   if (path == "/metrics") {
     metrics_->ready->Set(ready() ? 1 : 0);

@@ -8,6 +8,11 @@
 
 namespace tandem::node {
 
+namespace {
+// A refusal that lasts is logged again at most this often.
+constexpr auto kRefusalLogInterval = std::chrono::seconds(10);
+}  // namespace
+
 RouterLink::RouterLink(net::EventLoop& loop, RouterLinkOptions options)
     : loop_(loop), options_(std::move(options)) {
   interval_ms_.store(options_.heartbeat_interval_ms);
@@ -77,27 +82,55 @@ void RouterLink::OnClosed(const std::shared_ptr<net::RpcConnection>& conn) {
   }
 }
 
+std::string RouterLink::last_refusal() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_refusal_;
+}
+
+void RouterLink::NoteRefusal(const Status& status) {
+  const std::string reason = status.ToString();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_refusal_ = reason;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (reason == logged_refusal_ && now - logged_at_ < kRefusalLogInterval) {
+    ++refusals_since_log_;
+    return;
+  }
+  TANDEM_LOG_WARN("cannot register with router {}: {}{}", options_.router_address, reason,
+                  refusals_since_log_ > 0 ? " (" + std::to_string(refusals_since_log_) + " more attempts failed since)"
+                                          : std::string());
+  logged_refusal_ = reason;
+  logged_at_ = now;
+  refusals_since_log_ = 0;
+}
+
 bool RouterLink::TryRegister() {
   StatusOr<std::shared_ptr<net::RpcConnection>> connected = client_->Connect(options_.router_address);
-  if (!connected.ok()) return false;
+  if (!connected.ok()) {
+    // The router's refusal of the Hello (wrong cluster token, version skew) arrives as this status.
+    NoteRefusal(connected.status());
+    return false;
+  }
   std::shared_ptr<net::RpcConnection> conn = *connected;
   proto::RegisterRequest request = options_.make_register ? options_.make_register() : proto::RegisterRequest();
   // The reply is taken on the connection's strand, before anything the router sends after
   // it: a request that follows the reply at once already finds the link registered, so
   // the Tokens it produces are not refused by Send (a waiting link thread may be late).
-  auto registered = std::make_shared<std::promise<bool>>();
-  std::future<bool> result = registered->get_future();
+  auto registered = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = registered->get_future();
   conn->Call(request, 5000, [this, conn, registered](StatusOr<net::MessagePtr> reply) {
     const proto::RegisterReply* r = reply.ok() ? proto::MessageAs<proto::RegisterReply>(**reply) : nullptr;
     if (r == nullptr) {
-      TANDEM_LOG_WARN("register with router {}: {}", options_.router_address,
-                      reply.ok() ? "unexpected reply " + (*reply)->GetTypeName() : reply.status().ToString());
-      registered->set_value(false);
+      registered->set_value(reply.ok() ? InternalError("router answered RegisterRequest with " +
+                                                       (*reply)->GetTypeName())
+                                       : reply.status());
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (!conn->is_open() || stop_) {
-      registered->set_value(false);
+      registered->set_value(UnavailableError("connection closed while registering"));
       return;
     }
     conn_ = conn;
@@ -106,13 +139,18 @@ bool RouterLink::TryRegister() {
       interval_ms_.store(static_cast<int>(std::min<uint32_t>(r->heartbeat_interval_ms(), 60000)));
     }
     registered_.store(true);
-    registered->set_value(true);
+    last_refusal_.clear();
+    registered->set_value(Status::Ok());
   });
   // Call answers exactly once (reply, error or its deadline), so this returns.
-  if (!result.get()) {
+  Status status = result.get();
+  if (!status.ok()) {
     conn->Close(UnavailableError("register failed"));
+    NoteRefusal(status.WithContext("registration refused"));
     return false;
   }
+  logged_refusal_.clear();
+  refusals_since_log_ = 0;
   TANDEM_LOG_INFO("registered with router {} as node {}", options_.router_address, node_id_.load());
   return true;
 }

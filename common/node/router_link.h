@@ -6,7 +6,10 @@
 // when the connection is lost it calls on_lost (so the role cancels every
 // router-originated request) and retries connect + register every
 // reconnect_interval_ms. Requests the router sends on this connection go to
-// the role's handler.
+// the role's handler. A refused or failed registration (wrong cluster token,
+// protocol version skew, a RegisterRequest the router rejects, an unreachable
+// router) is logged with its reason: at once, then at most every 10 s while it
+// lasts (with the number of attempts in between), and kept for readiness.
 //
 // Thread rule: Start/Stop from the owning thread; Send, registered(),
 // node_id(), SetDraining are thread-safe. Callbacks: make_register and load
@@ -16,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -68,11 +72,15 @@ class RouterLink {
   uint32_t node_id() const { return node_id_.load(); }
   // Heartbeats carry draining = true from now on.
   void SetDraining(bool draining) { draining_.store(draining); }
+  // Why the last attempt to register failed ("" once registered, or before any attempt).
+  std::string last_refusal() const;
 
  private:
   void Run();
   bool TryRegister();
   void OnClosed(const std::shared_ptr<net::RpcConnection>& conn);
+  // Link thread: records and (rate-limited) logs a failed registration.
+  void NoteRefusal(const Status& status);
 
   // Handlers reach the link through this guard, so a close that the I/O thread
   // delivers after Stop() finds no link instead of a dead one.
@@ -90,10 +98,15 @@ class RouterLink {
   std::atomic<bool> draining_{false};
   std::atomic<int> interval_ms_{1000};
 
-  std::mutex mu_;  // guards conn_, stop_
+  mutable std::mutex mu_;  // guards conn_, stop_, last_refusal_
   std::condition_variable cv_;
   std::shared_ptr<net::RpcConnection> conn_;
   bool stop_ = false;
+  std::string last_refusal_;
+  // Link thread only: the refusal last logged, when, and attempts since.
+  std::string logged_refusal_;
+  std::chrono::steady_clock::time_point logged_at_;
+  int refusals_since_log_ = 0;
   std::thread thread_;
 };
 

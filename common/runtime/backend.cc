@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace tandem::runtime {
 namespace {
@@ -32,6 +34,22 @@ class SyncHostCopyQueue final : public HostCopyQueue {
 
 }  // namespace
 
+Status Backend::FillDevice(Tensor dst, const HostFill& fill) {
+  if (!dst.defined() || dst.device != device()) {
+    return InvalidArgumentError(fmt::format("FillDevice: {} is not on this backend", dst.DebugString()));
+  }
+  constexpr size_t kChunkBytes = 16 << 20;
+  const size_t total = dst.NumBytes();
+  std::vector<std::byte> chunk(std::min(total, kChunkBytes));
+  for (size_t offset = 0; offset < total; offset += kChunkBytes) {
+    const size_t n = std::min(kChunkBytes, total - offset);
+    TANDEM_RETURN_IF_ERROR(fill(offset, std::span<std::byte>(chunk.data(), n)));
+    Tensor part(static_cast<std::byte*>(dst.data) + offset, DType::kU8, dst.device, {static_cast<int64_t>(n)});
+    TANDEM_RETURN_IF_ERROR(CopyToDevice(chunk.data(), n, part));
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<HostCopyQueue>> Backend::CreateHostCopyQueue(CopyQueueOptions) {
   return std::unique_ptr<HostCopyQueue>(std::make_unique<SyncHostCopyQueue>(this));
 }
@@ -45,12 +63,8 @@ Status Backend::LinearAsOps(const LinearParams& p, const std::function<Status(co
   TANDEM_RETURN_IF_ERROR(
       product({.x = p.x, .weight = p.weight, .bias = p.bias, .out = p.silu_mul ? p.scratch : p.out,
                .accumulate = p.accumulate}));
-  if (p.silu_mul) TANDEM_RETURN_IF_ERROR(SiluAndMul(p.scratch, p.out));
-  if (NormHandoff* h = p.norm_out; h != nullptr) {
-    TANDEM_RETURN_IF_ERROR(RmsNorm({.x = h->source, .weight = h->weight, .out = h->normed, .eps = h->eps}));
-    h->deferred = false;
-  }
-  return Status::Ok();
+  if (!p.silu_mul) return Status::Ok();
+  return SiluAndMul(p.scratch, p.out);
 }
 
 Status Backend::CheckSampleArgs(const Tensor& logits, Device device, std::span<const SampleRequest> requests,
@@ -64,7 +78,9 @@ Status Backend::CheckSampleArgs(const Tensor& logits, Device device, std::span<c
     return InvalidArgumentError(fmt::format("SampleTokens: {} outputs for {} requests", out.size(), requests.size()));
   }
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i].params == nullptr) return InvalidArgumentError(fmt::format("SampleTokens: row {} has no params", i));
+    if (requests[i].params == nullptr) {
+      return InvalidArgumentError(fmt::format("SampleTokens: row {} has no params", i));
+    }
   }
   return Status::Ok();
 }

@@ -16,7 +16,6 @@
 #include "common/base/dtype.h"
 #include "common/base/status.h"
 #include "common/kv_cache/kv_tier_storage.h"
-#include "common/model/model_config.h"
 #include "common/runtime/ops.h"
 #include "common/runtime/sampler.h"
 #include "common/runtime/tensor.h"
@@ -24,30 +23,6 @@
 namespace tandem::runtime {
 
 class Backend;
-struct LlamaWeights;
-
-// A whole decode-only step (every sequence one new token) of a Llama-family model, for
-// Backend::FusedDecodeStep. Tensors are on the backend's device; the metadata tensors are
-// the step's (BatchPlan), already copied.
-struct FusedDecodeParams {
-  const model::ModelConfig* config = nullptr;
-  const LlamaWeights* weights = nullptr;
-  Tensor token_ids{};      // I32 [S]
-  Tensor positions{};      // I32 [S]
-  Tensor slot_mapping{};   // I64 [S]
-  Tensor kv_lens{};        // I32 [S]
-  Tensor block_tables{};   // I32 [S, W]
-  Tensor logits_rows{};    // I32 [R]
-  int num_seqs = 0;        // S
-  int num_logits_rows = 0; // R
-  int max_kv_len = 0;
-  Tensor kv_pool{};
-  kv_cache::KvLayout layout;
-  Tensor logits{};         // F32 [R, vocab]
-  Tensor workspace{};      // U8 [FusedDecodeWorkspaceBytes]
-  Tensor trace{};          // optional, benchmarks: the step's timeline (CUDA: I64, see
-                           // kernels::DecodeStepParams::trace); not in graph steps
-};
 
 // Ready once the work before it (copies, or the ops of a step) has finished.
 // Ready() may be called from any thread.
@@ -126,24 +101,21 @@ class Backend : public Ops {
   // Copies `src` into host memory `dst` and waits for all prior ops to finish.
   virtual Status CopyToHost(Tensor src, void* dst, size_t num_bytes) = 0;
 
+  // Writes bytes [offset, offset + chunk.size()) of a tensor's contents into `chunk`.
+  using HostFill = std::function<Status(size_t offset, std::span<std::byte> chunk)>;
+  // Fills `dst` from the host chunk by chunk, for bulk uploads (weights): calls `fill`
+  // for consecutive chunks covering dst.NumBytes() in order, each in host memory the
+  // backend owns (dst's own memory on the CPU, pinned staging on a GPU, where the
+  // copy of one chunk overlaps the fill of the next), and stops at the first error
+  // `fill` returns. Chunk offsets are multiples of 256 bytes. Later ops see the
+  // contents; the copies may still be in flight when it returns. The default fills a
+  // host chunk and copies it with CopyToDevice.
+  virtual Status FillDevice(Tensor dst, const HostFill& fill);
+
   // Bytes of scratch PagedAttention needs for any step within `max_shape`
   // (its sizes and host scalars at their maximum; pointers ignored). The
   // caller allocates it once (plan/run split, CUDA-graph friendly).
   virtual size_t AttentionWorkspaceBytes(const PagedAttentionParams& max_shape) const { return 0; }
-
-  // Bytes of scratch FusedDecodeStep needs for `config` over a cache of `layout` with
-  // contexts up to `max_model_len`; 0 when this backend has no fused decode step for that
-  // model (the default).
-  virtual size_t FusedDecodeWorkspaceBytes(const model::ModelConfig& config, const kv_cache::KvLayout& layout,
-                                           int max_model_len) const {
-    return 0;
-  }
-  // Runs the whole decode step `p` as one unit (CUDA: one persistent kernel, see
-  // common/kernels/decode_step.h) and returns true, or returns false without doing
-  // anything when it does not take this step (batch too large, a shape it lacks, turned
-  // off); the caller then runs the step op by op. Writes the new tokens' K/V into the
-  // cache and p.logits, as the op-by-op forward does, to bf16 rounding.
-  virtual StatusOr<bool> FusedDecodeStep(const FusedDecodeParams& p) { return false; }
 
   // Hooks around one step's forward. `decode_only`: every chunk is a single
   // decode token, so a backend may record the step and replay it as a CUDA
@@ -188,10 +160,9 @@ class Backend : public Ops {
   virtual Status SampleTokens(Tensor logits, std::span<const SampleRequest> requests, std::span<SampledToken> out);
 
  protected:
-  // Linear `p` with its options as separate ops, for backends (or shapes) without fused
-  // forms: product(q) computes q, a LinearParams without options (into p.scratch with
-  // silu_mul), then SiluAndMul, then RmsNorm of out into norm_out (not deferred).
-  // REQUIRES: p checked, p.x_norm not deferred.
+  // Linear `p` with silu_mul as a separate op, for backends (or shapes) without the fused
+  // form: product(q) computes q, a LinearParams without silu_mul (into p.scratch with
+  // silu_mul), then SiluAndMul. REQUIRES: p checked.
   Status LinearAsOps(const LinearParams& p, const std::function<Status(const LinearParams&)>& product);
 
   // Releases memory from Allocate. Called by Buffer only.

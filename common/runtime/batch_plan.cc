@@ -98,7 +98,7 @@ Status Measure(std::span<const SeqChunk> chunks, const BatchLimits& limits, Batc
     tokens += n;
     rows += c.want_logits ? (c.all_logits ? n : 1) : 0;
     plan->max_query_len = std::max(plan->max_query_len, n);
-    plan->max_kv_len = std::max(plan->max_kv_len, c.start_position + n);
+    plan->max_context_len = std::max(plan->max_context_len, c.start_position + n);
     plan->table_width = std::max(plan->table_width, BlocksFor(c.start_position + n, limits.block_size));
   }
   plan->table_width = TableWidthBucket(plan->table_width, BlocksFor(limits.max_model_len, limits.block_size));
@@ -129,8 +129,8 @@ void Pack(std::span<const SeqChunk> chunks, int block_size, BatchPlan* plan) {
   plan->token_ids_offset = 0;
   plan->positions_offset = n_tok;
   plan->query_start_offset = 2 * n_tok;
-  plan->kv_lens_offset = plan->query_start_offset + n_seq + 1;
-  plan->block_tables_offset = plan->kv_lens_offset + n_seq;
+  plan->context_lens_offset = plan->query_start_offset + n_seq + 1;
+  plan->block_tables_offset = plan->context_lens_offset + n_seq;
   plan->logits_rows_offset = plan->block_tables_offset + n_seq * plan->table_width;
   plan->packed.assign(plan->logits_rows_offset + plan->num_logits_rows, kInvalidBlock);
   plan->slot_mapping.resize(n_tok);
@@ -141,7 +141,7 @@ void Pack(std::span<const SeqChunk> chunks, int block_size, BatchPlan* plan) {
     const auto& c = chunks[s];
     const int n = static_cast<int>(c.tokens.size());
     p[plan->query_start_offset + s] = row;
-    p[plan->kv_lens_offset + s] = c.start_position + n;
+    p[plan->context_lens_offset + s] = c.start_position + n;
     std::copy_n(c.block_table.begin(), BlocksFor(c.start_position + n, block_size),
                 p + plan->block_tables_offset + s * plan->table_width);
     for (int i = 0; i < n; ++i, ++row) {
@@ -156,7 +156,7 @@ void Pack(std::span<const SeqChunk> chunks, int block_size, BatchPlan* plan) {
   // its slot mapping is -1, so it writes no KV).
   for (size_t s = chunks.size(); s < n_seq; ++s, ++row) {
     p[plan->query_start_offset + s] = row;
-    p[plan->kv_lens_offset + s] = 1;
+    p[plan->context_lens_offset + s] = 1;
     p[plan->block_tables_offset + s * plan->table_width] = 0;
     p[plan->token_ids_offset + row] = 0;
     p[plan->positions_offset + row] = 0;

@@ -35,7 +35,7 @@ struct BatchLimits {
   // Decode-only steps (every chunk one token, at most one logits row) get padding
   // sequences up to DecodeBatchBucket, so a CUDA graph captured for a bucket serves every
   // batch size in it. A padding sequence has one token (id 0, position 0) that attends to
-  // slot 0 of block 0 (kv_len 1; read, never written: its slot mapping is -1) and no
+  // slot 0 of block 0 (context_len 1; read, never written: its slot mapping is -1) and no
   // logits row; its activations are garbage that no real row reads.
   bool pad_decode_batches = false;
 };
@@ -54,17 +54,17 @@ struct BatchPlan {
   int num_padding_seqs = 0;
   int num_logits_rows = 0;  // R
   int max_query_len = 0;
-  int max_kv_len = 0;
+  int max_context_len = 0;
   // W: block table row length: the most blocks any sequence uses, rounded up to
   // TableWidthBucket so that steps whose contexts grow by a block keep the same
   // shapes (a CUDA graph captured for one replays for the next ones).
   int table_width = 0;
 
   // Packed I32 metadata, in this order (the offsets below index into it):
-  //   token_ids [N] | positions [N] | query_start [S+1] | kv_lens [S] |
+  //   token_ids [N] | positions [N] | query_start [S+1] | context_lens [S] |
   //   block_tables [S, W] (padded with kInvalidBlock) | logits_rows [R]
   std::vector<int32_t> packed;
-  size_t token_ids_offset = 0, positions_offset = 0, query_start_offset = 0, kv_lens_offset = 0,
+  size_t token_ids_offset = 0, positions_offset = 0, query_start_offset = 0, context_lens_offset = 0,
          block_tables_offset = 0, logits_rows_offset = 0;
   // I64 [N]: cache slot of each token, block_id * block_size + slot in block.
   std::vector<int64_t> slot_mapping;

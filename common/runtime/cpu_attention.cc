@@ -87,21 +87,22 @@ Status CpuBackend::PagedAttention(const PagedAttentionParams& p) {
   const int64_t table_width = p.block_tables.shape[1];
   const int32_t* qs = p.query_start.As<int32_t>();
   const float* pool = p.kv_pool.As<float>();
-  scores_.resize(std::max<size_t>(scores_.size(), p.max_kv_len));
+  scores_.resize(std::max<size_t>(scores_.size(), p.max_context_len));
   for (int s = 0; s < p.num_seqs; ++s) {
-    int32_t n = qs[s + 1] - qs[s], kv_len = p.kv_lens.As<int32_t>()[s];
+    int32_t n = qs[s + 1] - qs[s], context_len = p.context_lens.As<int32_t>()[s];
     const int32_t* table = p.block_tables.As<int32_t>() + s * table_width;
-    if (n < 0 || qs[s] < 0 || qs[s + 1] > p.q.shape[0] || kv_len < n || kv_len > p.max_kv_len) {
-      return InvalidArgumentError(fmt::format("PagedAttention: sequence {} has {} queries, kv_len {}", s, n, kv_len));
+    if (n < 0 || qs[s] < 0 || qs[s + 1] > p.q.shape[0] || context_len < n || context_len > p.max_context_len) {
+      return InvalidArgumentError(
+          fmt::format("PagedAttention: sequence {} has {} queries, context_len {}", s, n, context_len));
     }
-    for (int32_t b = 0; b < (kv_len + l.block_size - 1) / l.block_size; ++b) {
+    for (int32_t b = 0; b < (context_len + l.block_size - 1) / l.block_size; ++b) {
       if (table[b] < 0 || table[b] >= l.num_blocks) {
         return InvalidArgumentError(fmt::format("PagedAttention: sequence {} uses block {}", s, table[b]));
       }
     }
     for (int32_t i = 0; i < n; ++i) {
       const int64_t row = qs[s] + i;
-      const int32_t visible = kv_len - n + i + 1;  // causal: positions [0, own position]
+      const int32_t visible = context_len - n + i + 1;  // causal: positions [0, own position]
       for (int64_t h = 0; h < num_heads; ++h) {
         const float* q = p.q.As<float>() + (row * num_heads + h) * dim;
         float* out = p.out.As<float>() + (row * num_heads + h) * dim;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -69,6 +70,19 @@ Status CpuBackend::CopyToDevice(const void* src, size_t num_bytes, Tensor dst) {
   return Status::Ok();
 }
 
+Status CpuBackend::FillDevice(Tensor dst, const HostFill& fill) {
+  if (!dst.defined() || dst.device != Device::kCpu) {
+    return InvalidArgumentError(fmt::format("FillDevice: {} is not on the CPU", dst.DebugString()));
+  }
+  constexpr size_t kChunkBytes = 64 << 20;
+  const size_t total = dst.NumBytes();
+  for (size_t offset = 0; offset < total; offset += kChunkBytes) {
+    const size_t n = std::min(kChunkBytes, total - offset);
+    TANDEM_RETURN_IF_ERROR(fill(offset, std::span<std::byte>(static_cast<std::byte*>(dst.data) + offset, n)));
+  }
+  return Status::Ok();
+}
+
 Status CpuBackend::CopyToHost(Tensor src, void* dst, size_t num_bytes) {
   if (!src.defined() || src.device != Device::kCpu || num_bytes != src.NumBytes()) {
     return InvalidArgumentError(fmt::format("CopyToHost: {} bytes from {}", num_bytes, src.DebugString()));
@@ -109,9 +123,6 @@ Status CpuBackend::RmsNorm(const RmsNormParams& p) {
 
 Status CpuBackend::Linear(const LinearParams& p) {
   TANDEM_RETURN_IF_ERROR(CheckLinear(p, DType::kF32));
-  if (p.x_norm != nullptr && p.x_norm->deferred) {
-    return FailedPreconditionError("Linear: a deferred norm handoff did not come from this backend");
-  }
   return LinearAsOps(p, [](const LinearParams& q) {
     const int64_t n = q.x.shape[0], in = q.x.shape[1], out_features = q.weight.shape[0];
     const float* bias = q.bias.defined() ? q.bias.As<float>() : nullptr;

@@ -24,6 +24,8 @@ class CpuBackend final : public Backend {
   StatusOr<Buffer> Allocate(DType dtype, const std::vector<int64_t>& shape) override;
   Status CopyToDevice(const void* src, size_t num_bytes, Tensor dst) override;
   Status CopyToHost(Tensor src, void* dst, size_t num_bytes) override;
+  // Fills dst's own memory, 64 MiB at a time.
+  Status FillDevice(Tensor dst, const HostFill& fill) override;
 
   Status Embedding(Tensor ids, Tensor table, Tensor out) override;
   Status RmsNorm(const RmsNormParams& p) override;

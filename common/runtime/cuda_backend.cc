@@ -1,11 +1,8 @@
 #include "common/runtime/cuda_backend.h"
 
-#include "common/cuda/kv_tier_storage_cuda.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "common/cuda/cuda_status.h"
@@ -13,7 +10,6 @@
 #include "common/cuda/gemm.h"
 #include "common/cuda/kv_tier_storage_cuda.h"
 #include "common/kernels/decode_attention.h"
-#include "common/kernels/decode_step.h"
 #include "common/kernels/embedding.h"
 #include "common/kernels/misc_ops.h"
 #include "common/kernels/prefill_attention.h"
@@ -22,7 +18,6 @@
 #include "common/kernels/silu_mul.h"
 #include "common/kernels/skinny_gemm.h"
 #include "common/runtime/cuda_host_copy_queue.h"
-#include "common/runtime/llama_weights.h"
 #include "common/runtime/op_checks.h"
 
 namespace tandem::runtime {
@@ -30,6 +25,10 @@ namespace {
 
 constexpr int64_t kMaxAllocBytes = int64_t{1} << 40;
 constexpr size_t kStagingAlign = 256;
+// Linear with at most this many rows runs the skinny GEMM kernel (weights read once at HBM
+// speed), more rows cuBLAS (bench/kernels/skinny_gemm_bench compares the two per shape).
+constexpr int64_t kSkinnyGemmMaxRows = 8;
+static_assert(kSkinnyGemmMaxRows <= kernels::kSkinnyGemmMaxM);
 
 // A zeroed parameter struct, so its padding bytes are deterministic (they become part of a
 // graph key).
@@ -65,18 +64,27 @@ Status OnDevice(const char* op, const Tensor& t) {
 }  // namespace
 
 struct CudaBackend::Impl {
+  ~Impl() {
+    for (cudaEvent_t e : upload_done) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+  }
   cuda::CublasHandle cublas;
   cuda::DeviceBuffer cublas_workspace;
   cuda::PinnedBuffer staging;
+  // FillDevice's two chunks (created by its first call) and, per chunk, an event after
+  // the last copy that reads it.
+  cuda::PinnedBuffer upload;
+  cudaEvent_t upload_done[2] = {nullptr, nullptr};
 };
 
 Status CudaBackendOptions::Validate() const {
   if (device < 0) return InvalidArgumentError("CudaBackendOptions: device < 0");
   if (staging_bytes < kStagingAlign) return InvalidArgumentError("CudaBackendOptions: staging_bytes too small");
-  if (max_graphs < 1) return InvalidArgumentError("CudaBackendOptions: max_graphs must be >= 1");
-  if (skinny_gemm_max_m < 0 || skinny_gemm_max_m > kernels::kSkinnyGemmMaxM) {
-    return InvalidArgumentError("CudaBackendOptions: skinny_gemm_max_m out of [0, 16]");
+  if (upload_chunk_bytes == 0 || upload_chunk_bytes % kStagingAlign != 0) {
+    return InvalidArgumentError("CudaBackendOptions: upload_chunk_bytes must be a positive multiple of 256");
   }
+  if (max_graphs < 1) return InvalidArgumentError("CudaBackendOptions: max_graphs must be >= 1");
   return Status::Ok();
 }
 
@@ -181,6 +189,34 @@ Status CudaBackend::CopyToDevice(const void* src, size_t num_bytes, Tensor dst) 
   });
 }
 
+Status CudaBackend::FillDevice(Tensor dst, const HostFill& fill) {
+  if (recording_) return FailedPreconditionError("FillDevice inside a graph step");
+  if (!dst.defined() || dst.device != Device::kCuda) {
+    return InvalidArgumentError(fmt::format("FillDevice: {} is not on the GPU", dst.DebugString()));
+  }
+  const size_t chunk = options_.upload_chunk_bytes;
+  for (cudaEvent_t& e : impl_->upload_done) {
+    if (e == nullptr) {
+      TANDEM_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+  }
+  if (impl_->upload.data() == nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(impl_->upload, cuda::PinnedBuffer::Allocate(2 * chunk));
+  }
+  const size_t total = dst.NumBytes();
+  for (size_t offset = 0, i = 0; offset < total; offset += chunk, i ^= 1) {
+    const size_t n = std::min(chunk, total - offset);
+    std::byte* host = impl_->upload.as<std::byte>() + i * chunk;
+    // The copy that last read this chunk (from this call or an earlier one) must be done.
+    TANDEM_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(impl_->upload_done[i]));
+    TANDEM_RETURN_IF_ERROR(fill(offset, std::span<std::byte>(host, n)));
+    TANDEM_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(static_cast<std::byte*>(dst.data) + offset, host, n,
+                                                cudaMemcpyHostToDevice, stream_));
+    TANDEM_RETURN_IF_CUDA_ERROR(cudaEventRecord(impl_->upload_done[i], stream_));
+  }
+  return Status::Ok();
+}
+
 Status CudaBackend::CopyToHost(Tensor src, void* dst, size_t num_bytes) {
   if (recording_) return FailedPreconditionError("CopyToHost inside a graph step");
   if (!src.defined() || src.device != Device::kCuda || num_bytes != src.NumBytes()) {
@@ -207,7 +243,7 @@ size_t CudaBackend::AttentionWorkspaceBytes(const PagedAttentionParams& m) const
   d.head_dim = m.layout.head_dim;
   d.block_size = m.layout.block_size;
   // Graph steps plan for the whole block-table width: one block more than the longest context.
-  d.max_context_len = m.max_kv_len + m.layout.block_size;
+  d.max_context_len = m.max_context_len + m.layout.block_size;
   d.max_blocks_per_seq = (d.max_context_len + d.block_size - 1) / d.block_size;
   d.softmax_scale = 1.0f;
   size_t most = 0;
@@ -217,17 +253,6 @@ size_t CudaBackend::AttentionWorkspaceBytes(const PagedAttentionParams& m) const
     if (plan.ok()) most = std::max(most, plan->workspace_bytes);
   }
   return most;
-}
-
-unsigned char* CudaBackend::AppendRecord(const char* op, const void* key, size_t key_bytes, size_t closure_bytes,
-                                         Status (*run)(const unsigned char*, cudaStream_t)) {
-  key_.append(op);
-  key_.push_back('\0');
-  key_.append(static_cast<const char*>(key), key_bytes);
-  const size_t offset = (closures_.size() + kClosureAlign - 1) / kClosureAlign * kClosureAlign;
-  closures_.resize(offset + closure_bytes);
-  recorded_.push_back({run, offset});
-  return closures_.data() + offset;
 }
 
 Status CudaBackend::Embedding(Tensor ids, Tensor table, Tensor out) {
@@ -273,13 +298,8 @@ Status CudaBackend::Linear(const LinearParams& lp) {
   TANDEM_RETURN_IF_ERROR(CheckLinear(lp, DType::kBF16));
   TANDEM_RETURN_IF_ERROR(OnDevice("Linear", lp.x));
   const int64_t rows = lp.x.shape[0];
-  const NormHandoff* x_norm = lp.x_norm;
-  const bool deferred_x = x_norm != nullptr && x_norm->deferred;
-  if (rows == 0) {
-    if (lp.norm_out != nullptr) lp.norm_out->deferred = false;
-    return Status::Ok();
-  }
-  if (rows <= options_.skinny_gemm_max_m) {
+  if (rows == 0) return Status::Ok();
+  if (rows <= kSkinnyGemmMaxRows) {
     auto sp = Zeroed<kernels::SkinnyGemmParams>();
     sp.x = Bf16(lp.x);
     sp.w = Bf16(lp.weight);
@@ -291,32 +311,11 @@ Status CudaBackend::Linear(const LinearParams& lp) {
     sp.k = static_cast<int>(lp.x.shape[1]);
     sp.accumulate = lp.accumulate;
     sp.silu_mul = lp.silu_mul;
-    if (deferred_x) {
-      sp.x_sums = x_norm->sums.As<float>();
-      sp.x_eps = x_norm->eps;
-    }
-    // Defer the norm only where its consumer (the same rows, k = n) takes the skinny GEMM.
-    NormHandoff* h = lp.norm_out;
-    if (h != nullptr && options_.defer_norms && sp.n % 8 == 0) {
-      sp.norm_weight = Bf16(h->weight);
-      sp.norm_out = MutBf16(h->normed);
-      sp.norm_sums = h->sums.As<float>();
-    }
-    // A deferred norm and a fused SiLU-mul go straight into another GEMM.
-    sp.early_next = options_.early_gemm_chain || !(sp.norm_out != nullptr || sp.silu_mul);
     if (kernels::ValidateSkinnyGemm(sp).ok()) {
-      TANDEM_RETURN_IF_ERROR(Enqueue("skinny_gemm", &sp, sizeof(sp),
-                                     [sp](cudaStream_t s) { return kernels::LaunchSkinnyGemm(sp, s); }));
-      if (h == nullptr) return Status::Ok();
-      h->deferred = sp.norm_out != nullptr;
-      if (h->deferred) return Status::Ok();
-      return RmsNorm({.x = h->source, .weight = h->weight, .out = h->normed, .eps = h->eps});
+      return Enqueue("skinny_gemm", &sp, sizeof(sp), [sp](cudaStream_t s) { return kernels::LaunchSkinnyGemm(sp, s); });
     }
   }
-  // cuBLAS, with the options as their own kernels. A deferred x becomes the plain norm first.
-  if (deferred_x) {
-    TANDEM_RETURN_IF_ERROR(RmsNorm({.x = x_norm->source, .weight = x_norm->weight, .out = lp.x, .eps = x_norm->eps}));
-  }
+  // cuBLAS, with the options as their own kernels.
   const cuda::CublasHandle* handle = &impl_->cublas;
   return LinearAsOps(lp, [this, handle](const LinearParams& q) {
     auto g = Zeroed<cuda::GemmParams>();
@@ -429,7 +428,7 @@ StatusOr<kernels::DecodeAttentionParams> CudaBackend::DecodeParams(const PagedAt
   d.q = Bf16(ap.q);
   d.kv_cache = LayerBase(ap.kv_pool, l, ap.layer);
   d.block_tables = ap.block_tables.As<int32_t>();
-  d.context_lens = ap.kv_lens.As<int32_t>();
+  d.context_lens = ap.context_lens.As<int32_t>();
   d.out = MutBf16(ap.out);
   d.workspace = ap.workspace.defined() ? ap.workspace.As<float>() : nullptr;
   d.num_seqs = ap.num_seqs;
@@ -441,11 +440,11 @@ StatusOr<kernels::DecodeAttentionParams> CudaBackend::DecodeParams(const PagedAt
   d.softmax_scale = ap.scale;
   const size_t have = ap.workspace.defined() ? ap.workspace.NumBytes() : 0;
   // In a graph step the plan covers the whole table width, so the key (and graph) holds
-  // for every context length that fits the width; eagerly it covers max_kv_len.
-  d.max_context_len = recording_ ? width * l.block_size : ap.max_kv_len;
+  // for every context length that fits the width; eagerly it covers max_context_len.
+  d.max_context_len = recording_ ? width * l.block_size : ap.max_context_len;
   TANDEM_ASSIGN_OR_RETURN(kernels::DecodeAttentionPlan plan, kernels::PlanDecodeAttention(d, num_sms_));
   if (plan.workspace_bytes > have && recording_) {
-    d.max_context_len = ap.max_kv_len;
+    d.max_context_len = ap.max_context_len;
     TANDEM_ASSIGN_OR_RETURN(plan, kernels::PlanDecodeAttention(d, num_sms_));
   }
   if (plan.workspace_bytes > have) {
@@ -453,7 +452,9 @@ StatusOr<kernels::DecodeAttentionParams> CudaBackend::DecodeParams(const PagedAt
                                             plan.workspace_bytes, have));
   }
   d.num_splits = plan.num_splits;
-  d.late_next = options_.attention_late_next;
+  // The next kernel (the merge, or the o projection's skinny GEMM) launches only as the
+  // attention ends, onto drained SMs (see DecodeAttentionParams::late_next).
+  d.late_next = true;
   return d;
 }
 
@@ -476,7 +477,7 @@ Status CudaBackend::PagedAttention(const PagedAttentionParams& ap) {
     p.kv_cache = LayerBase(ap.kv_pool, l, ap.layer);
     p.block_tables = ap.block_tables.As<int32_t>();
     p.cu_q_lens = ap.query_start.As<int32_t>();
-    p.context_lens = ap.kv_lens.As<int32_t>();
+    p.context_lens = ap.context_lens.As<int32_t>();
     p.out = MutBf16(ap.out);
     p.num_seqs = ap.num_seqs;
     p.num_q_heads = static_cast<int>(heads);
@@ -494,7 +495,7 @@ Status CudaBackend::PagedAttention(const PagedAttentionParams& ap) {
   g.kv_cache = LayerBase(ap.kv_pool, l, ap.layer);
   g.block_tables = ap.block_tables.As<int32_t>();
   g.query_start = ap.query_start.As<int32_t>();
-  g.context_lens = ap.kv_lens.As<int32_t>();
+  g.context_lens = ap.context_lens.As<int32_t>();
   g.out = MutBf16(ap.out);
   g.num_seqs = ap.num_seqs;
   g.num_q_heads = static_cast<int>(heads);
@@ -505,106 +506,6 @@ Status CudaBackend::PagedAttention(const PagedAttentionParams& ap) {
   g.max_q_len = ap.max_query_len;
   g.softmax_scale = ap.scale;
   return Enqueue("generic_attn", &g, sizeof(g), [g](cudaStream_t s) { return kernels::LaunchGenericAttention(g, s); });
-}
-
-kernels::DecodeStepParams CudaBackend::FusedStepModel(const model::ModelConfig& c,
-                                                     const kv_cache::KvLayout& layout) const {
-  auto d = Zeroed<kernels::DecodeStepParams>();
-  d.num_layers = c.num_layers;
-  d.hidden = c.hidden_size;
-  d.ffn = c.intermediate_size;
-  d.vocab = c.vocab_size;
-  d.num_q_heads = c.num_heads;
-  d.num_kv_heads = c.num_kv_heads;
-  d.head_dim = c.head_dim;
-  d.eps = static_cast<float>(c.rms_norm_eps);
-  d.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  d.rope = KernelRope(c.rope_theta, c.rope_scaling);
-  d.block_size = layout.block_size;
-  d.num_cache_blocks = layout.num_blocks;
-  d.kv_layer_stride = static_cast<int64_t>(layout.BytesPerLayer() / sizeof(__nv_bfloat16));
-  return d;
-}
-
-size_t CudaBackend::FusedDecodeWorkspaceBytes(const model::ModelConfig& config, const kv_cache::KvLayout& layout,
-                                              int max_model_len) const {
-  const kernels::DecodeStepParams d = FusedStepModel(config, layout);
-  if (!options_.fused_decode || layout.dtype != DType::kBF16 || layout.num_kv_heads != config.num_kv_heads ||
-      layout.head_dim != config.head_dim || !kernels::CheckDecodeStepShape(d).ok()) {
-    return 0;
-  }
-  // Graph steps plan for the whole block-table width: one block more than the longest context.
-  auto bytes = kernels::DecodeStepMaxWorkspaceBytes(d, num_sms_, max_model_len + layout.block_size);
-  return bytes.ok() ? *bytes : 0;
-}
-
-StatusOr<bool> CudaBackend::FusedDecodeStep(const FusedDecodeParams& fp) {
-  if (!options_.fused_decode || fp.num_seqs < 1 || fp.num_seqs > kernels::kDecodeStepMaxSeqs) return false;
-  if (fp.config == nullptr || fp.weights == nullptr) return InvalidArgumentError("FusedDecodeStep: no model");
-  const model::ModelConfig& c = *fp.config;
-  const LlamaWeights& w = *fp.weights;
-  TANDEM_RETURN_IF_ERROR(OnDevice("FusedDecodeStep", fp.kv_pool));
-  if (fp.layout.dtype != DType::kBF16 || fp.layout.num_layers != c.num_layers ||
-      fp.layout.num_kv_heads != c.num_kv_heads || fp.layout.head_dim != c.head_dim ||
-      static_cast<int>(w.layers.size()) != c.num_layers || fp.block_tables.ndim != 2 ||
-      fp.block_tables.shape[0] != fp.num_seqs || fp.num_logits_rows < 0 || fp.num_logits_rows > fp.num_seqs ||
-      fp.logits.shape[0] != fp.num_logits_rows || fp.logits.shape[1] != c.vocab_size ||
-      fp.logits.dtype != DType::kF32) {
-    return InvalidArgumentError("FusedDecodeStep: step tensors do not fit the model");
-  }
-  kernels::DecodeStepParams d = FusedStepModel(c, fp.layout);
-  if (!kernels::CheckDecodeStepShape(d).ok()) return false;
-  auto opt = [](const Buffer& b) { return b.tensor().defined() ? Bf16(b.tensor()) : nullptr; };
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LlamaLayerWeights& lw = w.layers[l];
-    d.layers[l] = {Bf16(lw.input_norm.tensor()), Bf16(lw.qkv_proj.tensor()), opt(lw.qkv_bias), opt(lw.q_norm),
-                   opt(lw.k_norm), Bf16(lw.o_proj.tensor()), opt(lw.o_bias), Bf16(lw.post_attention_norm.tensor()),
-                   Bf16(lw.gate_up_proj.tensor()), Bf16(lw.down_proj.tensor())};
-  }
-  d.embed = Bf16(w.embed_tokens.tensor());
-  d.final_norm = Bf16(w.final_norm.tensor());
-  d.lm_head = Bf16(w.LmHead());
-  d.kv_pool = MutBf16(fp.kv_pool);
-  d.token_ids = fp.token_ids.As<int32_t>();
-  d.positions = fp.positions.As<int32_t>();
-  d.slot_mapping = fp.slot_mapping.As<int64_t>();
-  d.context_lens = fp.kv_lens.As<int32_t>();
-  d.block_tables = fp.block_tables.As<int32_t>();
-  d.logits_rows = fp.num_logits_rows > 0 ? fp.logits_rows.As<int32_t>() : nullptr;
-  d.num_seqs = fp.num_seqs;
-  d.num_logits_rows = fp.num_logits_rows;
-  d.max_blocks_per_seq = static_cast<int>(fp.block_tables.shape[1]);
-  d.logits = fp.num_logits_rows > 0 ? fp.logits.As<float>() : nullptr;
-  d.workspace = fp.workspace.data;
-  // As DecodeParams: a graph step plans for the whole table width, so its key holds for
-  // every context length that fits the width.
-  d.max_context_len = recording_ ? d.max_blocks_per_seq * fp.layout.block_size : fp.max_kv_len;
-  TANDEM_ASSIGN_OR_RETURN(kernels::DecodeStepPlan plan, kernels::PlanDecodeStep(d, num_sms_));
-  const size_t have = fp.workspace.defined() ? fp.workspace.NumBytes() : 0;
-  if (plan.workspace_bytes > have) {
-    return InvalidArgumentError(
-        fmt::format("FusedDecodeStep: needs {} bytes of workspace, have {}", plan.workspace_bytes, have));
-  }
-  d.num_splits = plan.num_splits;
-  d.num_blocks = plan.num_blocks;
-  if (fused_maps_workspace_ != d.workspace || fused_maps_weights_[0] != d.layers[0].qkv ||
-      fused_maps_weights_[1] != d.lm_head) {
-    // Once per model and workspace, queued now (not recorded): before any launch of them.
-    TANDEM_RETURN_IF_ERROR(kernels::WriteDecodeStepTensorMaps(d, stream_));
-    fused_maps_workspace_ = d.workspace;
-    fused_maps_weights_[0] = d.layers[0].qkv;
-    fused_maps_weights_[1] = d.lm_head;
-  }
-  if (fp.trace.defined()) {
-    const int64_t need = static_cast<int64_t>(d.num_blocks) * kernels::DecodeStepTraceStride(c.num_layers);
-    if (recording_ || fp.trace.dtype != DType::kI64 || fp.trace.NumElements() < need) {
-      return InvalidArgumentError(fmt::format("FusedDecodeStep: a trace needs I64 [{}], outside graph steps", need));
-    }
-    d.trace = fp.trace.As<int64_t>();
-  }
-  TANDEM_RETURN_IF_ERROR(
-      Enqueue("decode_step", &d, sizeof(d), [d](cudaStream_t s) { return kernels::LaunchDecodeStep(d, s); }));
-  return true;
 }
 
 Status CudaBackend::SiluAndMul(Tensor gate_up, Tensor out) {
@@ -649,82 +550,6 @@ Status CudaBackend::GatherRows(Tensor src, Tensor indices, Tensor out) {
                                      key.out, s);
   });
 }
-
-Status CudaBackend::BeginGraphStep() {
-  if (recording_) return FailedPreconditionError("BeginGraphStep: a graph step is already open");
-  // The previous graph may still be reading the staging area we are about to overwrite.
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(graph_done_));
-  recording_ = true;
-  key_.clear();
-  recorded_.clear();
-  closures_.clear();
-  staging_used_ = 0;
-  return Status::Ok();
-}
-
-void CudaBackend::CancelGraphStep() {
-  recording_ = false;
-  key_.clear();
-  recorded_.clear();
-}
-
-Status CudaBackend::EndGraphStep() {
-  if (!recording_) return FailedPreconditionError("EndGraphStep without BeginGraphStep");
-  recording_ = false;
-  cudaGraphExec_t exec = nullptr;
-  if (last_key_ != nullptr && *last_key_ == key_) {  // the last step's shape again: no hashing
-    exec = last_graph_;
-    ++graph_replays_;
-  } else if (auto it = graphs_.find(key_); it != graphs_.end()) {
-    exec = it->second;
-    last_key_ = &it->first;
-    ++graph_replays_;
-  } else {
-    TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
-    Status launched = Status::Ok();
-    for (const Recorded& r : recorded_) {
-      launched = r.run(closures_.data() + r.offset, stream_);
-      if (!launched.ok()) break;
-    }
-    cudaGraph_t graph = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-    if (!launched.ok() || end != cudaSuccess) {
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      recorded_.clear();
-      if (!launched.ok()) return launched.WithContext("capturing a graph step");
-      return cuda::CudaStatus(end, "cudaStreamEndCapture");
-    }
-    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    TANDEM_RETURN_IF_ERROR(cuda::CudaStatus(inst, "cudaGraphInstantiate"));
-    if (static_cast<int>(graphs_.size()) >= options_.max_graphs) {
-      auto oldest = graphs_.find(graph_order_.front());
-      cudaGraphExecDestroy(oldest->second);
-      graphs_.erase(oldest);
-      graph_order_.pop_front();
-    }
-    last_key_ = &graphs_.emplace(key_, exec).first->first;
-    graph_order_.push_back(key_);
-    ++graphs_captured_;
-  }
-  recorded_.clear();
-  last_graph_ = exec;
-  return RelaunchLastGraphStep();
-}
-
-Status CudaBackend::RelaunchLastGraphStep() {
-  if (last_graph_ == nullptr) return FailedPreconditionError("RelaunchLastGraphStep: no graph step yet");
-  if (recording_) return FailedPreconditionError("RelaunchLastGraphStep inside a graph step");
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaGraphLaunch(last_graph_, stream_));
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaEventRecord(graph_done_, stream_));
-  return Status::Ok();
-}
-
-Status CudaBackend::BeginStep(bool decode_only) {
-  return decode_only ? BeginGraphStep() : Status::Ok();
-}
-
-Status CudaBackend::EndStep() { return recording_ ? EndGraphStep() : Status::Ok(); }
 
 StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CudaBackend::CreateKvTierStorage(
     Tensor device_pool, const kv_cache::KvLayout& layout, int num_host_blocks) {

@@ -40,7 +40,6 @@
 
 namespace tandem::kernels {
 struct DecodeAttentionParams;
-struct DecodeStepParams;
 }  // namespace tandem::kernels
 
 namespace tandem::runtime {
@@ -49,28 +48,11 @@ struct CudaBackendOptions {
   int device = 0;                        // CUDA device ordinal
   size_t cublas_workspace_bytes = 32 << 20;  // cuBLAS scratch (fixed, so GEMMs can be captured)
   size_t staging_bytes = 8 << 20;        // pinned staging for host->device copies in graph steps
+  // FillDevice's chunk: two pinned buffers of this size (allocated by its first call, kept
+  // for the backend's life) take turns, one filling while the other's copy runs. A
+  // multiple of 256.
+  size_t upload_chunk_bytes = 16 << 20;
   int max_graphs = 64;                   // captured step graphs kept (oldest dropped first)
-  // Linear with at most this many rows uses the skinny GEMM kernel (weights read once at
-  // HBM speed) instead of cuBLAS; 0 = always cuBLAS. Range [0, kernels::kSkinnyGemmMaxM].
-  int skinny_gemm_max_m = 8;
-  // Decode-only steps of at most kernels::kDecodeStepMaxSeqs sequences run as one
-  // persistent kernel (FusedDecodeStep) where the model shape allows. Off by default: on
-  // the H200 it is still slower than the op-by-op step (docs/perf.md, eighth session).
-  bool fused_decode = false;
-  // A Linear with a NormHandoff (norm_out) defers the norm into the skinny GEMMs' epilogues
-  // (no RMSNorm kernel; the next GEMM scales by 1/rms). Off by default: with early_gemm_chain
-  // and attention_late_next, norm kernels were as fast at b=1 and 1.3-2.2 % faster at b=8
-  // (docs/perf.md, twelfth session).
-  bool defer_norms = false;
-  // Every skinny GEMM lets the next kernel launch as soon as it has waited for its own
-  // predecessor (PDL), also the SiLU-mul and deferred-norm GEMMs, whose successors are other
-  // GEMMs: those take each SM as the previous GEMM leaves it and start loading weights.
-  bool early_gemm_chain = true;
-  // Decode attention lets the kernel after it launch only as it ends
-  // (kernels::DecodeAttentionParams::late_next). Without it, the early GEMM launches above
-  // lost 20-40 us per boundary at b=8 and at b=1 8K: GEMM blocks on SMs still configured for
-  // the attention's shared memory (docs/perf.md, twelfth session). Off: for benchmarks.
-  bool attention_late_next = true;
 
   Status Validate() const;
 };
@@ -90,6 +72,9 @@ class CudaBackend final : public Backend {
   StatusOr<Buffer> Allocate(DType dtype, const std::vector<int64_t>& shape) override;
   Status CopyToDevice(const void* src, size_t num_bytes, Tensor dst) override;
   Status CopyToHost(Tensor src, void* dst, size_t num_bytes) override;
+  // Double-buffered through pinned chunks (CudaBackendOptions::upload_chunk_bytes), each
+  // copied on the stream while the next fills. FailedPrecondition inside a graph step.
+  Status FillDevice(Tensor dst, const HostFill& fill) override;
   size_t AttentionWorkspaceBytes(const PagedAttentionParams& max_shape) const override;
 
   Status Embedding(Tensor ids, Tensor table, Tensor out) override;
@@ -101,13 +86,6 @@ class CudaBackend final : public Backend {
   Status RopeKvWriteAndAttention(const RopeKvWriteParams& rope, const PagedAttentionParams& attn) override;
   Status SiluAndMul(Tensor gate_up, Tensor out) override;
   Status GatherRows(Tensor src, Tensor indices, Tensor out) override;
-  // The whole decode step in one kernel (common/kernels/decode_step.h) for decode-only
-  // batches of at most 8 sequences, head_dim 64/128, GQA group <= 8, block size 8..64, when
-  // CudaBackendOptions::fused_decode is on (the workspace size is 0 when it is off); false
-  // (nothing queued) otherwise.
-  size_t FusedDecodeWorkspaceBytes(const model::ModelConfig& config, const kv_cache::KvLayout& layout,
-                                   int max_model_len) const override;
-  StatusOr<bool> FusedDecodeStep(const FusedDecodeParams& p) override;
 
   // Graph steps (see the file comment). Begin waits for the previous graph
   // launch to finish reading the staging area. Between Begin and End,
@@ -146,14 +124,6 @@ class CudaBackend final : public Backend {
   // Blocks until all queued work is done.
   Status Synchronize();
   int device_ordinal() const { return options_.device; }
-  // Benchmarks compare the skinny GEMM with cuBLAS (see CudaBackendOptions). REQUIRES: in [0, 16].
-  void set_skinny_gemm_max_m(int m) { options_.skinny_gemm_max_m = m; }
-  // Tests and benchmarks compare the fused decode step with the op-by-op one. Turning it
-  // on after a model sized its workspace does not give that model one.
-  void set_fused_decode(bool on) { options_.fused_decode = on; }
-  // Tests and benchmarks compare deferred norms with norm kernels (see CudaBackendOptions).
-  void set_defer_norms(bool on) { options_.defer_norms = on; }
-  bool defer_norms() const { return options_.defer_norms; }
   cudaStream_t stream() const { return stream_; }
   int num_sms() const { return num_sms_; }
 
@@ -184,8 +154,6 @@ class CudaBackend final : public Backend {
 
   explicit CudaBackend(const CudaBackendOptions& options);
   Status Init();
-  // The fused step kernel's model and cache fields (no step, no plan); its shape check.
-  kernels::DecodeStepParams FusedStepModel(const model::ModelConfig& config, const kv_cache::KvLayout& layout) const;
   // The decode kernel's parameters and plan for a checked decode-only PagedAttention.
   StatusOr<kernels::DecodeAttentionParams> DecodeParams(const PagedAttentionParams& ap) const;
   // Runs `launch` now, or records it with `key` (the bytes of its parameters) when inside
@@ -228,11 +196,6 @@ class CudaBackend final : public Backend {
   const std::string* last_key_ = nullptr;  // its key (in graphs_): a repeated step skips the hash
   int graphs_captured_ = 0;
   int graph_replays_ = 0;
-
-  // The fused decode step's weight descriptors were written into this workspace for these
-  // weights (layer 0's QKV and the LM head identify them).
-  const void* fused_maps_workspace_ = nullptr;
-  const void* fused_maps_weights_[2] = {nullptr, nullptr};
 
   // SampleTokens' staging and scratch, created by its first call.
   std::unique_ptr<SamplingState, SamplingStateDeleter> sampling_;

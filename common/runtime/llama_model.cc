@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
 #include "common/runtime/rope.h"
 
@@ -15,8 +16,7 @@ struct LlamaModel::Workspace {
   Buffer residual;       // F32 [max_tokens, hidden]: the residual stream (fp32 on every backend:
                          // fewer roundings between layers, closer to the reference); the o and
                          // down projections add into it
-  Buffer normed;         // [max_tokens, hidden]: the norm a sub-layer projects (NormHandoff::normed)
-  Buffer norm_sums;      // F32 [max_tokens, ceil(hidden / 16)] (NormHandoff::sums)
+  Buffer normed;         // [max_tokens, hidden]: the RMSNorm of the residual stream a sub-layer projects
   Buffer qkv;            // [max_tokens, (heads + 2 * kv_heads) * head_dim]
   Buffer q, attn;        // [max_tokens, heads, head_dim]
   Buffer gate_up;        // [max_tokens, 2 * ffn]
@@ -25,10 +25,9 @@ struct LlamaModel::Workspace {
   Buffer logits_residual;  // F32 [max_logits_rows, hidden]: picked residual rows
   Buffer logits_normed;  // [max_logits_rows, hidden]: their final norm
   Buffer logits;         // F32 [max_logits_rows, vocab]
-  Buffer fused;          // U8 [Backend::FusedDecodeWorkspaceBytes]; undefined when the backend has none
 
   // Views of `meta` for the current step.
-  Tensor token_ids, positions, slot_mapping, query_start, kv_lens, block_tables, logits_rows;
+  Tensor token_ids, positions, slot_mapping, query_start, context_lens, block_tables, logits_rows;
 };
 
 namespace {
@@ -73,8 +72,21 @@ StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Create(const model::ModelConfi
                                                          const RuntimeOptions& options) {
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
   TANDEM_RETURN_IF_ERROR(options.Validate());
+  TANDEM_ASSIGN_OR_RETURN(LlamaWeights uploaded, LlamaWeights::Load(config, weights, backend));
+  return CreateWithWeights(config, std::move(uploaded), backend, options);
+}
+
+StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::CreateWithWeights(const model::ModelConfig& config,
+                                                                    LlamaWeights weights, Backend* backend,
+                                                                    const RuntimeOptions& options) {
+  TANDEM_RETURN_IF_ERROR(CheckConfig(config));
+  TANDEM_RETURN_IF_ERROR(options.Validate());
+  if (static_cast<int>(weights.layers.size()) != config.num_layers) {
+    return InvalidArgumentError(
+        fmt::format("{} layers of weights for a model of {}", weights.layers.size(), config.num_layers));
+  }
   std::unique_ptr<LlamaModel> m(new LlamaModel(config, options, backend));
-  TANDEM_ASSIGN_OR_RETURN(m->weights_, LlamaWeights::Load(config, weights, backend));
+  m->weights_ = std::move(weights);
   TANDEM_RETURN_IF_ERROR(m->AllocateWorkspace());
   return m;
 }
@@ -90,7 +102,6 @@ Status LlamaModel::AllocateWorkspace() {
   TANDEM_ASSIGN_OR_RETURN(w.meta, backend_->Allocate(DType::kI32, {static_cast<int64_t>(MaxPackedSize(limits))}));
   TANDEM_ASSIGN_OR_RETURN(w.residual, backend_->Allocate(DType::kF32, {t, h}));
   TANDEM_ASSIGN_OR_RETURN(w.normed, backend_->Allocate(act, {t, h}));
-  TANDEM_ASSIGN_OR_RETURN(w.norm_sums, backend_->Allocate(DType::kF32, {t, (h + 15) / 16}));
   TANDEM_ASSIGN_OR_RETURN(w.slots, backend_->Allocate(DType::kI64, {t}));
   TANDEM_ASSIGN_OR_RETURN(w.qkv, backend_->Allocate(act, {t, (config_.num_heads + 2 * config_.num_kv_heads) * d}));
   TANDEM_ASSIGN_OR_RETURN(w.q, backend_->Allocate(act, {t, config_.num_heads, d}));
@@ -100,7 +111,7 @@ Status LlamaModel::AllocateWorkspace() {
   // Attention scratch for the largest step: every sequence at the full model length.
   PagedAttentionParams max_shape{.q = Tensor(nullptr, act, backend_->device(), {t, config_.num_heads, d}),
                                  .layout = KvLayoutFor(0), .num_seqs = options_.max_num_seqs,
-                                 .max_query_len = options_.max_num_tokens, .max_kv_len = options_.max_model_len,
+                                 .max_query_len = options_.max_num_tokens, .max_context_len = options_.max_model_len,
                                  .scale = 1.0f};
   const size_t attn_bytes = backend_->AttentionWorkspaceBytes(max_shape);
   if (attn_bytes > 0) {
@@ -109,10 +120,6 @@ Status LlamaModel::AllocateWorkspace() {
   TANDEM_ASSIGN_OR_RETURN(w.logits_residual, backend_->Allocate(DType::kF32, {r, h}));
   TANDEM_ASSIGN_OR_RETURN(w.logits_normed, backend_->Allocate(act, {r, h}));
   TANDEM_ASSIGN_OR_RETURN(w.logits, backend_->Allocate(DType::kF32, {r, config_.vocab_size}));
-  const size_t fused_bytes = backend_->FusedDecodeWorkspaceBytes(config_, KvLayoutFor(0), options_.max_model_len);
-  if (fused_bytes > 0) {
-    TANDEM_ASSIGN_OR_RETURN(w.fused, backend_->Allocate(DType::kU8, {static_cast<int64_t>(fused_bytes)}));
-  }
   return Status::Ok();
 }
 
@@ -130,46 +137,43 @@ Status LlamaModel::CheckCache(const PagedKvCache& cache) const {
   return Status::Ok();
 }
 
-Status LlamaModel::RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cache, NormHandoff& input) {
+Status LlamaModel::RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cache) {
   const LlamaLayerWeights& lw = weights_.layers[layer];
   Workspace& w = *ws_;
   const int64_t n = plan.num_tokens, d = config_.head_dim;
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  Tensor residual = w.residual.tensor().Rows(0, n);
+  Tensor residual = w.residual.tensor().Rows(0, n), normed = w.normed.tensor().Rows(0, n);
   Tensor q = w.q.tensor().Rows(0, n), qkv = w.qkv.tensor().Rows(0, n);
   Tensor attn = w.attn.tensor().Rows(0, n);
 
-  // Each sub-layer projects the norm of the residual stream (`input`: this layer's, handed
-  // over by the previous layer's down projection or, in layer 0, the embeddings' norm); the o
-  // and down projections add their outputs to the stream and start the next norm.
+  // `normed` holds this layer's input norm (from the previous layer, or Forward for layer 0).
+  // The o and down projections add their outputs to the residual stream; each is followed
+  // by the norm the next projection reads.
   TANDEM_RETURN_IF_ERROR(
-      backend_->Linear({.x = input.normed, .weight = lw.qkv_proj.tensor(), .bias = lw.qkv_bias.tensor(), .out = qkv,
-                        .x_norm = &input}));
+      backend_->Linear({.x = normed, .weight = lw.qkv_proj.tensor(), .bias = lw.qkv_bias.tensor(), .out = qkv}));
   const kv_cache::KvLayout& layout = cache.layout();
   TANDEM_RETURN_IF_ERROR(backend_->RopeKvWriteAndAttention(
       {.qkv = qkv, .q_out = q, .q_norm = lw.q_norm.tensor(), .k_norm = lw.k_norm.tensor(), .norm_eps = eps,
        .positions = w.positions, .slot_mapping = w.slot_mapping, .kv_pool = cache.pool(), .layout = layout,
        .layer = layer, .rope = {config_.rope_theta, config_.rope_scaling}},
       {.q = q, .out = attn, .kv_pool = cache.pool(), .layout = layout, .layer = layer,
-       .query_start = w.query_start, .kv_lens = w.kv_lens, .block_tables = w.block_tables,
-       .num_seqs = plan.num_seqs, .max_query_len = plan.max_query_len, .max_kv_len = plan.max_kv_len,
+       .query_start = w.query_start, .context_lens = w.context_lens, .block_tables = w.block_tables,
+       .num_seqs = plan.num_seqs, .max_query_len = plan.max_query_len, .max_context_len = plan.max_context_len,
        .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))), .workspace = w.attn_workspace.tensor()}));
-  NormHandoff post{.source = residual, .weight = lw.post_attention_norm.tensor(), .normed = input.normed,
-                   .sums = input.sums, .eps = eps};
   TANDEM_RETURN_IF_ERROR(backend_->Linear({.x = attn.Reshape({n, config_.num_heads * d}), .weight = lw.o_proj.tensor(),
-                                           .bias = lw.o_bias.tensor(), .out = residual, .accumulate = true,
-                                           .norm_out = &post}));
+                                           .bias = lw.o_bias.tensor(), .out = residual, .accumulate = true}));
+  TANDEM_RETURN_IF_ERROR(
+      backend_->RmsNorm({.x = residual, .weight = lw.post_attention_norm.tensor(), .out = normed, .eps = eps}));
 
   Tensor act = w.act.tensor().Rows(0, n);
-  TANDEM_RETURN_IF_ERROR(backend_->Linear({.x = post.normed, .weight = lw.gate_up_proj.tensor(), .out = act,
-                                           .x_norm = &post, .silu_mul = true,
-                                           .scratch = w.gate_up.tensor().Rows(0, n)}));
+  TANDEM_RETURN_IF_ERROR(backend_->Linear({.x = normed, .weight = lw.gate_up_proj.tensor(), .out = act,
+                                           .silu_mul = true, .scratch = w.gate_up.tensor().Rows(0, n)}));
+  TANDEM_RETURN_IF_ERROR(
+      backend_->Linear({.x = act, .weight = lw.down_proj.tensor(), .out = residual, .accumulate = true}));
   // The next layer's input norm; after the last layer the final norm runs on the picked rows only.
-  const bool last = layer + 1 == config_.num_layers;
-  if (!last) input = {.source = residual, .weight = weights_.layers[layer + 1].input_norm.tensor(),
-                      .normed = post.normed, .sums = post.sums, .eps = eps};
-  return backend_->Linear({.x = act, .weight = lw.down_proj.tensor(), .out = residual, .accumulate = true,
-                           .norm_out = last ? nullptr : &input});
+  if (layer + 1 == config_.num_layers) return Status::Ok();
+  return backend_->RmsNorm(
+      {.x = residual, .weight = weights_.layers[layer + 1].input_norm.tensor(), .out = normed, .eps = eps});
 }
 
 StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCache& cache,
@@ -196,34 +200,19 @@ StatusOr<Tensor> LlamaModel::Forward(std::span<const SeqChunk> chunks, PagedKvCa
   w.slot_mapping = w.slots.tensor().Rows(0, n);
   TANDEM_RETURN_IF_ERROR(backend_->CopyToDevice(plan.slot_mapping.data(), n * sizeof(int64_t), w.slot_mapping));
   w.query_start = meta.Rows(plan.query_start_offset, s + 1);
-  w.kv_lens = meta.Rows(plan.kv_lens_offset, s);
+  w.context_lens = meta.Rows(plan.context_lens_offset, s);
   w.block_tables = meta.Rows(plan.block_tables_offset, s * plan.table_width).Reshape({s, plan.table_width});
   w.logits_rows = meta.Rows(plan.logits_rows_offset, r);
 
   Tensor logits = w.logits.tensor().Rows(0, r);
-  // A decode-only step may run as one unit on backends that have it (no per-layer hook:
-  // its layers are not issued one by one).
-  if (w.fused.tensor().defined() && !after_layer && plan.max_query_len == 1 && n == s) {
-    TANDEM_ASSIGN_OR_RETURN(
-        const bool fused,
-        backend_->FusedDecodeStep({.config = &config_, .weights = &weights_, .token_ids = w.token_ids,
-                                   .positions = w.positions, .slot_mapping = w.slot_mapping, .kv_lens = w.kv_lens,
-                                   .block_tables = w.block_tables, .logits_rows = w.logits_rows,
-                                   .num_seqs = plan.num_seqs, .num_logits_rows = plan.num_logits_rows,
-                                   .max_kv_len = plan.max_kv_len, .kv_pool = cache.pool(), .layout = layout,
-                                   .logits = logits, .workspace = w.fused.tensor()}));
-    if (fused) return logits;
-  }
-
   Tensor residual = w.residual.tensor().Rows(0, n);
   TANDEM_RETURN_IF_ERROR(backend_->Embedding(w.token_ids, weights_.embed_tokens.tensor(), residual));
-  // Layer 0's input norm is an op of its own (later ones come out of the down projections).
-  NormHandoff input{.source = residual, .weight = weights_.layers[0].input_norm.tensor(),
-                    .normed = w.normed.tensor().Rows(0, n), .sums = w.norm_sums.tensor().Rows(0, n),
-                    .eps = static_cast<float>(config_.rms_norm_eps)};
-  TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = residual, .weight = input.weight, .out = input.normed, .eps = input.eps}));
+  // Layer 0's input norm (each layer ends with the next one's).
+  TANDEM_RETURN_IF_ERROR(backend_->RmsNorm({.x = residual, .weight = weights_.layers[0].input_norm.tensor(),
+                                            .out = w.normed.tensor().Rows(0, n),
+                                            .eps = static_cast<float>(config_.rms_norm_eps)}));
   for (int layer = 0; layer < config_.num_layers; ++layer) {
-    TANDEM_RETURN_IF_ERROR(RunLayer(layer, plan, cache, input).WithContext(fmt::format("layer {}", layer)));
+    TANDEM_RETURN_IF_ERROR(RunLayer(layer, plan, cache).WithContext(fmt::format("layer {}", layer)));
     if (after_layer) after_layer(layer);
   }
   if (r == 0) return logits;

@@ -55,6 +55,11 @@ class LlamaModel {
   static StatusOr<std::unique_ptr<LlamaModel>> Create(const model::ModelConfig& config,
                                                       const model::ModelWeights& weights, Backend* backend,
                                                       const RuntimeOptions& options);
+  // The same with weights already on `backend`, in its compute dtype and shaped as
+  // LlamaWeights::Load makes them (benchmarks generate them on the device).
+  static StatusOr<std::unique_ptr<LlamaModel>> CreateWithWeights(const model::ModelConfig& config,
+                                                                 LlamaWeights weights, Backend* backend,
+                                                                 const RuntimeOptions& options);
   ~LlamaModel();
 
   // Runs one step. Returns F32 logits [rows, vocab_size] on the backend's
@@ -81,8 +86,9 @@ class LlamaModel {
 
   LlamaModel(const model::ModelConfig& config, const RuntimeOptions& options, Backend* backend);
   Status AllocateWorkspace();
-  // One transformer layer; `input` holds its input norm on entry and the next layer's on return.
-  Status RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cache, NormHandoff& input);
+  // One transformer layer; the workspace's `normed` holds its input norm on entry and the
+  // next layer's on return.
+  Status RunLayer(int layer, const BatchPlan& plan, PagedKvCache& cache);
   Status CheckCache(const PagedKvCache& cache) const;
 
   model::ModelConfig config_;

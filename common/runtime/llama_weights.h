@@ -10,6 +10,7 @@
 #include "common/model/model_config.h"
 #include "common/model/weights.h"
 #include "common/runtime/backend.h"
+#include "common/runtime/weight_upload.h"
 
 namespace tandem::runtime {
 
@@ -33,10 +34,12 @@ struct LlamaWeights {
 
   Tensor LmHead() const { return lm_head.tensor().defined() ? lm_head.tensor() : embed_tokens.tensor(); }
 
-  // Uploads every tensor `config` calls for, checking names and shapes.
+  // Uploads every tensor `config` calls for, checking names and shapes (WeightUploader),
+  // logging progress and a summary at INFO; `stats`, when given, gets the upload's counters.
   // Errors name the tensor (NotFound, InvalidArgument) or the device (ResourceExhausted).
   static StatusOr<LlamaWeights> Load(const model::ModelConfig& config, const model::ModelWeights& weights,
-                                     Backend* backend);
+                                     Backend* backend, const WeightUploadOptions& options = {},
+                                     WeightUploadStats* stats = nullptr);
 };
 
 }  // namespace tandem::runtime

@@ -81,20 +81,6 @@ Status CheckLinear(const LinearParams& p, DType act) {
     }
     if (!Is(p.scratch, act, {n, out_features})) return Bad("Linear", "scratch", p.scratch);
   }
-  if (const NormHandoff* h = p.norm_out; h != nullptr) {
-    if (!p.accumulate || h->source.data != p.out.data || !Is(h->source, DType::kF32, {n, out_features})) {
-      return Bad("Linear", "norm_out (accumulate into its source)", h->source);
-    }
-    if (!Is(h->weight, act, {out_features})) return Bad("Linear", "norm_out weight", h->weight);
-    if (!Is(h->normed, act, {n, out_features})) return Bad("Linear", "norm_out normed", h->normed);
-    if (!Is(h->sums, DType::kF32, {n, (out_features + 15) / 16})) {
-      return Bad("Linear", "norm_out sums", h->sums);
-    }
-    if (!(h->eps > 0.0f)) return InvalidArgumentError("Linear: norm_out eps must be positive");
-  }
-  if (const NormHandoff* h = p.x_norm; h != nullptr && (h->normed.data != p.x.data || !Is(h->normed, act, {p.x.shape[0], p.x.shape[1]}))) {
-    return Bad("Linear", "x (not the normed of its x_norm)", p.x);
-  }
   return Status::Ok();
 }
 
@@ -126,14 +112,14 @@ Status CheckPagedAttention(const PagedAttentionParams& p, DType act) {
   if (!Is(p.q, act, {-1, -1, l.head_dim})) return Bad("PagedAttention", "q", p.q);
   if (p.q.shape[1] % l.num_kv_heads != 0) return Bad("PagedAttention", "q heads", p.q);
   if (!Is(p.out, act, {p.q.shape[0], p.q.shape[1], l.head_dim})) return Bad("PagedAttention", "out", p.out);
-  if (p.num_seqs < 0 || p.max_query_len < 0 || p.max_kv_len < p.max_query_len) {
-    return InvalidArgumentError("PagedAttention: inconsistent num_seqs / max_query_len / max_kv_len");
+  if (p.num_seqs < 0 || p.max_query_len < 0 || p.max_context_len < p.max_query_len) {
+    return InvalidArgumentError("PagedAttention: inconsistent num_seqs / max_query_len / max_context_len");
   }
   int64_t s = p.num_seqs;
   if (!Is(p.query_start, DType::kI32, {s + 1})) return Bad("PagedAttention", "query_start", p.query_start);
-  if (!Is(p.kv_lens, DType::kI32, {s})) return Bad("PagedAttention", "kv_lens", p.kv_lens);
+  if (!Is(p.context_lens, DType::kI32, {s})) return Bad("PagedAttention", "context_lens", p.context_lens);
   if (!Is(p.block_tables, DType::kI32, {s, -1}) ||
-      p.block_tables.shape[1] * l.block_size < p.max_kv_len) {
+      p.block_tables.shape[1] * l.block_size < p.max_context_len) {
     return Bad("PagedAttention", "block_tables", p.block_tables);
   }
   if (p.workspace.defined() && p.workspace.dtype != DType::kU8) return Bad("PagedAttention", "workspace", p.workspace);

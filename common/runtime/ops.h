@@ -9,7 +9,7 @@
 //    number of sequences.
 //  - Ops are enqueued in order on the backend's stream; they never read
 //    device memory on the host. Host-side sizes that a launcher needs to plan
-//    its grid (num_seqs, max_kv_len ...) travel in the params.
+//    its grid (num_seqs, max_context_len ...) travel in the params.
 //  - Shapes are checked (op_checks.h) and a mismatch is InvalidArgument; the
 //    values in device memory (ids, block tables) are the caller's contract.
 // Thread rule: an Ops object is used by one thread (the engine thread).
@@ -36,31 +36,12 @@ struct RmsNormParams {
   float eps = 1e-6f;
 };
 
-// The RMSNorm between a residual update and the next sub-layer's projection, handed from
-// the Linear that updates the residual stream (LinearParams::norm_out) to the Linear that
-// projects its norm (LinearParams::x_norm); together they compute
-// RMSNorm(source) * weight · Wᵀ as RmsNorm then Linear would. `normed` and `sums` are scratch
-// in a form the backend picks per call and records in `deferred` (CUDA's skinny GEMM keeps
-// source * weight there and scales the next product by 1/rms, so no norm kernel runs); read
-// them only through x_norm of the next Linear over the same rows.
-struct NormHandoff {
-  Tensor source{};  // F32 [N, dim]: the residual stream, the producing Linear's out
-  Tensor weight{};  // [dim]
-  Tensor normed{};  // [N, dim], compute dtype: the consuming Linear's x
-  Tensor sums{};    // F32 [N, ceil(dim / 16)]: per 16 features, sums of squares (when deferred)
-  float eps = 1e-6f;
-  bool deferred = false;  // set by the producer: normed = source * weight, 1/rms still to apply
-};
-
 // out = x * weight^T + bias; with `accumulate`, out += x * weight^T + bias (out F32: the
 // o and down projections add into the fp32 residual stream, the same one add as
-// RmsNormParams::residual would do).
-//  - norm_out (with accumulate): then also the next sub-layer's input norm of out (see
-//    NormHandoff; norm_out->source is out).
-//  - x_norm: x is x_norm->normed, the result that of RMSNorm(x_norm->source) * weight.
-//  - silu_mul: weight is the fused [gate (ffn) | up (ffn)] projection and out =
-//    silu(x · gateᵀ) * (x · upᵀ), [N, ffn], as Linear into `scratch` [N, 2 * ffn] then
-//    SiluAndMul (which backends without the fused form run).
+// RmsNormParams::residual would do). With `silu_mul`, weight is the fused [gate (ffn) |
+// up (ffn)] projection and out = silu(x · gateᵀ) * (x · upᵀ), [N, ffn]: Linear into
+// `scratch` [N, 2 * ffn] then SiluAndMul, which a backend may fold into one kernel (CUDA
+// does at decode batch sizes).
 struct LinearParams {
   Tensor x{};       // [N, in]
   Tensor weight{};  // [out_features, in] (Hugging Face nn.Linear layout)
@@ -68,8 +49,6 @@ struct LinearParams {
   Tensor out{};     // [N, out_features] (silu_mul: [N, out_features / 2]), activation dtype or
                     // F32 (logits, the residual stream); must not alias x
   bool accumulate = false;
-  NormHandoff* norm_out = nullptr;
-  const NormHandoff* x_norm = nullptr;
   bool silu_mul = false;
   Tensor scratch{};  // silu_mul: [N, out_features], compute dtype
 };
@@ -102,23 +81,23 @@ struct RopeKvWriteParams {
 
 // Causal attention over the paged cache for a mixed batch. Sequence s owns
 // query rows [query_start[s], query_start[s+1]); those are its newest tokens,
-// at positions [kv_lens[s] - n_s, kv_lens[s]). Query row at position p attends
+// at positions [context_lens[s] - n_s, context_lens[s]). Query row at position p attends
 // to cache positions [0, p] of its own sequence (already written by
 // RopeKvWrite). GQA: query head h reads KV head h / (num_heads / num_kv_heads).
 struct PagedAttentionParams {
-  Tensor q{};             // [N, num_heads, head_dim]
-  Tensor out{};           // [N, num_heads, head_dim]
-  Tensor kv_pool{};       // the whole pool
+  Tensor q{};               // [N, num_heads, head_dim]
+  Tensor out{};             // [N, num_heads, head_dim]
+  Tensor kv_pool{};         // the whole pool
   kv_cache::KvLayout layout;
   int layer = 0;
-  Tensor query_start{};   // I32 [S + 1], query_start[0] = 0, query_start[S] = N
-  Tensor kv_lens{};       // I32 [S]: cache length of each sequence after this step
-  Tensor block_tables{};  // I32 [S, max_blocks_per_seq], rows padded past the used blocks
-  int num_seqs = 0;       // S (host copy, for planning)
-  int max_query_len = 0;  // max n_s (host copy)
-  int max_kv_len = 0;     // max kv_lens[s] (host copy)
-  float scale = 1.0f;     // softmax scale, 1/sqrt(head_dim)
-  Tensor workspace{};     // U8 [Backend::AttentionWorkspaceBytes(...)]; may be undefined when that is 0
+  Tensor query_start{};     // I32 [S + 1], query_start[0] = 0, query_start[S] = N
+  Tensor context_lens{};    // I32 [S]: cache length of each sequence after this step
+  Tensor block_tables{};    // I32 [S, max_blocks_per_seq], rows padded past the used blocks
+  int num_seqs = 0;         // S (host copy, for planning)
+  int max_query_len = 0;    // max n_s (host copy)
+  int max_context_len = 0;  // max context_lens[s] (host copy)
+  float scale = 1.0f;       // softmax scale, 1/sqrt(head_dim)
+  Tensor workspace{};       // U8 [Backend::AttentionWorkspaceBytes(...)]; may be undefined when that is 0
 };
 
 class Ops {

@@ -35,11 +35,11 @@ struct CudaIpcConfig {
   // there and its copies run on a stream of it.
   int device = 0;
   // Ops of at least this many bytes each take the copy engines (one
-  // cudaMemcpyAsync); shorter ones share one kernel launch per batch. Per-call
-  // setup of a copy is a few microseconds, i.e. the time 64 KiB..256 KiB take at
-  // HBM rates, so below ~512 KiB the gather kernel wins (README "Benchmark":
-  // kv_transfer_gpu_bench prints both paths per run length).
-  uint64_t copy_engine_min_bytes = 512 << 10;
+  // cudaMemcpyAsync); shorter ones share one kernel launch per batch. Into
+  // another process's memory the copy engines reach only ~870 GB/s at 4 MiB on
+  // an H200 against the kernel's ~1800 (kv_transfer_gpu_bench's sweep), so a
+  // layer of KV (16 MiB for a 4K-token prompt of the 8B shape) takes the kernel.
+  uint64_t copy_engine_min_bytes = uint64_t{256} << 20;
   // Minimum interval between checks that connected peer processes still exist.
   int64_t liveness_interval_ms = 20;
   Status Validate() const;

@@ -48,8 +48,8 @@ Status ClusterConfig::Validate() const {
   if (heartbeat_interval_ms < 10 || heartbeat_interval_ms > 60000) {
     return InvalidArgumentError("cluster.heartbeat_interval_ms must be in [10, 60000]");
   }
-  if (dead_after_missed_heartbeats < 1 || dead_after_missed_heartbeats > 100) {
-    return InvalidArgumentError("cluster.dead_after_missed_heartbeats must be in [1, 100]");
+  if (node_dead_after_ms < 2 * heartbeat_interval_ms || node_dead_after_ms > 600000) {
+    return InvalidArgumentError("cluster.node_dead_after_ms must be in [2 x heartbeat_interval_ms, 600000]");
   }
   if (local_prefill_max_tokens < 0) {
     return InvalidArgumentError("cluster.local_prefill_max_tokens must be >= 0");
@@ -142,8 +142,8 @@ StatusOr<ClusterConfig> ParseClusterConfig(const YAML::Node& node) {
       TANDEM_RETURN_IF_ERROR(Read(v, key, &c.cluster_token_file));
     } else if (key == "heartbeat_interval_ms") {
       TANDEM_RETURN_IF_ERROR(Read(v, key, &c.heartbeat_interval_ms));
-    } else if (key == "dead_after_missed_heartbeats") {
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.dead_after_missed_heartbeats));
+    } else if (key == "node_dead_after_ms") {
+      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.node_dead_after_ms));
     } else if (key == "local_prefill_max_tokens") {
       TANDEM_RETURN_IF_ERROR(Read(v, key, &c.local_prefill_max_tokens));
     } else if (key == "node_call_timeout_ms") {

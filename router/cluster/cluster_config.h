@@ -47,10 +47,16 @@ struct ClusterConfig {
   // File holding the cluster token (trailing whitespace stripped); used when
   // cluster_token is empty.
   std::string cluster_token_file;
-  // Heartbeat period told to nodes at registration, ms. A node silent for
-  // dead_after_missed_heartbeats periods is dead.
+  // Heartbeat period told to nodes at registration, ms (their load reports
+  // for placement come this often).
   int32_t heartbeat_interval_ms = 500;
-  int32_t dead_after_missed_heartbeats = 3;
+  // A node from which nothing arrived (heartbeat, Tokens, keepalive) for this
+  // long is dead and its requests move; a closed connection is dead at once.
+  // Sized so that a busy node (a long engine step, a loaded CPU, sanitizers)
+  // is never taken for a dead one (vLLM: 30 s lease; SGLang: 5 s x 2). At
+  // least 2 x heartbeat_interval_ms. Lower it only where a stopped node must be
+  // noticed quickly (tests that SIGSTOP one), ms.
+  int32_t node_dead_after_ms = 10000;
   // disaggregated | colocated.
   ServingMode mode = ServingMode::kDisaggregated;
   // Prompts of at most this many tokens prefill on their decode node (local

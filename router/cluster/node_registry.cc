@@ -7,8 +7,8 @@
 
 namespace tandem::router::cluster {
 
-NodeRegistry::NodeRegistry(const Clock& clock, int32_t heartbeat_interval_ms, int32_t dead_after_missed)
-    : clock_(clock), heartbeat_interval_ms_(heartbeat_interval_ms), dead_after_missed_(dead_after_missed) {}
+NodeRegistry::NodeRegistry(const Clock& clock, int32_t heartbeat_interval_ms, int32_t dead_after_ms)
+    : clock_(clock), heartbeat_interval_ms_(heartbeat_interval_ms), dead_after_ms_(dead_after_ms) {}
 
 StatusOr<proto::RegisterReply> NodeRegistry::Register(const std::shared_ptr<net::RpcConnection>& conn,
                                                       const proto::RegisterRequest& request) {
@@ -39,19 +39,20 @@ StatusOr<proto::RegisterReply> NodeRegistry::Register(const std::shared_ptr<net:
   return reply;
 }
 
-void NodeRegistry::OnHeartbeat(const net::RpcConnection* conn, const proto::Heartbeat& heartbeat) {
+NodeId NodeRegistry::OnHeartbeat(const net::RpcConnection* conn, const proto::Heartbeat& heartbeat) {
   std::lock_guard<std::mutex> lock(mu_);
   auto id = by_conn_.find(conn);
-  if (id == by_conn_.end()) return;
+  if (id == by_conn_.end()) return 0;
   auto it = nodes_.find(id->second);
-  if (it == nodes_.end()) return;
-  if (heartbeat.node_id() != 0 && heartbeat.node_id() != id->second) return;
+  if (it == nodes_.end()) return 0;
+  if (heartbeat.node_id() != 0 && heartbeat.node_id() != id->second) return 0;
   Node& node = it->second;
   node.last_seen_ns = clock_.NowNanos();
   // Sequences start anywhere after a registration; then each heartbeat is the last + 1.
   const bool gap = node.last_sequence != 0 && heartbeat.sequence() != node.last_sequence + 1;
   node.last_sequence = heartbeat.sequence();
   ApplyCacheReport(heartbeat.cache(), gap, &node);
+  const bool began_draining = heartbeat.draining() && !node.view.draining;
   node.view.draining = heartbeat.draining();
   const proto::LoadReport& load = heartbeat.load();
   node.view.num_running = std::max(load.num_running(), 0);
@@ -60,6 +61,31 @@ void NodeRegistry::OnHeartbeat(const net::RpcConnection* conn, const proto::Hear
   for (const proto::TierUsage& tier : load.tiers()) {
     if (tier.tier() == proto::KV_TIER_GPU) node.view.free_gpu_blocks = std::max<int64_t>(tier.free_blocks(), 0);
   }
+  return began_draining ? id->second : 0;
+}
+
+bool NodeRegistry::Avoid(NodeId node_id, int64_t duration_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return false;
+  const Nanos now = clock_.NowNanos();
+  const bool took_work = !ViewLocked(it->second, now).draining;
+  it->second.avoid_until_ns = std::max(it->second.avoid_until_ns, now + duration_ms * 1'000'000);
+  return took_work;
+}
+
+NodeView NodeRegistry::ViewLocked(const Node& node, Nanos now) const {
+  NodeView view = node.view;
+  view.draining = view.draining || now < node.avoid_until_ns;
+  return view;
+}
+
+void NodeRegistry::MarkSeen(const net::RpcConnection* conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto id = by_conn_.find(conn);
+  if (id == by_conn_.end()) return;
+  auto it = nodes_.find(id->second);
+  if (it != nodes_.end()) it->second.last_seen_ns = clock_.NowNanos();
 }
 
 void NodeRegistry::ApplyCacheReport(const proto::CacheReport& report, bool gap, Node* node) {
@@ -102,7 +128,7 @@ std::optional<uint32_t> NodeRegistry::OnConnectionClosed(const net::RpcConnectio
 std::vector<NodeHandle> NodeRegistry::SweepExpired() {
   std::vector<NodeHandle> dead;
   const Nanos now = clock_.NowNanos();
-  const Nanos limit = Nanos{heartbeat_interval_ms_} * dead_after_missed_ * 1'000'000;
+  const Nanos limit = Nanos{dead_after_ms_} * 1'000'000;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     if (now - it->second.last_seen_ns > limit) {
@@ -117,10 +143,11 @@ std::vector<NodeHandle> NodeRegistry::SweepExpired() {
 }
 
 std::vector<NodeView> NodeRegistry::Views() const {
+  const Nanos now = clock_.NowNanos();
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<NodeView> views;
   views.reserve(nodes_.size());
-  for (const auto& [id, node] : nodes_) views.push_back(node.view);
+  for (const auto& [id, node] : nodes_) views.push_back(ViewLocked(node, now));
   return views;
 }
 
@@ -138,11 +165,12 @@ std::vector<NodeView> NodeRegistry::ViewsFor(std::span<const TokenId> prompt,
   for (auto& [key, hashes] : chains) {
     kv_cache::ExtendBlockHashes(tenant_salt, key.first, key.second, prompt, &hashes);
   }
+  const Nanos now = clock_.NowNanos();
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<NodeView> views;
   views.reserve(nodes_.size());
   for (const auto& [id, node] : nodes_) {
-    views.push_back(node.view);
+    views.push_back(ViewLocked(node, now));
     auto chain = chains.find({node.model_id, node.block_size});
     if (chain == chains.end() || node.cached.empty()) continue;
     int64_t hit = 0;
@@ -190,10 +218,11 @@ void NodeRegistry::AddInflight(uint32_t node_id, int32_t requests, int64_t prefi
 bool NodeRegistry::HasDecodeNode() const { return Counts().decode > 0; }
 
 NodeCounts NodeRegistry::Counts() const {
+  const Nanos now = clock_.NowNanos();
   std::lock_guard<std::mutex> lock(mu_);
   NodeCounts counts;
   for (const auto& [id, node] : nodes_) {
-    if (node.view.draining) {
+    if (ViewLocked(node, now).draining) {
       counts.draining++;
     } else if (ServesDecode(node.view.role)) {
       counts.decode++;

@@ -1,6 +1,7 @@
 // NodeRegistry: the nodes registered with this router, their last reported
 // load, and their liveness. A node is dead when its connection closes or when
-// no heartbeat arrived for dead_after_missed heartbeat intervals; a dead node
+// nothing (a heartbeat or any other message) arrived from it for dead_after_ms
+// (ClusterConfig::node_dead_after_ms); a dead node
 // is removed (it gets no new work) and reported once to the caller, who fails
 // or moves its requests. A node that comes back re-registers under a new id.
 // Prefix-cache view: per node, the block hashes its heartbeats' CacheReports
@@ -52,18 +53,27 @@ inline constexpr size_t kMaxCachedHashesPerNode = size_t{1} << 18;
 
 class NodeRegistry {
  public:
-  NodeRegistry(const Clock& clock, int32_t heartbeat_interval_ms, int32_t dead_after_missed);
+  NodeRegistry(const Clock& clock, int32_t heartbeat_interval_ms, int32_t dead_after_ms);
 
   // Validates and records a node registered on `conn`; a second Register on the
   // same connection replaces the first entry under a new id.
   StatusOr<proto::RegisterReply> Register(const std::shared_ptr<net::RpcConnection>& conn,
                                           const proto::RegisterRequest& request);
   // Updates load/draining of the node registered on `conn`; unknown connections
-  // and heartbeats naming another node id are ignored.
-  void OnHeartbeat(const net::RpcConnection* conn, const proto::Heartbeat& heartbeat);
+  // and heartbeats naming another node id are ignored. Returns the node's id when
+  // it began draining with this heartbeat, else 0.
+  NodeId OnHeartbeat(const net::RpcConnection* conn, const proto::Heartbeat& heartbeat);
+  // The node refused work as unavailable (draining, stopping) or did not answer in
+  // time: for `duration_ms` it counts as draining (placement skips it; readiness and
+  // the gauges count it so). True when it took work until now.
+  bool Avoid(NodeId node_id, int64_t duration_ms);
+  // Any other message from the node on `conn` (Tokens): it is alive. A node busy
+  // sending Tokens is never taken for a silent one because a heartbeat queued
+  // behind them on the router's I/O thread.
+  void MarkSeen(const net::RpcConnection* conn);
   // The node on `conn` (if any) is dead now; returns its id.
   std::optional<uint32_t> OnConnectionClosed(const net::RpcConnection* conn);
-  // Nodes whose heartbeats stopped: removed and returned (their connections
+  // Nodes silent for dead_after_ms: removed and returned (their connections
   // are returned too, so the caller can close them outside any lock).
   std::vector<NodeHandle> SweepExpired();
 
@@ -84,6 +94,7 @@ class NodeRegistry {
   bool HasDecodeNode() const;
   NodeCounts Counts() const;
   int32_t heartbeat_interval_ms() const { return heartbeat_interval_ms_; }
+  int32_t dead_after_ms() const { return dead_after_ms_; }
 
  private:
   struct Node {
@@ -96,13 +107,17 @@ class NodeRegistry {
     // Prefix-cache view; valid only while cache_synced (a reset arrived, no gap since).
     std::unordered_set<kv_cache::BlockHash, kv_cache::BlockHashHasher> cached;
     bool cache_synced = false;
+    Nanos avoid_until_ns = 0;  // Avoid(): counts as draining until then
   };
+
+  // The node's view as placement sees it now (draining while avoided).
+  NodeView ViewLocked(const Node& node, Nanos now) const;
 
   static void ApplyCacheReport(const proto::CacheReport& report, bool gap, Node* node);
 
   const Clock& clock_;
   const int32_t heartbeat_interval_ms_;
-  const int32_t dead_after_missed_;
+  const int32_t dead_after_ms_;
   mutable std::mutex mu_;
   uint32_t next_node_id_ = 1;                              // guarded by mu_
   std::map<uint32_t, Node> nodes_;                          // guarded by mu_

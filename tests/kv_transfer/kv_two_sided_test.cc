@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include "kv_transfer/fault/fault_transport.h"
-#include "kv_transfer/layer_runs.h"
 #include "kv_transfer/local/local_transport.h"
 #include "tests/kv_transfer/session_harness.h"
 
@@ -29,14 +28,6 @@ class KvTwoSidedTest : public ::testing::Test {
   FaultTransport send_t_;
   LocalTransport recv_t_;
 };
-
-TEST(PairedBlockRunsTest, SplitsWhereEitherSideBreaks) {
-  std::vector<BlockId> src = {10, 11, 12, 13, 5, 6, 8}, dst = {20, 21, 22, 30, 31, 32, 33};
-  std::vector<BlockPairRun> expect = {{10, 20, 3}, {13, 30, 1}, {5, 31, 2}, {8, 33, 1}};
-  EXPECT_EQ(PairedBlockRuns(src, dst), expect);
-  EXPECT_EQ(PairedBlockRuns(dst, dst), (std::vector<BlockPairRun>{{20, 20, 3}, {30, 30, 4}}));
-  EXPECT_TRUE(PairedBlockRuns({}, {}).empty());
-}
 
 TEST_F(KvTwoSidedTest, InterleavedSessionsLandByteExact) {
   SessionHarness h(send_t_, recv_t_, clock_);

@@ -4,7 +4,7 @@
 # runs DIR/model_bench --decode-only ARG... once per variant, in turn, so drift hits all alike.
 # Prints the b=1 / b=8 1K decode rows of every run, then the median per variant.
 # Usage: tools/gpu/ab_model.sh ROUNDS VARIANT...
-#   e.g. tools/gpu/ab_model.sh 3 base=build-carry/base new=build-carry/new nopipe=build-carry/new:TANDEM_SKINNY_PIPELINE=0
+#   e.g. tools/gpu/ab_model.sh 3 base=build-carry/base new=build-carry/new
 set -u
 OUT=${OUT:-/tmp/tandem_gpu_out}
 mkdir -p "$OUT"

@@ -18,12 +18,10 @@ python3 bench/kernels/sdpa_compare.py "$L/decode.csv" > "$L/sdpa.log" 2>&1
 "$BIN" --in-order --shape 64,4096,32,8,128,16 --shape 256,4096,32,8,128,16 --shape 8,32768,32,8,128,16 > "$L/in_order.log" 2>&1
 $NCU --kernel-name regex:'^DecodeAttentionKernel' --launch-skip 2 --launch-count 1 \
   "$BIN" --shape "$SHAPE" --reps 2 > "$L/ncu_ours.log" 2>&1
-$NCU --kernel-name regex:'Persistent' --launch-skip 2 --launch-count 1 \
-  "$BIN" --shape "$SHAPE" --reps 2 > "$L/ncu_pers.log" 2>&1
 $NCU --profile-from-start off python3 bench/kernels/sdpa_profile.py "$SB" "$SC" "$SQ" "$SK" "$SD" > "$L/ncu_sdpa.log" 2>&1
 tar -C "$L" -czf "$OUT/attention_profile.tgz" .
 KEYS='DecodeAttention|void |Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Shared Memory Config|Dynamic Shared|Block Size|Grid Size|Theoretical Occ|Warp Cycles Per Issued|L2 Hit|Mem Busy|Max Bandwidth|torch'
-for f in ncu_ours ncu_pers ncu_sdpa; do echo "---- $f"; grep -E "$KEYS" "$L/$f.log" | head -40; done
+for f in ncu_ours ncu_sdpa; do echo "---- $f"; grep -E "$KEYS" "$L/$f.log" | head -40; done
 echo "---- in order"; tail -5 "$L/in_order.log"
 echo "---- bench"; sed -n '/^batch/,/^$/p' "$L/bench.log" | head -24
 echo "---- sdpa"; tail -16 "$L/sdpa.log"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Helpers of tools/gpu/cluster_check.sh (standard library only: the GPU image has python3).
+"""Helpers of tools/gpu/cluster_check.sh and cluster_faults.sh (standard library only: the GPU image
+has python3); also imported by cluster_faults.py.
 
   free-port                         print a free TCP port on 127.0.0.1
   name-ids MODEL_DIR                give every id of config.json's vocab_size a distinct text
@@ -9,6 +10,7 @@
 """
 import json
 import random
+import re
 import socket
 import sys
 import urllib.request
@@ -45,22 +47,62 @@ def name_ids(model_dir):
     print("tokenizer: named %d ids (vocab_size %d)" % (added, vocab_size))
 
 
-def greedy(url, model, length, tokens, vocab, out):
-    rng = random.Random(20261203)
-    prompt = [rng.randrange(3, int(vocab)) for _ in range(int(length))]
+def random_prompt(seed, length, vocab):
+    """`length` token ids in [3, vocab) drawn from `seed` (ids below 3 are special in the tiny tokenizer)."""
+    rng = random.Random(seed)
+    return [rng.randrange(3, int(vocab)) for _ in range(int(length))]
+
+
+def complete(url, model, prompt, tokens, timeout=120):
+    """One greedy, non-streamed completion: {"text", "completion_tokens"}, or {"error"}."""
     body = {"model": model, "prompt": prompt, "max_tokens": int(tokens), "temperature": 0,
             "ignore_eos": True, "stream": False}
     req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=120) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             answer = json.loads(r.read())
-        result = {"text": answer["choices"][0]["text"],
-                  "completion_tokens": answer.get("usage", {}).get("completion_tokens")}
-    except Exception as e:  # the table reports it
-        result = {"error": str(e)}
+        return {"text": answer["choices"][0]["text"],
+                "completion_tokens": answer.get("usage", {}).get("completion_tokens")}
+    except Exception as e:  # the callers report it
+        return {"error": str(e)}
+
+
+def greedy(url, model, length, tokens, vocab, out):
+    result = complete(url, model, random_prompt(20261203, length, vocab), tokens)
     Path(out).write_text(json.dumps(result))
     print("greedy: %s" % json.dumps(result)[:200])
+
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+
+def parse_metrics(text):
+    """{(name, labels): value} of a Prometheus text page; labels is the raw "{...}" text or ""."""
+    samples = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m:
+            try:
+                samples[(m.group(1), m.group(2) or "")] = float(m.group(3))
+            except ValueError:
+                pass
+    return samples
+
+
+def scrape(url, timeout=2.0):
+    """The parsed /metrics page at `url`, or None when it does not answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return parse_metrics(r.read().decode(errors="replace"))
+    except Exception:
+        return None
+
+
+def metric(samples, name, labels_contain=""):
+    """Sum of the series of `name` whose labels contain `labels_contain`; None when there is none."""
+    values = [v for (n, labels), v in samples.items() if n == name and labels_contain in labels]
+    return sum(values) if values else None
 
 
 def read_summary(path):

@@ -9,8 +9,6 @@
 # libyaml-cpp.so.0.7 and libspdlog.so.1.10 there).
 #   tests      skinny GEMM, kernel (attention, small ops, sampling), runtime (incl. the
 #              forward against transformers' logits) and engine GPU tests
-#   fused      the fused decode step: its tests (against the op-by-op step) and
-#              model_bench --quick --trace
 #   disagg     the disaggregated nodes on CUDA with layer-streamed KV (local transport)
 #   memcheck   compute-sanitizer memcheck on the skinny GEMM, the decode attention and the
 #              runtime's graph / host-copy tests
@@ -35,7 +33,6 @@ TARGETS=""
 has tests && TARGETS="$TARGETS skinny_gemm_test kernels_test runtime_cuda_test runtime_cuda_kv_test engine_cuda_test"
 has memcheck && TARGETS="$TARGETS skinny_gemm_test kernels_test runtime_cuda_test"
 has model && TARGETS="$TARGETS model_bench"
-has fused && TARGETS="$TARGETS runtime_cuda_test model_bench"
 has skinny && TARGETS="$TARGETS skinny_gemm_bench"
 has attention && TARGETS="$TARGETS decode_attention_bench"
 if [ -z "${TANDEM_GPU_PREBUILT:-}" ]; then
@@ -66,12 +63,6 @@ if has tests; then
   run runtime_cuda_kv_test 60 "$(find_bin runtime_cuda_kv_test)"
   run engine_cuda_test 120 "$(find_bin engine_cuda_test)"
 fi
-if has fused; then
-  run fused_tests 240 "$(find_bin runtime_cuda_test)" --gtest_filter='*FusedDecode*'
-  step model-bench-quick
-  timeout 240 "$(find_bin model_bench)" --quick --trace > "$OUT/model_bench_quick.log" 2>&1
-  echo "model_bench --quick rc=$?" >> "$OUT/summary.txt"
-fi
 if has disagg; then
   DT=$(find_bin decode_node_disagg_test)
   [ -n "$DT" ] && run disagg_cuda 120 "$DT" --gtest_filter='DisaggCudaTest.*:DisaggStreamTest.*'
@@ -82,7 +73,7 @@ if has memcheck; then
   run memcheck_kernels 150 $MC "$(find_bin kernels_test)" \
     --gtest_filter='*DecodeAttention*:*FusedRope*:*RmsNorm*:*Embedding*:*Silu*:-Cases/DecodeAttentionTest.MatchesCpuReference/11'
   run memcheck_runtime 150 $MC "$(find_bin runtime_cuda_test)" \
-    --gtest_filter='CudaHostCopyQueueTest.*:*Sampling*:CudaGraphTest.*:*PrefillAndDecode*/0:*FusedDecodeTest.PaddedBatchesAndGraphs:*FusedDecodeTest.MatchesOpByOpStep/llama_hd64_group8'
+    --gtest_filter='CudaHostCopyQueueTest.*:*Sampling*:CudaGraphTest.*:*PrefillAndDecode*/0'
 fi
 if has skinny; then
   step skinny-bench
@@ -109,9 +100,6 @@ if has tests; then
 fi
 has skinny && { echo "---- skinny gemm bench ----"; tail -16 "$OUT/skinny_bench.log"; }
 has model && { echo "---- model bench ----"; tail -32 "$OUT/model_bench.log"; }
-has fused && { echo "---- fused ----"; grep -hE "fused|FusedDecode|^\[  (PASSED|FAILED)" "$OUT/fused_tests.log" | head -30;
-               grep -E "fused vs|\(fused step\)|decode b=1 ctx=1024 \(graph|decode b=8 ctx=1024 \(graph|ceilings" "$OUT/model_bench_quick.log";
-               grep -A11 "timeline" "$OUT/model_bench_quick.log"; }
 has attention && { echo "---- attention bench ----"; tail -24 "$OUT/attention_bench.log"; echo "---- sdpa ----"; tail -16 "$OUT/sdpa.log"; }
 echo "---- summary ----"
 cat "$OUT/summary.txt"

@@ -4,7 +4,7 @@
 # [@ARG,...], as tools/gpu/ab_model.sh). Prints each variant's step times; the per-kernel
 # tables go to $OUT/timeline.log.
 # Usage: tools/gpu/timeline.sh VARIANT...
-#   e.g. tools/gpu/timeline.sh now=build-carry/bin nochain=build-carry/bin@--early-gemm-chain=0,--attention-late-next=0
+#   e.g. tools/gpu/timeline.sh base=build-carry/base new=build-carry/new
 set -u
 OUT=${OUT:-/tmp/tandem_gpu_out}
 mkdir -p "$OUT"

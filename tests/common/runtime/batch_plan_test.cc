@@ -17,7 +17,7 @@ BatchLimits Limits() {
 TEST(BatchPlanTest, PacksMixedPrefillAndDecode) {
   std::vector<TokenId> a = {5, 6, 7, 8, 9}, b = {42};
   std::vector<BlockId> ta = {3, 9}, tb = {1, 2, 7};
-  // a: prefill of 5 from position 2 (kv_len 7, all logits); b: decode at position 9 (kv_len 10).
+  // a: prefill of 5 from position 2 (context_len 7, all logits); b: decode at position 9 (context_len 10).
   std::vector<SeqChunk> chunks = {{a, 2, ta, true, true}, {b, 9, tb, true}};
   auto plan = BatchPlan::Build(chunks, Limits());
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
@@ -25,7 +25,7 @@ TEST(BatchPlanTest, PacksMixedPrefillAndDecode) {
   EXPECT_EQ(plan->num_seqs, 2);
   EXPECT_EQ(plan->num_logits_rows, 6);
   EXPECT_EQ(plan->max_query_len, 5);
-  EXPECT_EQ(plan->max_kv_len, 10);
+  EXPECT_EQ(plan->max_context_len, 10);
   EXPECT_EQ(plan->table_width, 3);
   auto at = [&](size_t offset, size_t count) {
     return std::vector<int32_t>(plan->packed.begin() + offset, plan->packed.begin() + offset + count);
@@ -33,7 +33,7 @@ TEST(BatchPlanTest, PacksMixedPrefillAndDecode) {
   EXPECT_EQ(at(plan->token_ids_offset, 6), (std::vector<int32_t>{5, 6, 7, 8, 9, 42}));
   EXPECT_EQ(at(plan->positions_offset, 6), (std::vector<int32_t>{2, 3, 4, 5, 6, 9}));
   EXPECT_EQ(at(plan->query_start_offset, 3), (std::vector<int32_t>{0, 5, 6}));
-  EXPECT_EQ(at(plan->kv_lens_offset, 2), (std::vector<int32_t>{7, 10}));
+  EXPECT_EQ(at(plan->context_lens_offset, 2), (std::vector<int32_t>{7, 10}));
   EXPECT_EQ(at(plan->block_tables_offset, 6), (std::vector<int32_t>{3, 9, kInvalidBlock, 1, 2, 7}));
   EXPECT_EQ(at(plan->logits_rows_offset, 6), (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
   // slot = block * 4 + pos % 4: positions 2,3 in block 3; 4,5,6 in block 9; 9 in tb[2] = block 7.
@@ -96,7 +96,7 @@ TEST(BatchPlanTest, DecodeBatchesArePaddedToBuckets) {
   EXPECT_EQ(at(plan->token_ids_offset, 4), (std::vector<int32_t>{11, 12, 13, 0}));
   EXPECT_EQ(at(plan->positions_offset, 4), (std::vector<int32_t>{5, 2, 6, 0}));
   EXPECT_EQ(at(plan->query_start_offset, 5), (std::vector<int32_t>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(at(plan->kv_lens_offset, 4), (std::vector<int32_t>{6, 3, 7, 1}));
+  EXPECT_EQ(at(plan->context_lens_offset, 4), (std::vector<int32_t>{6, 3, 7, 1}));
   EXPECT_EQ(at(plan->logits_rows_offset, 3), (std::vector<int32_t>{0, 1, 2}));
   EXPECT_EQ(plan->slot_mapping, (std::vector<int64_t>{9 * 4 + 1, 1 * 4 + 2, 7 * 4 + 2, -1}));
   const size_t w = plan->table_width;

@@ -117,14 +117,13 @@ TEST(CpuOpsTest, LinearSiluEmbeddingGather) {
   EXPECT_EQ(picked_h[in + 5], x[5]);
 }
 
-// The Linear options on the CPU: silu_mul is Linear into scratch then SiluAndMul, norm_out
-// the accumulate then RmsNorm of out (never deferred), against naive formulas; a deferred
-// x_norm (another backend's scratch) is refused.
+// The Linear options on the CPU against naive formulas: silu_mul is Linear into scratch then
+// SiluAndMul; accumulate adds the product onto out.
 TEST(CpuOpsTest, LinearOptionsRunAsTheOpsInTurn) {
   CpuBackend b;
   const int n = 2, in = 9, ffn = 5, dim = 6;
   auto x = RandomVector(n * in, 11), w = RandomVector(2 * ffn * in, 12), w_o = RandomVector(dim * in, 13);
-  auto gamma = RandomVector(dim, 14, 0.5f, 1.5f), prior = RandomVector(n * dim, 15);
+  auto prior = RandomVector(n * dim, 15);
   Buffer xb = MakeBuffer(b, {n, in}, x), wb = MakeBuffer(b, {2 * ffn, in}, w), wob = MakeBuffer(b, {dim, in}, w_o);
   Buffer scratch = MakeBuffer(b, {n, 2 * ffn}, std::vector<float>(n * 2 * ffn));
   Buffer act = MakeBuffer(b, {n, ffn}, std::vector<float>(n * ffn));
@@ -134,40 +133,25 @@ TEST(CpuOpsTest, LinearOptionsRunAsTheOpsInTurn) {
   for (int r = 0; r < n; ++r)
     for (int f = 0; f < ffn; ++f) {
       double g = 0, u = 0;
-      for (int k = 0; k < in; ++k) g += double(x[r * in + k]) * w[f * in + k], u += double(x[r * in + k]) * w[(ffn + f) * in + k];
+      for (int k = 0; k < in; ++k) {
+        g += double(x[r * in + k]) * w[f * in + k];
+        u += double(x[r * in + k]) * w[(ffn + f) * in + k];
+      }
       EXPECT_NEAR(act_h[r * ffn + f], g / (1 + std::exp(-g)) * u, 1e-4);
     }
   EXPECT_EQ(b.Linear({.x = xb.tensor(), .weight = wb.tensor(), .out = act.tensor(), .silu_mul = true}).code(),
             StatusCode::kInvalidArgument)
       << "silu_mul needs its scratch";
 
-  Buffer res = MakeBuffer(b, {n, dim}, prior), gb = MakeBuffer(b, {dim}, gamma);
-  Buffer normed = MakeBuffer(b, {n, dim}, std::vector<float>(n * dim));
-  Buffer sums = MakeBuffer(b, {n, 1}, std::vector<float>(n));
-  NormHandoff h{.source = res.tensor(), .weight = gb.tensor(), .normed = normed.tensor(), .sums = sums.tensor(),
-                .eps = 1e-5f, .deferred = true};
-  ASSERT_TRUE(b.Linear({.x = xb.tensor(), .weight = wob.tensor(), .out = res.tensor(), .accumulate = true,
-                        .norm_out = &h}).ok());
-  EXPECT_FALSE(h.deferred);
-  auto res_h = ToHost(b, res.tensor()), normed_h = ToHost(b, normed.tensor());
-  for (int r = 0; r < n; ++r) {
-    double ms = 0;
-    std::vector<double> y(dim);
+  Buffer res = MakeBuffer(b, {n, dim}, prior);
+  ASSERT_TRUE(b.Linear({.x = xb.tensor(), .weight = wob.tensor(), .out = res.tensor(), .accumulate = true}).ok());
+  auto res_h = ToHost(b, res.tensor());
+  for (int r = 0; r < n; ++r)
     for (int j = 0; j < dim; ++j) {
-      y[j] = prior[r * dim + j];
-      for (int k = 0; k < in; ++k) y[j] += double(x[r * in + k]) * w_o[j * in + k];
-      EXPECT_NEAR(res_h[r * dim + j], y[j], 1e-5);
-      ms += y[j] * y[j] / dim;
+      double y = prior[r * dim + j];
+      for (int k = 0; k < in; ++k) y += double(x[r * in + k]) * w_o[j * in + k];
+      EXPECT_NEAR(res_h[r * dim + j], y, 1e-5);
     }
-    for (int j = 0; j < dim; ++j) EXPECT_NEAR(normed_h[r * dim + j], gamma[j] * y[j] / std::sqrt(ms + 1e-5), 1e-5);
-  }
-  h.deferred = true;
-  Buffer out = MakeBuffer(b, {n, 3}, std::vector<float>(n * 3)), w3 = MakeBuffer(b, {3, dim}, RandomVector(3 * dim, 16));
-  EXPECT_EQ(b.Linear({.x = normed.tensor(), .weight = w3.tensor(), .out = out.tensor(), .x_norm = &h}).code(),
-            StatusCode::kFailedPrecondition);
-  EXPECT_EQ(b.Linear({.x = xb.tensor(), .weight = wob.tensor(), .out = res.tensor(), .norm_out = &h}).code(),
-            StatusCode::kInvalidArgument)
-      << "norm_out needs accumulate";
 }
 
 TEST(CpuOpsTest, RopeInvFreqDefaultLinearAndLlama3) {
@@ -275,12 +259,12 @@ TEST_P(RopeKvWriteTest, MatchesHfRotateHalfAndPoolLayout) {
 
 INSTANTIATE_TEST_SUITE_P(Norm, RopeKvWriteTest, ::testing::Bool());
 
-// Naive attention for one sequence with contiguous K/V [kv_len, kv_heads, d].
+// Naive attention for one sequence with contiguous K/V [context_len, kv_heads, d].
 std::vector<double> NaiveAttention(const std::vector<float>& q, int n, int heads, const std::vector<float>& k,
-                                   const std::vector<float>& v, int kv_len, int kv_heads, int d) {
+                                   const std::vector<float>& v, int context_len, int kv_heads, int d) {
   std::vector<double> out(n * heads * d, 0.0);
   for (int i = 0; i < n; ++i) {
-    int pos = kv_len - n + i;
+    int pos = context_len - n + i;
     for (int h = 0; h < heads; ++h) {
       int kh = h / (heads / kv_heads);
       std::vector<double> s(pos + 1);
@@ -304,9 +288,9 @@ TEST(CpuOpsTest, PagedAttentionMixedBatchMatchesNaiveSoftmax) {
   CpuBackend b;
   kv_cache::KvLayout l = SmallLayout();
   const int heads = 4, d = l.head_dim, layer = 1, kvh = l.num_kv_heads;
-  // Three sequences: a decode at kv_len 9, a prefill of 5 from 0, a chunk of 3 at kv_len 11.
+  // Three sequences: a decode at context_len 9, a prefill of 5 from 0, a chunk of 3 at context_len 11.
   struct Seq {
-    int n, kv_len;
+    int n, context_len;
     std::vector<int32_t> table;
   };
   std::vector<Seq> seqs = {{1, 9, {3, 10, 0}}, {5, 5, {6, 1}}, {3, 11, {11, 2, 8}}};
@@ -314,12 +298,12 @@ TEST(CpuOpsTest, PagedAttentionMixedBatchMatchesNaiveSoftmax) {
   ASSERT_TRUE(pool.ok());
   std::vector<float> pool_h(l.TotalBytes() / 4, 0.0f);
   std::vector<std::vector<float>> ks, vs;
-  std::vector<int32_t> query_start = {0}, kv_lens, tables(3 * 3, -1);
+  std::vector<int32_t> query_start = {0}, context_lens, tables(3 * 3, -1);
   int total = 0;
   for (int s = 0; s < 3; ++s) {
-    ks.push_back(RandomVector(seqs[s].kv_len * kvh * d, 100 + s));
-    vs.push_back(RandomVector(seqs[s].kv_len * kvh * d, 200 + s));
-    for (int j = 0; j < seqs[s].kv_len; ++j) {
+    ks.push_back(RandomVector(seqs[s].context_len * kvh * d, 100 + s));
+    vs.push_back(RandomVector(seqs[s].context_len * kvh * d, 200 + s));
+    for (int j = 0; j < seqs[s].context_len; ++j) {
       for (int h = 0; h < kvh; ++h) {
         for (int e = 0; e < d; ++e) {
           int block = seqs[s].table[j / 4];
@@ -330,22 +314,23 @@ TEST(CpuOpsTest, PagedAttentionMixedBatchMatchesNaiveSoftmax) {
     }
     total += seqs[s].n;
     query_start.push_back(total);
-    kv_lens.push_back(seqs[s].kv_len);
+    context_lens.push_back(seqs[s].context_len);
     std::copy(seqs[s].table.begin(), seqs[s].table.end(), tables.begin() + 3 * s);
   }
   ASSERT_TRUE(b.CopyToDevice(pool_h.data(), pool_h.size() * 4, pool->tensor()).ok());
   auto q = RandomVector(total * heads * d, 300, -2.0f, 2.0f);
   Buffer qb = MakeBuffer(b, {total, heads, d}, q), ob = MakeBuffer(b, {total, heads, d}, std::vector<float>(q.size()));
-  Buffer qs = MakeBuffer(b, {4}, query_start), kl = MakeBuffer(b, {3}, kv_lens), bt = MakeBuffer(b, {3, 3}, tables);
+  Buffer qs = MakeBuffer(b, {4}, query_start), kl = MakeBuffer(b, {3}, context_lens);
+  Buffer bt = MakeBuffer(b, {3, 3}, tables);
   PagedAttentionParams p{.q = qb.tensor(), .out = ob.tensor(), .kv_pool = pool->tensor(), .layout = l,
-                         .layer = layer, .query_start = qs.tensor(), .kv_lens = kl.tensor(),
-                         .block_tables = bt.tensor(), .num_seqs = 3, .max_query_len = 5, .max_kv_len = 11,
+                         .layer = layer, .query_start = qs.tensor(), .context_lens = kl.tensor(),
+                         .block_tables = bt.tensor(), .num_seqs = 3, .max_query_len = 5, .max_context_len = 11,
                          .scale = static_cast<float>(1.0 / std::sqrt(d))};
   ASSERT_TRUE(b.PagedAttention(p).ok());
   auto out = ToHost(b, ob.tensor());
   for (int s = 0; s < 3; ++s) {
     std::vector<float> qs_h(q.begin() + query_start[s] * heads * d, q.begin() + query_start[s + 1] * heads * d);
-    auto expected = NaiveAttention(qs_h, seqs[s].n, heads, ks[s], vs[s], seqs[s].kv_len, kvh, d);
+    auto expected = NaiveAttention(qs_h, seqs[s].n, heads, ks[s], vs[s], seqs[s].context_len, kvh, d);
     for (size_t i = 0; i < expected.size(); ++i) {
       EXPECT_NEAR(out[query_start[s] * heads * d + i], expected[i], 2e-6) << "seq " << s << " elem " << i;
     }

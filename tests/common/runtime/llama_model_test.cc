@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "common/runtime/cpu_backend.h"
@@ -270,6 +271,38 @@ TEST(LlamaModelTest, Bf16WeightsLoadAsTheirFp32Values) {
   auto l2 = (*m_f32)->ForwardToHost(chunks, *c2);
   ASSERT_TRUE(l1.ok() && l2.ok());
   EXPECT_EQ(*l1, *l2);
+}
+
+// CreateWithWeights over weights uploaded beforehand runs the same forward as Create from
+// the checkpoint; weights of another layer count are refused.
+TEST(LlamaModelTest, CreateWithWeightsEqualsCreate) {
+  model::ModelConfig config = SmallConfig("llama");
+  FakeWeights weights(config, 5);
+  CpuBackend backend;
+  RuntimeOptions options;
+  options.kv_block_size = kBlockSize;
+  auto from_checkpoint = LlamaModel::Create(config, weights, &backend, options);
+  auto uploaded = LlamaWeights::Load(config, weights, &backend);
+  ASSERT_TRUE(from_checkpoint.ok() && uploaded.ok());
+  auto from_weights = LlamaModel::CreateWithWeights(config, std::move(uploaded).value(), &backend, options);
+  ASSERT_TRUE(from_weights.ok()) << from_weights.status().ToString();
+  auto c1 = PagedKvCache::Create(&backend, (*from_checkpoint)->KvLayoutFor(8));
+  auto c2 = PagedKvCache::Create(&backend, (*from_weights)->KvLayoutFor(8));
+  ASSERT_TRUE(c1.ok() && c2.ok());
+  auto tokens = Tokens(7, 4, config.vocab_size);
+  std::vector<BlockId> table = {3, 0};
+  std::vector<SeqChunk> chunks = {{tokens, 0, table, true, true}};
+  auto l1 = (*from_checkpoint)->ForwardToHost(chunks, *c1);
+  auto l2 = (*from_weights)->ForwardToHost(chunks, *c2);
+  ASSERT_TRUE(l1.ok() && l2.ok());
+  ASSERT_EQ(l1->size(), static_cast<size_t>(7 * config.vocab_size));
+  EXPECT_EQ(*l1, *l2);
+
+  auto fewer = LlamaWeights::Load(config, weights, &backend);
+  ASSERT_TRUE(fewer.ok());
+  fewer->layers.pop_back();
+  EXPECT_EQ(LlamaModel::CreateWithWeights(config, std::move(fewer).value(), &backend, options).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -118,7 +118,7 @@ class CacheRegistryTest : public ::testing::Test {
   std::unique_ptr<net::RpcClient> client_;
   std::shared_ptr<net::RpcConnection> conn_;
   FakeClock clock_;
-  NodeRegistry registry_{clock_, 100, 3};
+  NodeRegistry registry_{clock_, 100, /*dead_after_ms=*/300};
   std::string salt_ = TenantSalt("acme");
   std::vector<TokenId> prompt_;
   std::vector<kv_cache::BlockHash> chain_;

@@ -275,8 +275,11 @@ TEST_F(ClusterHttpTest, DecodeDeathMidStreamEndsWithErrorAndStopsRouting) {
   EXPECT_EQ(backend_->num_inflight(), 0u);
 }
 
-TEST_F(ClusterHttpTest, SilentDecodeIsDeadWithin3IntervalsAndItsRequestMovesOn) {
-  Start();
+// A node that stops talking is dead after node_dead_after_ms (short here; 10 s by default).
+TEST_F(ClusterHttpTest, SilentDecodeIsDeadAfterItsSilenceAndItsRequestMovesOn) {
+  ClusterConfig config;
+  config.node_dead_after_ms = 300;
+  Start(config);
   FakeNode& quiet = AddNode(proto::NODE_ROLE_DECODE, "d-quiet", /*free_blocks=*/1000);
   FakeNode& other = AddNode(proto::NODE_ROLE_DECODE, "d-other", /*free_blocks=*/10);
   quiet.SetLoad(0, 0, 1000, 0);
@@ -293,8 +296,8 @@ TEST_F(ClusterHttpTest, SilentDecodeIsDeadWithin3IntervalsAndItsRequestMovesOn) 
   quiet.StopHeartbeats();
   ASSERT_TRUE(other.WaitFor([&] { return !other.prefills().empty(); }, 5000));
   const double took = Seconds(silent);
-  EXPECT_LT(took, 3.0);  // 3 intervals of 100 ms + sweep
-  EXPECT_GE(took, 0.2);  // not before 2 intervals
+  EXPECT_LT(took, 3.0);  // 300 ms + sweep
+  EXPECT_GE(took, 0.2);  // not before 300 ms since the last heartbeat (100 ms apart)
   client.join();
   // The request continued on the other node: prompt + the token so far, epoch 2.
   std::string text;
@@ -425,11 +428,13 @@ TEST_F(ClusterHttpTest, DecodeDeathWithItsAckPendingMovesTheRequest) {
   EXPECT_GT(other.prefills()[0].epoch(), doomed.prefills()[0].epoch());
 }
 
-// The decode node's Ack of a local PrefillRequest comes after the router's call timeout:
-// the request fails, and the node, which may run it all the same, is told to cancel it.
+// The decode node's Ack of a local PrefillRequest comes after the router's call timeout, and
+// retries are off: the request fails, and the node, which may run it all the same, is told
+// to cancel it.
 TEST_F(ClusterHttpTest, TimedOutLocalPrefillIsCancelledOnTheNode) {
   ClusterConfig config;
   config.node_call_timeout_ms = 200;
+  config.no_room_retry_ms = 0;
   Start(config);
   FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
   d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/0});
@@ -440,6 +445,115 @@ TEST_F(ClusterHttpTest, TimedOutLocalPrefillIsCancelledOnTheNode) {
   ASSERT_EQ(d.prefills().size(), 1u);
   EXPECT_EQ(d.cancels()[0].request_id(), d.prefills()[0].request_id());
   EXPECT_EQ(d.cancels()[0].epoch(), d.prefills()[0].epoch());
+}
+
+// With retries on (the default), a timed-out call places the request again on another node;
+// the slow node is told to cancel the epoch that timed out.
+TEST_F(ClusterHttpTest, TimedOutLocalPrefillIsPlacedAgainElsewhere) {
+  ClusterConfig config;
+  config.node_call_timeout_ms = 200;
+  Start(config);
+  FakeNode& slow = AddNode(proto::NODE_ROLE_DECODE, "d-slow", /*free_blocks=*/1000);
+  FakeNode& other = AddNode(proto::NODE_ROLE_DECODE, "d-other", /*free_blocks=*/10);
+  slow.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/0});
+  slow.SetLocalAckDelayMs(600);
+  other.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP});
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 5}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], "Hello world");
+  ASSERT_EQ(slow.prefills().size(), 1u);
+  ASSERT_EQ(other.prefills().size(), 1u);
+  EXPECT_EQ(other.prefills()[0].epoch(), 2u);
+  ASSERT_TRUE(slow.WaitFor([&] { return !slow.cancels().empty(); }, 3000));
+  EXPECT_EQ(slow.cancels()[0].epoch(), 1u);
+}
+
+// A decode node that began draining refuses new work (Unavailable "draining") before its
+// heartbeat says so: the request is placed again on the other decode node at a new epoch
+// (issue 27: drain moves work). With no other decode node it ends with 503 at once.
+TEST_F(ClusterHttpTest, RefusalByADrainingNodeIsPlacedAgainElsewhere) {
+  Start();
+  FakeNode& draining = AddNode(proto::NODE_ROLE_DECODE, "d-draining", /*free_blocks=*/1000);
+  FakeNode& other = AddNode(proto::NODE_ROLE_DECODE, "d-other", /*free_blocks=*/10);
+  FakeNode& prefill = AddNode(proto::NODE_ROLE_PREFILL, "p0");
+  prefill.on_prefill = [&](const proto::PrefillRequest& req) {
+    (req.decode_address() == draining.address() ? draining : other).StartStream(req.request_id(), req.epoch());
+  };
+  draining.SetRefuseAsDraining(true);
+  other.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP});
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], "Hello world");
+  ASSERT_EQ(draining.reserves().size(), 1u);
+  EXPECT_EQ(draining.reserves()[0].epoch(), 1u);
+  ASSERT_EQ(other.reserves().size(), 1u);
+  EXPECT_EQ(other.reserves()[0].epoch(), 2u);
+  for (const NodeView& v : backend_->registry().Views()) {
+    EXPECT_EQ(v.router_inflight, 0) << "node " << v.node_id;
+  }
+
+  other.Kill();
+  ASSERT_TRUE(draining.WaitFor([&] { return backend_->registry().Views().size() == 2; }));
+  r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
+  EXPECT_EQ(r.status, 503) << r.body;
+}
+
+// A decode node whose heartbeat says it is draining keeps the stream it has begun; a
+// request it holds without a token yet is cancelled there and placed on the other node.
+TEST_F(ClusterHttpTest, DrainingNodeKeepsItsStreamsAndLosesWhatItHasNotBegun) {
+  Start();
+  FakeNode& d0 = AddNode(proto::NODE_ROLE_DECODE, "d0", /*free_blocks=*/1000);
+  FakeNode& d1 = AddNode(proto::NODE_ROLE_DECODE, "d1", /*free_blocks=*/10);
+  d1.SetLoad(0, 0, 10, 0);
+  // The stream: 8 tokens, 60 ms apart, on d0.
+  d0.SetScript({{kHello, kWorld, kWorld, kWorld, kWorld, kWorld, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, -1,
+                /*step_ms=*/60});
+  HttpResult streamed, queued;
+  std::thread a([&] { streamed = router::testing::Post(port_, "/v1/completions", {{"prompt", "a"}}); });
+  ASSERT_TRUE(d0.WaitFor([&] { return d0.prefills().size() == 1; }));
+  // The next request waits at d0 without a token.
+  d0.SetScript({{kHello, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/0});
+  d1.SetScript({{kWorld, kEos}, proto::FINISH_REASON_STOP});
+  std::thread b([&] { queued = router::testing::Post(port_, "/v1/completions", {{"prompt", "b"}}); });
+  ASSERT_TRUE(d0.WaitFor([&] { return d0.prefills().size() == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the stream is 2 tokens in
+  d0.SetDraining(true);
+  a.join();
+  b.join();
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  EXPECT_EQ(streamed.Json()["choices"][0]["text"], "Hello world world world world world world");
+  ASSERT_EQ(queued.status, 200) << queued.body;
+  EXPECT_EQ(queued.Json()["choices"][0]["text"], " world");
+  const uint64_t moved_id = d0.prefills()[1].request_id();
+  ASSERT_EQ(d1.prefills().size(), 1u) << "only the request without a token moved";
+  EXPECT_EQ(d1.prefills()[0].request_id(), moved_id);
+  EXPECT_EQ(d1.prefills()[0].epoch(), 2u);
+  ASSERT_TRUE(d0.WaitFor([&] { return !d0.cancels().empty(); }));
+  EXPECT_EQ(d0.cancels()[0].request_id(), moved_id);
+  EXPECT_EQ(d0.cancels()[0].epoch(), 1u);
+}
+
+// A silent decode node with a local PrefillRequest still unanswered: the silence makes it
+// dead, its requests move, and only then does the close fail the pending call, which
+// ends nothing (the 17 "heartbeats stopped" failures of issue 27).
+TEST_F(ClusterHttpTest, SilentDecodeWithItsAckPendingMovesTheRequest) {
+  ClusterConfig config;
+  config.node_dead_after_ms = 300;
+  Start(config);
+  FakeNode& quiet = AddNode(proto::NODE_ROLE_DECODE, "d-quiet", /*free_blocks=*/1000);
+  FakeNode& other = AddNode(proto::NODE_ROLE_DECODE, "d-other", /*free_blocks=*/10);
+  quiet.SetScript({{kHello, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/0});
+  quiet.SetLocalAckDelayMs(3000);
+  other.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP});
+  HttpResult r;
+  std::thread client([&] { r = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}}); });
+  ASSERT_TRUE(quiet.WaitFor([&] { return !quiet.prefills().empty(); }));
+  quiet.StopHeartbeats();
+  client.join();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], "Hello world");
+  ASSERT_EQ(other.prefills().size(), 1u);
+  EXPECT_EQ(other.prefills()[0].epoch(), 2u);
 }
 
 TEST_F(ClusterHttpTest, ClientDisconnectCancelReachesTheNodes) {

@@ -105,7 +105,14 @@ TEST(ClusterConfigTest, ParsesAndValidates) {
   EXPECT_EQ(config->mode, ServingMode::kColocated);
   EXPECT_EQ(config->local_prefill_max_tokens, 64);
   EXPECT_EQ(config->heartbeat_interval_ms, 200);
+  EXPECT_EQ(config->node_dead_after_ms, 10000) << "the default: a busy node is not a dead one";
   EXPECT_TRUE(config->Validate().ok());
+  config = ParseClusterConfig(YAML::Load("cluster_token: abcdefghijklmnopqrstu\nnode_dead_after_ms: 1500\n"));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->node_dead_after_ms, 1500);
+  EXPECT_TRUE(config->Validate().ok());
+  config->node_dead_after_ms = 2 * config->heartbeat_interval_ms - 1;  // under two heartbeats
+  EXPECT_FALSE(config->Validate().ok());
 
   EXPECT_FALSE(ParseClusterConfig(YAML::Load("mode: sideways\n")).ok());
   EXPECT_FALSE(ParseClusterConfig(YAML::Load("control_adress: x:1\n")).ok());  // typo = error
@@ -139,7 +146,7 @@ class RegistryTest : public ::testing::Test {
 
 TEST_F(RegistryTest, HeartbeatTimeoutOnFakeClock) {
   FakeClock clock;
-  NodeRegistry registry(clock, 100, 3);
+  NodeRegistry registry(clock, 100, /*dead_after_ms=*/300);
   // Registration needs some RpcConnection; any authenticated one will do.
   net::RpcClientConfig client_config;
   client_config.rpc.cluster_token = testing::kToken;
@@ -171,7 +178,11 @@ TEST_F(RegistryTest, HeartbeatTimeoutOnFakeClock) {
   EXPECT_EQ(registry.Views()[0].num_running, 3);
   clock.Advance(290'000'000);  // 2.9 intervals since the heartbeat: alive
   EXPECT_TRUE(registry.SweepExpired().empty());
-  clock.Advance(20'000'000);  // 3.1 intervals: dead
+  // Tokens count as a sign of life too (a heartbeat may wait behind them).
+  registry.MarkSeen(conn->get());
+  clock.Advance(290'000'000);
+  EXPECT_TRUE(registry.SweepExpired().empty());
+  clock.Advance(20'000'000);  // 310 ms of silence: dead
   std::vector<NodeHandle> dead = registry.SweepExpired();
   ASSERT_EQ(dead.size(), 1u);
   EXPECT_EQ(dead[0].node_id, reply->node_id());
@@ -184,7 +195,7 @@ TEST_F(RegistryTest, HeartbeatTimeoutOnFakeClock) {
 
 TEST_F(RegistryTest, DrainingAndClosedNodes) {
   FakeClock clock;
-  NodeRegistry registry(clock, 100, 3);
+  NodeRegistry registry(clock, 100, /*dead_after_ms=*/300);
   net::RpcClientConfig client_config;
   client_config.rpc.cluster_token = testing::kToken;
   auto client = net::RpcClient::Create(loop_, client_config, {});
@@ -212,6 +223,42 @@ TEST_F(RegistryTest, DrainingAndClosedNodes) {
   reg.set_role(proto::NODE_ROLE_DECODE);
   reg.set_address("");
   EXPECT_FALSE(registry.Register(*conn, reg).ok());
+}
+
+// A node that refused work as unavailable or timed out is passed over for a while (it
+// counts as draining), whatever its heartbeats say; a heartbeat that says draining is
+// reported once, as the start of the drain.
+TEST_F(RegistryTest, AvoidedNodeCountsAsDrainingForAWhile) {
+  FakeClock clock;
+  NodeRegistry registry(clock, 100, /*dead_after_ms=*/10000);
+  net::RpcClientConfig client_config;
+  client_config.rpc.cluster_token = testing::kToken;
+  auto client = net::RpcClient::Create(loop_, client_config, {});
+  ASSERT_TRUE(client.ok());
+  auto conn = (*client)->Connect(backend_->control_address());
+  ASSERT_TRUE(conn.ok());
+  proto::RegisterRequest reg;
+  reg.set_role(proto::NODE_ROLE_DECODE);
+  reg.set_address("127.0.0.1:9");
+  auto reply = registry.Register(*conn, reg);
+  ASSERT_TRUE(reply.ok());
+  const NodeId id = reply->node_id();
+  EXPECT_TRUE(registry.Avoid(id, 200));
+  EXPECT_FALSE(registry.Avoid(id, 200)) << "already passed over";
+  EXPECT_FALSE(registry.HasDecodeNode());
+  EXPECT_EQ(registry.Counts().draining, 1);
+  EXPECT_FALSE(PickDecode(registry.Views()).has_value());
+  proto::Heartbeat hb;
+  EXPECT_EQ(registry.OnHeartbeat(conn->get(), hb), 0u);
+  EXPECT_FALSE(registry.HasDecodeNode()) << "a heartbeat proves life, not an answer";
+  clock.Advance(201'000'000);
+  EXPECT_TRUE(registry.HasDecodeNode());
+  EXPECT_EQ(PickDecode(registry.Views()), id);
+  hb.set_draining(true);
+  EXPECT_EQ(registry.OnHeartbeat(conn->get(), hb), id) << "the drain begins";
+  EXPECT_EQ(registry.OnHeartbeat(conn->get(), hb), 0u) << "reported once";
+  EXPECT_FALSE(registry.HasDecodeNode());
+  EXPECT_FALSE(registry.Avoid(id, 200)) << "a draining node took no work anyway";
 }
 
 TEST_F(RegistryTest, WrongTokenCannotRegister) {

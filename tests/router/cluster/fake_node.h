@@ -6,7 +6,9 @@
 //            and stream; StartStream() (called when a fake prefill "finished")
 //            streams for a remote prefill; Cancel/Release -> Ack (+ ABORT entry;
 //            with SetCancelFailsHandoff, an ERROR entry at once for a reservation).
-//            RefuseForNoRoom(n) answers the next n of them "no room".
+//            RefuseForNoRoom(n) answers the next n of them "no room";
+//            SetRefuseAsDraining answers them Unavailable("draining"), as a
+//            draining node does before its heartbeat says so.
 //   prefill: PrefillRequest -> Ack (or refusal), then on_prefill.
 // Kill() closes the connection (a crash as the router sees it);
 // StopHeartbeats() keeps it open but silent. SetCacheReport() rides the next
@@ -102,6 +104,8 @@ class FakeNode {
   // Decode: the next `n` Reserves or local PrefillRequests fail with ResourceExhausted
   // (a full batch); they are still recorded.
   void RefuseForNoRoom(int n) { refuse_no_room_ = n; }
+  // Decode: Reserves and local PrefillRequests fail with Unavailable("draining") (recorded).
+  void SetRefuseAsDraining(bool v) { refuse_draining_ = v; }
   // Decode: a Cancel of a reservation is answered at once with an ERROR entry, as a real
   // decode node's failed KV handoff (its receiver session cancelled) is.
   void SetCancelFailsHandoff(bool v) { cancel_fails_handoff_ = v; }
@@ -174,6 +178,7 @@ class FakeNode {
     std::lock_guard<std::mutex> lock(mu_);
     if (const auto* reserve = proto::MessageAs<proto::ReserveRequest>(*m)) {
       reserves_.push_back(*reserve);
+      if (refuse_draining_) return r.Fail(UnavailableError("draining"));
       if (refuse_no_room_ > 0) {
         --refuse_no_room_;
         return r.Fail(ResourceExhaustedError("no batch slot for a reservation"));
@@ -205,6 +210,7 @@ class FakeNode {
         }
         return;
       }
+      if (refuse_draining_) return r.Fail(UnavailableError("draining"));
       if (refuse_no_room_ > 0) {
         --refuse_no_room_;
         return r.Fail(ResourceExhaustedError("waiting queue full"));
@@ -336,6 +342,7 @@ class FakeNode {
   std::atomic<bool> reserve_needs_nothing_{false};
   std::atomic<bool> refuse_prefill_{false};
   std::atomic<int> refuse_no_room_{0};
+  std::atomic<bool> refuse_draining_{false};
   std::atomic<int> local_ack_delay_ms_{0};
   std::atomic<bool> cancel_fails_handoff_{false};
   std::atomic<bool> draining_{false};

@@ -96,5 +96,46 @@ TEST(RouterLinkCacheTest, FullReportAfterRegisterAndPeriodically) {
   EXPECT_EQ(std::vector<bool>(asked_full.begin(), asked_full.begin() + 7), expected);
 }
 
+// A node the router refuses keeps the reason (readiness shows it; the link logs it): a wrong
+// cluster token at the Hello, and a RegisterRequest the router rejects.
+TEST(RouterLinkRefusalTest, TheRouterRefusalReasonIsKept) {
+  net::EventLoop loop(2);
+  ClusterConfig config;
+  config.control_address = "127.0.0.1:0";
+  config.cluster_token = testing::kToken;
+  auto backend = ClusterBackend::Start(loop, config);
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  auto refusal_of = [&](const std::string& token, proto::NodeRole role) {
+    node::RouterLinkOptions options;
+    options.router_address = (*backend)->control_address();
+    options.client.rpc.cluster_token = token;
+    options.client.rpc.peer_name = "decode-x";
+    options.reconnect_interval_ms = 20;
+    options.make_register = [role] {
+      proto::RegisterRequest r;
+      r.set_role(role);
+      r.set_address("127.0.0.1:9");
+      return r;
+    };
+    node::RouterLink link(loop, std::move(options));
+    EXPECT_TRUE(link.Start().ok());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (link.last_refusal().empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_FALSE(link.registered());
+    std::string refusal = link.last_refusal();
+    link.Stop();
+    return refusal;
+  };
+  const std::string wrong_token = refusal_of("a-different-token-0123456789", proto::NODE_ROLE_DECODE);
+  EXPECT_NE(wrong_token.find("cluster token rejected"), std::string::npos) << wrong_token;
+  const std::string bad_role = refusal_of(testing::kToken, proto::NODE_ROLE_UNSPECIFIED);
+  EXPECT_NE(bad_role.find("registration refused"), std::string::npos) << bad_role;
+  EXPECT_NE(bad_role.find("unknown node role"), std::string::npos) << bad_role;
+  EXPECT_FALSE((*backend)->Ready());
+  (*backend)->Stop();
+}
+
 }  // namespace
 }  // namespace tandem::router::cluster

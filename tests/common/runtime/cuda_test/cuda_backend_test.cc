@@ -17,6 +17,7 @@
 //    sequence run alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -298,7 +299,7 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFastPathTest, ::testing::Values("llama", 
     ASSERT_TRUE(_st.ok()) << _st.ToString(); \
   } while (0)
 
-// Linear with accumulate adds onto y: the skinny GEMM (up to skinny_gemm_max_m rows) with
+// Linear with accumulate adds onto y: the skinny GEMM (up to 8 rows) with
 // one fp32 add onto the bits the plain kernel writes, cuBLAS with beta = 1.
 // Random device tensors and their values on the host.
 class DeviceData {
@@ -371,68 +372,32 @@ TEST(CudaBackendTest, LinearAccumulateAddsOntoOut) {
       << "accumulate needs an F32 out";
 }
 
-// The o projection -> post-attention norm -> gate/up + SiLU-mul chain through the norm
-// handoff and the fused SiLU-mul, against the same ops one by one (RmsNorm, Linear,
-// SiluAndMul): with defer_norms deferred (skinny GEMM epilogues) at m <= 8, else the same
-// norm kernel and the same bits.
-TEST(CudaBackendTest, NormHandoffAndSiluMulMatchTheOps) {
+// Linear with silu_mul (the skinny GEMM's epilogue up to 8 rows, cuBLAS then the SiLU-mul
+// kernel above) against Linear then SiluAndMul: the same bits.
+TEST(CudaBackendTest, SiluMulMatchesTheOps) {
   TANDEM_SKIP_WITHOUT_GPU();
   auto b = MakeCudaBackend();
-  const int k = 256, hidden = 520, ffn = 200;
-  const float eps = 1e-5f;
+  const int hidden = 520, ffn = 200;
   DeviceData data(b.get(), 11);
-  Buffer w_o = data.Random(DType::kBF16, {hidden, k}, 0.05f), gamma = data.Random(DType::kBF16, {hidden}, 0.1f, 1.f);
   Buffer w_gu = data.Random(DType::kBF16, {2 * ffn, hidden}, 0.05f);
-  for (int i = 0; i < 6; ++i) {
-    const int m = i % 3 == 0 ? 1 : i % 3 == 1 ? 8 : 12;
-    const bool defer = i >= 3;
-    b->set_defer_norms(defer);
-    SCOPED_TRACE("m=" + std::to_string(m) + " defer_norms=" + std::to_string(defer));
-    Buffer x = data.Random(DType::kBF16, {m, k}, 1.f), res = data.Random(DType::kF32, {m, hidden}, 1.f);
-    const std::vector<float> res0 = data.Host(res.tensor());
-    auto alloc = [&](DType dtype, std::vector<int64_t> shape) {
-      auto buf = b->Allocate(dtype, shape);
-      TANDEM_CHECK_OK(buf.status());
-      return std::move(buf).value();
-    };
-    Buffer ref_res = alloc(DType::kF32, {m, hidden}), normed = alloc(DType::kBF16, {m, hidden});
-    Buffer sums = alloc(DType::kF32, {m, (hidden + 15) / 16}), gate_up = alloc(DType::kBF16, {m, 2 * ffn});
+  auto alloc = [&](DType dtype, std::vector<int64_t> shape) {
+    auto buf = b->Allocate(dtype, shape);
+    TANDEM_CHECK_OK(buf.status());
+    return std::move(buf).value();
+  };
+  for (int m : {1, 8, 12}) {
+    SCOPED_TRACE("m=" + std::to_string(m));
+    Buffer x = data.Random(DType::kBF16, {m, hidden}, 1.f);
+    Buffer gate_up = alloc(DType::kBF16, {m, 2 * ffn});
     Buffer act = alloc(DType::kBF16, {m, ffn}), ref_act = alloc(DType::kBF16, {m, ffn});
-    ASSERT_OK(b->CopyToDevice(res0.data(), res0.size() * 4, ref_res.tensor()));
-    // The ops one by one.
-    ASSERT_OK(b->Linear({.x = x.tensor(), .weight = w_o.tensor(), .out = ref_res.tensor(), .accumulate = true}));
-    ASSERT_OK(b->RmsNorm({.x = ref_res.tensor(), .weight = gamma.tensor(), .out = normed.tensor(), .eps = eps}));
-    ASSERT_OK(b->Linear({normed.tensor(), w_gu.tensor(), Tensor(), gate_up.tensor()}));
+    ASSERT_OK(b->Linear({x.tensor(), w_gu.tensor(), Tensor(), gate_up.tensor()}));
     ASSERT_OK(b->SiluAndMul(gate_up.tensor(), ref_act.tensor()));
-    // Handed over.
-    NormHandoff h{.source = res.tensor(), .weight = gamma.tensor(), .normed = normed.tensor(), .sums = sums.tensor(),
-                  .eps = eps};
-    ASSERT_OK(b->Linear({.x = x.tensor(), .weight = w_o.tensor(), .out = res.tensor(), .accumulate = true,
-                         .norm_out = &h}));
-    EXPECT_EQ(h.deferred, defer && m <= 8);
-    ASSERT_OK(b->Linear({.x = normed.tensor(), .weight = w_gu.tensor(), .out = act.tensor(), .x_norm = &h,
-                         .silu_mul = true, .scratch = gate_up.tensor()}));
-    const auto got_res = data.Host(res.tensor()), want_res = data.Host(ref_res.tensor());
-    EXPECT_EQ(got_res, want_res) << "the residual update does not depend on the handoff";
+    ASSERT_OK(b->Linear({.x = x.tensor(), .weight = w_gu.tensor(), .out = act.tensor(), .silu_mul = true,
+                         .scratch = gate_up.tensor()}));
     const auto got = data.Host(act.tensor()), want = data.Host(ref_act.tensor());
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
-      scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-    }
-    EXPECT_GT(scale, 0.0);
-    EXPECT_LE(worst, 2e-2 * scale) << "two bf16 roundings of x apart at most";
-    if (!h.deferred) {
-      EXPECT_EQ(got, want) << "not deferred: the same norm kernel, the fused SiLU-mul bit for bit";
-    }
+    EXPECT_GT(*std::max_element(want.begin(), want.end()), 0.f);
+    EXPECT_EQ(got, want);
   }
-  // A handoff must come with its own x.
-  Buffer x = data.Random(DType::kBF16, {1, hidden}, 1.f), out = data.Random(DType::kBF16, {1, 2 * ffn}, 1.f);
-  Buffer res = data.Random(DType::kF32, {1, hidden}, 1.f), sums = data.Random(DType::kF32, {1, (hidden + 15) / 16}, 1.f);
-  Buffer normed = data.Random(DType::kBF16, {1, hidden}, 1.f);
-  NormHandoff h{.source = res.tensor(), .weight = gamma.tensor(), .normed = normed.tensor(), .sums = sums.tensor()};
-  EXPECT_EQ(b->Linear({.x = x.tensor(), .weight = w_gu.tensor(), .out = out.tensor(), .x_norm = &h}).code(),
-            StatusCode::kInvalidArgument);
 }
 
 TEST(CudaBackendTest, RejectsHostTensorsAndReportsWorkspace) {

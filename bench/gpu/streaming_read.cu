@@ -1,10 +1,10 @@
-#include "common/kernels/streaming_read.h"
+#include "bench/gpu/streaming_read.h"
 
 #include <cstdint>
 
 #include "common/cuda/cuda_status.h"
 
-namespace tandem::kernels {
+namespace tandem::bench {
 namespace {
 
 __global__ void StreamingReadKernel(const uint4* __restrict__ src, size_t n, uint4* sink) {
@@ -54,4 +54,4 @@ Status LaunchStreamingRead(const void* src, size_t bytes, void* sink, cudaStream
   return cuda::LastLaunchStatus("StreamingReadKernel");
 }
 
-}  // namespace tandem::kernels
+}  // namespace tandem::bench

@@ -9,10 +9,10 @@
 
 #include "common/base/status.h"
 
-namespace tandem::kernels {
+namespace tandem::bench {
 
 // Reads `bytes` (a multiple of 16) from `src`; writes one 16-byte word per thread block
 // into `sink` (at least 4096 * 16 bytes). Errors: InvalidArgument; Internal on launch.
 Status LaunchStreamingRead(const void* src, size_t bytes, void* sink, cudaStream_t stream);
 
-}  // namespace tandem::kernels
+}  // namespace tandem::bench

@@ -1,0 +1,135 @@
+// ClusterBackend, control-plane side: the RpcServer's handlers (registration,
+// heartbeats, Tokens, closed connections) and the periodic tick (heartbeat
+// sweep, deadlines, gauges), both on the EventLoop's I/O threads.
+#include <algorithm>
+
+#include "common/base/logging.h"
+#include "common/proto/messages.h"
+#include "router/cluster/cluster_backend.h"
+
+namespace tandem::router::cluster {
+
+StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Start(net::EventLoop& loop, const ClusterConfig& config,
+                                                                metrics::MetricsRegistry* metrics,
+                                                                const Clock& clock) {
+  TANDEM_RETURN_IF_ERROR(config.Validate());
+  TANDEM_ASSIGN_OR_RETURN(std::string token, config.ResolveToken());
+  std::unique_ptr<ClusterBackend> backend(new ClusterBackend(loop, config, metrics, clock));
+  net::RpcServerConfig server_config;
+  server_config.listen_address = config.control_address;
+  server_config.rpc.cluster_token = std::move(token);
+  server_config.rpc.peer_name = "router";
+  server_config.rpc.tls = config.tls.ForServer();
+  // A connection with no traffic at all is closed (the node is dead) after the same
+  // silence that declares a node dead; keepalives keep an idle, live one open.
+  server_config.rpc.idle_timeout_ms = config.node_dead_after_ms;
+  server_config.rpc.keepalive_interval_ms =
+      std::min<int64_t>(server_config.rpc.keepalive_interval_ms, config.node_dead_after_ms / 2);
+  backend->guard_->self = backend.get();
+  net::RpcHandlers handlers;
+  handlers.on_request = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn,
+                                                  net::MessagePtr m, net::Responder r) {
+    std::lock_guard<std::recursive_mutex> lock(guard->mu);
+    if (guard->self) guard->self->OnNodeRequest(conn, std::move(m), std::move(r));
+  };
+  handlers.on_message = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn,
+                                                  net::MessagePtr m) {
+    std::lock_guard<std::recursive_mutex> lock(guard->mu);
+    if (guard->self) guard->self->OnNodeMessage(conn, std::move(m));
+  };
+  handlers.on_close = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn,
+                                                const Status& reason) {
+    std::lock_guard<std::recursive_mutex> lock(guard->mu);
+    ClusterBackend* self = guard->self;
+    if (self == nullptr) return;
+    if (std::optional<uint32_t> id = self->registry_.OnConnectionClosed(conn.get())) {
+      TANDEM_LOG_WARN("node {} disconnected ({}): dead", *id, reason.ToString());
+      self->OnNodeDead(*id);
+    }
+  };
+  TANDEM_ASSIGN_OR_RETURN(backend->server_, net::RpcServer::Start(loop, std::move(server_config), handlers));
+  backend->gauges_.UpdateNodes(backend->registry_);
+  backend->StartTicker();
+  TANDEM_LOG_INFO("router control plane on {} ({} mode, local_prefill_max_tokens {})",
+                  backend->server_->address(), ServingModeName(config.mode), config.local_prefill_max_tokens);
+  return backend;
+}
+
+void ClusterBackend::OnNodeRequest(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message,
+                                   net::Responder responder) {
+  if (const auto* reg = proto::MessageAs<proto::RegisterRequest>(*message)) {
+    StatusOr<proto::RegisterReply> reply = registry_.Register(conn, *reg);
+    if (!reply.ok()) {
+      TANDEM_LOG_WARN("refused registration from {}: {}", conn->remote_address(), reply.status().ToString());
+      return responder.Fail(reply.status());
+    }
+    TANDEM_LOG_INFO("node {} registered: role {} name '{}' address {}", reply->node_id(),
+                    proto::NodeRole_Name(reg->role()), reg->node_name(), reg->address());
+    gauges_.UpdateNodes(registry_);
+    return responder.Reply(*reply);
+  }
+  responder.Fail(UnimplementedError("the router does not serve " + message->GetTypeName()));
+}
+
+void ClusterBackend::OnNodeMessage(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message) {
+  if (const auto* heartbeat = proto::MessageAs<proto::Heartbeat>(*message)) {
+    if (NodeId draining = registry_.OnHeartbeat(conn.get(), *heartbeat)) OnNodeDraining(draining);
+  } else if (const auto* tokens = proto::MessageAs<proto::Tokens>(*message)) {
+    registry_.MarkSeen(conn.get());
+    OnTokens(conn.get(), *tokens);
+  } else if (const auto* error = proto::MessageAs<proto::Error>(*message)) {
+    TANDEM_LOG_WARN("node error notice for request {}: {}", error->request_id(), error->error().message());
+  }
+}
+
+void ClusterBackend::OnTokens(const net::RpcConnection* conn, const proto::Tokens& tokens) {
+  const NodeId node_id = registry_.NodeIdOf(conn);
+  if (node_id == 0) return;
+  for (const proto::TokenEntry& entry : tokens.entries()) {
+    std::shared_ptr<Entry> request = Find(entry.request_id());
+    if (!request) continue;
+    HandoffEvent event = MakeEvent(HandoffEventKind::kTokens);
+    event.node = node_id;
+    event.epoch = entry.epoch();
+    event.tokens.assign(entry.token_ids().begin(), entry.token_ids().end());
+    event.finish = entry.finish_reason();
+    event.status = proto::FromErrorInfo(entry.error());
+    event.cached_tokens = entry.num_cached_tokens();
+    Post(request, std::move(event));
+  }
+}
+
+void ClusterBackend::OnNodeDead(NodeId node_id) {
+  gauges_.UpdateNodes(registry_);
+  for (const std::shared_ptr<Entry>& entry : AllEntries()) {
+    HandoffEvent dead = MakeEvent(HandoffEventKind::kNodeDead);
+    dead.node = node_id;
+    Post(entry, std::move(dead));
+  }
+}
+
+void ClusterBackend::OnNodeDraining(NodeId node_id) {
+  TANDEM_LOG_INFO("node {} is draining: requests it has not begun to stream are placed again", node_id);
+  gauges_.UpdateNodes(registry_);
+  const bool elsewhere = registry_.HasDecodeNode();
+  for (const std::shared_ptr<Entry>& entry : AllEntries()) {
+    HandoffEvent draining = MakeEvent(HandoffEventKind::kNodeDraining);
+    draining.node = node_id;
+    draining.elsewhere = elsewhere;
+    Post(entry, std::move(draining));
+  }
+}
+
+void ClusterBackend::Tick() {
+  for (const NodeHandle& dead : registry_.SweepExpired()) {
+    TANDEM_LOG_WARN("node {} ('{}') silent for {} ms: dead", dead.node_id, dead.name, config_.node_dead_after_ms);
+    // Its requests move before the close fails the calls in flight to it.
+    OnNodeDead(dead.node_id);
+    dead.conn->Close(UnavailableError("node fell silent"));
+  }
+  CancelExpired();
+  gauges_.UpdateNodes(registry_);
+  gauges_.UpdateCachedBlocks(registry_);
+}
+
+}  // namespace tandem::router::cluster

@@ -1,0 +1,31 @@
+// ClusterGauges: the router's view of its nodes on /metrics:
+//   tandem_router_nodes{role}: live nodes by role (decode, prefill; draining apart);
+//   tandem_router_node_cached_blocks{node}: blocks in the router's view of each
+//   node's prefix cache (a node that left reads 0: series cannot be removed).
+// Thread rule: UpdateNodes is thread-safe; UpdateCachedBlocks is called by one
+// thread at a time (the router's tick).
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "common/metrics/metrics_registry.h"
+#include "router/cluster/node_registry.h"
+
+namespace tandem::router::cluster {
+
+class ClusterGauges {
+ public:
+  // Registers the families in `metrics`; null: every update does nothing.
+  explicit ClusterGauges(metrics::MetricsRegistry* metrics);
+
+  void UpdateNodes(const NodeRegistry& registry);
+  void UpdateCachedBlocks(const NodeRegistry& registry);
+
+ private:
+  metrics::Family<metrics::Gauge>* nodes_ = nullptr;
+  metrics::Family<metrics::Gauge>* cached_blocks_ = nullptr;
+  std::set<std::string> cache_names_;  // node names the cached-blocks gauge has seen
+};
+
+}  // namespace tandem::router::cluster

@@ -1,0 +1,34 @@
+// The router's requests to nodes (docs/protocol.md, "Request flow"), built from
+// a GenerateRequest: plain functions, no I/O.
+// Thread rule: free functions over values; thread-safe.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "common/base/ids.h"
+#include "common/proto/control.pb.h"
+#include "router/inference_backend.h"
+
+namespace tandem::router::cluster {
+
+// Router -> protocol sampling params (max_tokens, ignore_eos, stop ids included).
+proto::SamplingParams ToProtoSampling(const GenerateRequest& request);
+
+// Reserve on a decode node: the whole prompt, a lease of `lease_ms` (0 = the node's default).
+proto::ReserveRequest MakeReserveRequest(const GenerateRequest& request, Epoch epoch, const std::string& tenant_salt,
+                                         int32_t lease_ms);
+
+// PrefillRequest to a prefill node: compute the prompt, send its KV to the reservation
+// on the decode node at `decode_address`.
+proto::PrefillRequest MakeRemotePrefillRequest(const GenerateRequest& request, Epoch epoch,
+                                               const std::string& tenant_salt,
+                                               const proto::ReserveReply& reservation,
+                                               const std::string& decode_address);
+
+// PrefillRequest with an empty reservation to a decode node (local path). After a move the
+// tokens generated so far extend the prompt and count against max_tokens.
+proto::PrefillRequest MakeLocalPrefillRequest(const GenerateRequest& request, Epoch epoch,
+                                              const std::string& tenant_salt, std::span<const TokenId> generated);
+
+}  // namespace tandem::router::cluster
