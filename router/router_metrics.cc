@@ -33,11 +33,13 @@ RouterMetrics::RouterMetrics(metrics::MetricsRegistry* registry, const std::stri
   request_generation_tokens_ = histogram(metrics::kRequestGenerationTokens, "Output tokens per finished request.",
                                          metrics::TokenCountBuckets(max_model_len));
   running_ = &r.AddGauge(metrics::kNumRequestsRunning, "Requests running now.", {"model_name"}).WithLabels(model);
-  waiting_ = &r.AddGauge(metrics::kNumRequestsWaiting, "Requests waiting to run now.", {"model_name"}).WithLabels(model);
+  waiting_ =
+      &r.AddGauge(metrics::kNumRequestsWaiting, "Requests waiting to run now.", {"model_name"}).WithLabels(model);
   prompt_tokens_ = &r.AddCounter(metrics::kPromptTokensTotal, "Prompt tokens of finished requests.", {"model_name"})
                         .WithLabels(model);
   generation_tokens_ =
-      &r.AddCounter(metrics::kGenerationTokensTotal, "Output tokens of finished requests.", {"model_name"}).WithLabels(model);
+      &r.AddCounter(metrics::kGenerationTokensTotal, "Output tokens of finished requests.", {"model_name"})
+           .WithLabels(model);
   success_ = &r.AddCounter(metrics::kRequestSuccessTotal, "Requests finished, by finish reason.",
                            {"model_name", "finished_reason"});
   rejected_ = &r.AddCounter(metrics::kRequestsRejectedTotal, "Requests refused by admission control, by reason.",

@@ -43,12 +43,14 @@ NodeMetrics::NodeMetrics(const NodeMetricsOptions& o) {
                                    m::RequestLatencyBuckets());
   if (decode) {
     request_decode_time = histogram(m::kRequestDecodeTimeSeconds,
-                                    "Decode time of a request, first to last token, seconds.", m::RequestLatencyBuckets());
+                                    "Decode time of a request, first to last token, seconds.",
+                                    m::RequestLatencyBuckets());
   }
   iteration_tokens = histogram(m::kIterationTokens, "Tokens computed per engine step (prefill and decode).",
                                m::IterationTokenBuckets(o.max_num_batched_tokens));
   kv_transfer_seconds = histogram(m::kKvTransferSeconds,
-                                  decode ? "One request's KV transfer here: first layer landed to every layer landed, seconds."
+                                  decode ? "One request's KV transfer here: first layer landed to every layer "
+                                           "landed, seconds."
                                          : "One request's KV transfer here: first layer handed to the sender to every "
                                            "layer written, seconds.",
                                   m::TransferSecondsBuckets());

@@ -498,7 +498,9 @@ TEST_P(DisaggTest, MetricsOverHttpShowKvCleanGauges) {
   EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_request_decode_time_seconds_count" + model), 1);
   EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_transfer_seconds_count" + model), 1);
   EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_handoff_wait_seconds_count" + model), 1);
-  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_request_queue_time_seconds_count{model_name=\"golden\",stage=\"decode\"}"), 1);
+  EXPECT_EQ(testing::MetricValue(metrics.second,
+                                 "tandem_request_queue_time_seconds_count{model_name=\"golden\",stage=\"decode\"}"),
+            1);
   // The prompt was prefilled elsewhere: no prefill time here.
   EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_request_prefill_time_seconds_count" + model), 0);
   EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_node_ready"), 1);

@@ -222,7 +222,8 @@ TEST_F(MetricsE2eTest, EveryFamilyMovesAsDocumentedOnRouterPrefillAndDecode) {
   EXPECT_EQ(M(decode, "tandem_kv_reservations_total", "outcome=\"granted\""), kRemote);
   EXPECT_EQ(M(decode, "tandem_kv_reservations_total"), kRemote);
   EXPECT_EQ(M(decode, "tandem_iteration_tokens_count"), kRemote * (kMaxTokens - 1) + kLocal * kMaxTokens);
-  EXPECT_EQ(M(decode, "tandem_iteration_tokens_sum"), kRemote * (kMaxTokens - 1) + kLocal * (kLocalLen + kMaxTokens - 1));
+  EXPECT_EQ(M(decode, "tandem_iteration_tokens_sum"),
+            kRemote * (kMaxTokens - 1) + kLocal * (kLocalLen + kMaxTokens - 1));
   EXPECT_EQ(M(decode, "tandem_prompt_tokens_total"), prompt_tokens);
   EXPECT_EQ(M(decode, "tandem_generation_tokens_total"), output_tokens);
   EXPECT_EQ(M(decode, "tandem_num_preemptions_total"), 0);
