@@ -192,7 +192,7 @@ void DecodeNode::HandleReserve(const proto::ReserveRequest& reserve, net::Respon
 void DecodeNode::OnReserved(uint64_t id, Epoch epoch, StatusOr<scheduler::Reservation> reservation) {
   // Engine thread.
   node::NodeMetrics& m = host_.metrics();
-  m.serving.kv_reservations->WithLabels({reservation.ok() ? "granted" : "refused"}).Increment();
+  (reservation.ok() ? m.reservations_granted : m.reservations_refused)->Increment();
   Retries retries;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -211,6 +211,7 @@ void DecodeNode::OnReserved(uint64_t id, Epoch epoch, StatusOr<scheduler::Reserv
       r->reply.set_prefix_hit_tokens(reservation->first_block_to_fill * engine_->device_kv().layout().block_size);
       r->reply.set_lease_deadline_ms(WallMs() + r->lease_ms);
       r->reply.set_decode_node_id(host_.node_id());
+      r->reserved_at = Clock::Real().NowNanos();
       // Whole prompt cached: the router releases it and prefills here instead.
       HandleLocked(id, *r, {r->device_blocks.empty() ? E::kReservedCached : E::kReserved, Status::Ok()}, &retries);
     }
@@ -249,7 +250,6 @@ void DecodeNode::HandleLocalPrefill(const proto::PrefillRequest& prefill, net::R
       case node::RequestTable<Request>::Admission::kAdmitted:
         admitted = true;
         r->machine = DecodeRequest::Local();
-        r->decode_started_at = Clock::Real().NowNanos();
         // Queued under mu_: a Cancel that finds the record queues its engine Cancel after this.
         engine_->Submit(node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), std::move(*sampling)));
         break;
@@ -423,16 +423,15 @@ void DecodeNode::CompleteReservationLocked(uint64_t id, Request& r) {
   if (!r.landing.empty()) landing_->Free(r.landing);
   r.landing.clear();
   node::NodeMetrics& m = host_.metrics();
-  if (r.first_layer_at != 0) m.serving.kv_transfer_seconds->Get().Observe(SecondsSince(r.first_layer_at));
-  m.serving.kv_transfer_bytes->WithLabels({"received"}).Increment(static_cast<double>(r.bytes));
+  if (r.reserved_at != 0) m.kv_handoff_wait->Observe(SecondsSince(r.reserved_at));
+  m.kv_transfer_bytes->Increment(static_cast<double>(r.bytes));
   bytes_landed_ += static_cast<uint64_t>(r.bytes);
-  r.decode_started_at = Clock::Real().NowNanos();
   engine_->CompleteReservation(id, r.first_token);
 }
 
 void DecodeNode::ForwardLocked(const Request& r, const engine::EngineOutput& out, proto::Tokens* tokens) {
   node::NodeMetrics& m = host_.metrics();
-  m.serving.generation_tokens->Get().Increment(static_cast<double>(out.tokens.size()));
+  m.generation_tokens->Increment(static_cast<double>(out.tokens.size()));
   proto::TokenEntry* entry = tokens->add_entries();
   entry->set_request_id(out.id);
   entry->set_epoch(r.epoch);
@@ -447,17 +446,12 @@ void DecodeNode::ForwardLocked(const Request& r, const engine::EngineOutput& out
     Status status = out.status.ok() ? InternalError(out.finish_reason) : out.status;
     if (out.finish_reason == "lease_expired") {
       status = DeadlineExceededError("reservation lease expired");
-      m.serving.kv_reservations->WithLabels({"expired"}).Increment();
+      m.reservations_expired->Increment();
     }
     *entry->mutable_error() = proto::ToErrorInfo(status);
   }
   entry->set_num_cached_tokens(out.num_cached_tokens);
-  if (r.decode_started_at > 0 && reason != proto::FINISH_REASON_ERROR) {
-    m.serving.request_decode_time->Get().Observe(SecondsSince(r.decode_started_at));
-  }
-  m.serving.prompt_tokens->Get().Increment(out.num_prompt_tokens);
-  m.serving.prefix_cache_queries->Get().Increment(out.num_prompt_tokens);
-  m.serving.prefix_cache_hits->Get().Increment(out.num_cached_tokens);
+  m.ObserveFinished(out);
 }
 
 void DecodeNode::SendError(uint64_t id, Epoch epoch, const Status& status) {

@@ -90,8 +90,8 @@ class DecodeNode {
     TokenId first_token = 0;
     int64_t bytes = 0;                        // KvDone.bytes_sent
     std::weak_ptr<net::RpcConnection> peer;   // prefill connection (KvControl out)
-    Nanos first_layer_at = 0;                 // the first layer landed
-    Nanos decode_started_at = 0;              // joined the batch (remote) or admitted (local)
+    Nanos reserved_at = 0;                    // the reservation was granted (metrics)
+    Nanos first_layer_at = 0;                 // the first layer landed (metrics)
   };
   using Retries = std::vector<std::function<void()>>;
   // What a kForwardOutput action forwards.
@@ -138,6 +138,8 @@ class DecodeNode {
   void OpenReceiver(uint64_t id, Epoch epoch, std::vector<BlockId> target, std::vector<BlockId> device,
                     uint32_t lease_ms);
   void OnLayerLanded(uint64_t id, Epoch epoch, int layer);
+  // Every layer is in the reserved blocks: observes the transfer time, feeds kKvLanded.
+  void OnKvLanded(uint64_t id, Epoch epoch);
   void OnSessionDone(uint64_t id, Epoch epoch, const Status& status);
   void PollUploads();
   void Refresh(node::NodeMetrics& metrics);

@@ -137,7 +137,7 @@ void DecodeNode::OnSessionDone(uint64_t id, Epoch epoch, const Status& status) {
     if (auto u = uploads_.find(id); u != uploads_.end() && u->second.epoch == epoch) uploads_.erase(u);
     return Handle(id, epoch, {E::kKvFailed, status});
   }
-  if (direct_) return Handle(id, epoch, {E::kKvLanded, Status::Ok()});
+  if (direct_) return OnKvLanded(id, epoch);
   auto u = uploads_.find(id);
   if (u != uploads_.end() && u->second.epoch == epoch) u->second.session_done = true;
   PollUploads();
@@ -155,8 +155,23 @@ void DecodeNode::PollUploads() {
     const uint64_t id = it->first;
     const Epoch epoch = u.epoch;
     it = uploads_.erase(it);
-    Handle(id, epoch, {E::kKvLanded, Status::Ok()});
+    OnKvLanded(id, epoch);
   }
+}
+
+void DecodeNode::OnKvLanded(uint64_t id, Epoch epoch) {
+  Retries retries;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Request* r = requests_.Find(id, epoch);
+    if (r == nullptr) return;
+    if (r->first_layer_at != 0) {
+      host_.metrics().kv_transfer_seconds->Observe(
+          static_cast<double>(Clock::Real().NowNanos() - r->first_layer_at) * 1e-9);
+    }
+    HandleLocked(id, *r, {E::kKvLanded, Status::Ok()}, &retries);
+  }
+  for (auto& fn : retries) fn();
 }
 
 }  // namespace tandem::decode_node

@@ -8,12 +8,6 @@
 
 namespace tandem::prefill_node {
 
-namespace {
-
-double SecondsSince(Nanos t) { return static_cast<double>(Clock::Real().NowNanos() - t) * 1e-9; }
-
-}  // namespace
-
 StatusOr<std::unique_ptr<PrefillNode>> PrefillNode::Create(PrefillNodeOptions options) {
   std::unique_ptr<PrefillNode> node(new PrefillNode());
   TANDEM_RETURN_IF_ERROR(node->Init(std::move(options)));
@@ -246,7 +240,6 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
         job->first_block = first_block;
         job->num_blocks = static_cast<int>(needed);
         job->prompt_len = prompt_len;
-        job->submitted_at = Clock::Real().NowNanos();
         engine::EngineRequest request =
             node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), std::move(*sampling));
         request.hold_kv_after_finish = direct_;  // the sender reads the blocks after the step
@@ -360,7 +353,7 @@ void PrefillNode::SendKvDone(uint64_t id, const Job& job, const Status& status) 
   if (status.ok()) {
     done.set_bytes_sent(bytes);
     bytes_sent_ += static_cast<uint64_t>(bytes);
-    host_.metrics().serving.kv_transfer_bytes->WithLabels({"sent"}).Increment(static_cast<double>(bytes));
+    host_.metrics().kv_transfer_bytes->Increment(static_cast<double>(bytes));
   }
   done.set_num_prompt_tokens(job.prompt_len);
   job.decode_conn->Send(done).IgnoreError();
@@ -439,15 +432,8 @@ void PrefillNode::OnStepEnd(const Status& status) {
   // The forward is issued; later steps must not reuse staged blocks under the copies.
   Status joined = copy_queue_ ? copy_queue_->JoinCompute() : Status::Ok();
   const Status failed = !status.ok() ? status : joined;
-  for (const Copying& c : copying_) {
-    if (!failed.ok()) {
-      Handle(c.id, c.epoch, {PrefillEventKind::kStepFailed, failed});
-      continue;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (const Job* job = jobs_.Find(c.id, c.epoch)) {
-      host_.metrics().serving.request_prefill_time->Get().Observe(SecondsSince(job->submitted_at));
-    }
+  if (!failed.ok()) {
+    for (const Copying& c : copying_) Handle(c.id, c.epoch, {PrefillEventKind::kStepFailed, failed});
   }
   copying_.clear();
 }
@@ -461,14 +447,12 @@ void PrefillNode::OnOutputs(std::vector<engine::EngineOutput>&& outputs) {
       Job* job = jobs_.Find(out.id);
       if (job == nullptr) continue;
       if (!out.tokens.empty()) {
-        m.serving.generation_tokens->Get().Increment(1);
+        m.generation_tokens->Increment(1);
         HandleLocked(out.id, *job, {PrefillEventKind::kFirstToken, Status::Ok(), out.tokens.front()}, &retries);
         job = jobs_.Find(out.id);
       }
       if (out.finished) {
-        m.serving.prompt_tokens->Get().Increment(out.num_prompt_tokens);
-        m.serving.prefix_cache_queries->Get().Increment(out.num_prompt_tokens);
-        m.serving.prefix_cache_hits->Get().Increment(out.num_cached_tokens);
+        m.ObserveFinished(out);
         if (job == nullptr) continue;
         Status status = out.status;
         if (status.ok() && out.finish_reason != "stop" && out.finish_reason != "length") {

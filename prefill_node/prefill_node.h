@@ -88,7 +88,6 @@ class PrefillNode {
     int prompt_len = 0;
     std::vector<BlockId> source;     // staging ids (staged) or the prompt's device ids (direct)
     std::shared_ptr<net::RpcConnection> decode_conn;
-    Nanos submitted_at = 0;
   };
   using Retries = std::vector<std::function<void()>>;
 

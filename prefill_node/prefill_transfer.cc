@@ -134,7 +134,7 @@ void PrefillNode::OnSendDone(uint64_t id, Epoch epoch, const Status& status) {
   // The sender no longer reads the source.
   if (auto out = outgoing_.find(id); out != outgoing_.end() && out->second.epoch == epoch) {
     if (status.ok() && out->second.first_sent_at != 0) {
-      host_.metrics().serving.kv_transfer_seconds->Get().Observe(SecondsSince(out->second.first_sent_at));
+      host_.metrics().kv_transfer_seconds->Observe(SecondsSince(out->second.first_sent_at));
     }
     outgoing_.erase(out);
   }

@@ -255,9 +255,10 @@ void CompletionCall::OnJobDone(const Status& status) {
   for (const ChoiceOutput& choice : job_->outputs()) {
     context_->metrics.OnChoiceFinished(FinishReasonName(choice.finish_reason));
   }
-  context_->metrics.OnRequestFinished(
-      job_->usage().prompt_tokens, job_->usage().completion_tokens,
-      static_cast<double>(Clock::Real().NowNanos() - arrival_ns_) * 1e-9);
+  const Nanos now = Clock::Real().NowNanos();
+  context_->metrics.OnRequestFinished(job_->usage().prompt_tokens, job_->usage().completion_tokens,
+                                      job_->num_choices(), static_cast<double>(now - arrival_ns_) * 1e-9,
+                                      first_token_seen_ ? static_cast<double>(now - first_token_ns_) * 1e-9 : 0.0);
   if (streaming_) {
     if (request_.include_usage) sink->WriteStream(SseJsonEvent(UsageChunk(meta_, job_->usage())));
     sink->WriteStream(std::string(kSseDone));
@@ -297,6 +298,7 @@ void CompletionCall::RecordTokens(int32_t index, int32_t count) {
   const Nanos now = Clock::Real().NowNanos();
   if (!first_token_seen_) {
     first_token_seen_ = true;
+    first_token_ns_ = now;
     context_->metrics.OnFirstToken(static_cast<double>(now - arrival_ns_) * 1e-9);
   }
   if (last_batch_ns_.empty()) last_batch_ns_.assign(job_->num_choices(), 0);

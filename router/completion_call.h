@@ -82,6 +82,7 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   Nanos queued_ns_ = 0;                 // admission was asked
   Nanos deadline_ns_ = 0;               // Clock::Real() time the request must end by; 0 = none
   bool first_token_seen_ = false;
+  Nanos first_token_ns_ = 0;            // when the first token of any choice arrived
   std::vector<Nanos> last_batch_ns_;    // per choice: when its previous tokens arrived
   boost::asio::steady_timer queue_timer_;
   boost::asio::steady_timer deadline_timer_;

@@ -21,7 +21,6 @@
 
 #include "common/base/logging.h"
 #include "common/metrics/metrics_registry.h"
-#include "common/metrics/serving_metrics.h"
 #include "common/model/model_config.h"
 #include "common/net/event_loop.h"
 #include "common/tokenizer/chat_template.h"
@@ -271,7 +270,6 @@ int Run(int argc, char** argv) {
   TokenizerTextCodec codec(tokenizer->get(), chat_template.get(), render);
 
   metrics::MetricsRegistry registry;
-  metrics::ServingMetrics serving = metrics::ServingMetrics::Register(registry);
   net::EventLoop loop(options->cluster.num_control_threads);
   auto backend = cluster::ClusterBackend::Start(loop, options->cluster, &registry);
   if (!backend.ok()) {
@@ -287,7 +285,7 @@ int Run(int argc, char** argv) {
   if (model_id.empty()) model_id = std::filesystem::path(dir).parent_path().filename().string();
   deps.model = {model_id, context, (*tokenizer)->VocabSize(), static_cast<int64_t>(std::time(nullptr))};
   deps.is_ready = [cluster_backend] { return cluster_backend->Ready(); };
-  deps.metrics = &serving;
+  deps.metrics = &registry;
   deps.metrics_text = [&registry] { return registry.RenderText(); };
   HttpServer server(cmd->config, std::move(deps));
   Status started = server.Start();

@@ -35,9 +35,10 @@ struct RouterDeps {
   std::function<bool()> is_ready;
   // /metrics body (Prometheus text format); nullptr = empty body.
   std::function<std::string()> metrics_text;
-  // Serving metrics the router updates (TTFT, ITL, e2e, queue, load,
-  // tokens, finished/rejected requests); nullptr = none. Not owned.
-  metrics::ServingMetrics* metrics = nullptr;
+  // Registry the router's serving metrics (RouterMetrics: TTFT, ITL, e2e,
+  // queue, load, tokens, finished/rejected requests) are registered in;
+  // nullptr = none. Not owned.
+  metrics::MetricsRegistry* metrics = nullptr;
 };
 
 struct RouterContext {
@@ -46,7 +47,7 @@ struct RouterContext {
         deps(std::move(deps_in)),
         keys(config.api_keys),
         admission(config.max_concurrent_requests, config.max_queued_requests),
-        metrics(deps.metrics) {}
+        metrics(deps.metrics, ModelName(), deps.model.max_context_tokens) {}
 
   bool Ready() const { return !deps.is_ready || deps.is_ready(); }
   const std::string& ModelName() const {

@@ -104,7 +104,7 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
   return Status::Ok();
 }
 
-StatusOr<scheduler::SequenceParams> Engine::Admit(const EngineRequest& request) {
+StatusOr<scheduler::SequenceParams> Engine::Admit(const EngineRequest& request, Nanos arrived_at) {
   // An id stays taken until its end has been emitted.
   if (requests_.count(request.id) > 0) {
     return AlreadyExistsError("request " + std::to_string(request.id) + " is still active");
@@ -137,6 +137,7 @@ StatusOr<scheduler::SequenceParams> Engine::Admit(const EngineRequest& request) 
   RequestState state;
   state.sampling = request.sampling;
   state.seed = request.sampling.seed ? *request.sampling.seed : std::random_device{}();
+  state.arrived_at = arrived_at;
   requests_[request.id] = std::move(state);
   return params;
 }
@@ -154,10 +155,26 @@ EngineOutput Rejected(RequestId id, Status status) {
 
 }  // namespace
 
+RequestTimes Engine::TimesOf(RequestId id) const {
+  RequestTimes times;
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return times;
+  const RequestState& s = it->second;
+  auto seconds = [](Nanos from, Nanos to) { return static_cast<double>(to - from) * 1e-9; };
+  times.admitted = s.admitted_at != 0;
+  times.first_token = s.first_token_at != 0;
+  times.remote_first_token = s.remote_first_token;
+  times.queued_seconds = seconds(s.arrived_at, times.admitted ? s.admitted_at : clock_.NowNanos());
+  if (times.admitted && times.first_token) times.prefill_seconds = seconds(s.admitted_at, s.first_token_at);
+  if (times.first_token) times.decode_seconds = seconds(s.first_token_at, s.last_token_at);
+  return times;
+}
+
 void Engine::Submit(EngineRequest request) {
+  const Nanos arrived_at = clock_.NowNanos();
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back([this, request = std::move(request)](std::vector<EngineOutput>* outputs) mutable {
-    StatusOr<scheduler::SequenceParams> params = Admit(request);
+  events_.push_back([this, request = std::move(request), arrived_at](std::vector<EngineOutput>* outputs) mutable {
+    StatusOr<scheduler::SequenceParams> params = Admit(request, arrived_at);
     if (!params.ok()) {
       outputs->push_back(Rejected(request.id, params.status()));
       return;
@@ -179,12 +196,13 @@ void Engine::Cancel(RequestId id) {
     // Report the end now, so the id can be reused at once (the router's Release-then-local path);
     // the scheduler's own record of it is swallowed at the next step.
     reported_.insert(id);
-    requests_.erase(id);
     EngineOutput out;
     out.id = id;
     out.finished = true;
     out.finish_reason = "cancelled";
     out.status = CancelledError("cancelled");
+    out.times = TimesOf(id);
+    requests_.erase(id);
     outputs->push_back(std::move(out));
   });
   cv_.notify_one();
@@ -198,10 +216,11 @@ void Engine::ReleaseHeld(RequestId id) {
 
 void Engine::Reserve(EngineRequest request, int64_t lease_ms,
                      std::function<void(StatusOr<scheduler::Reservation>)> done) {
+  const Nanos arrived_at = clock_.NowNanos();
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back([this, request = std::move(request), lease_ms,
+  events_.push_back([this, request = std::move(request), lease_ms, arrived_at,
                      done = std::move(done)](std::vector<EngineOutput>*) mutable {
-    StatusOr<scheduler::SequenceParams> params = Admit(request);
+    StatusOr<scheduler::SequenceParams> params = Admit(request, arrived_at);
     if (!params.ok()) {
       done(params.status());
       return;
@@ -216,7 +235,11 @@ void Engine::Reserve(EngineRequest request, int64_t lease_ms,
         reservation = copied;
       }
     }
-    if (!reservation.ok()) requests_.erase(request.id);
+    if (!reservation.ok()) {
+      requests_.erase(request.id);
+    } else {
+      requests_[request.id].admitted_at = clock_.NowNanos();
+    }
     done(std::move(reservation));
   });
   cv_.notify_one();
@@ -229,6 +252,10 @@ void Engine::CompleteReservation(RequestId id, TokenId first_token) {
     if (!finished.ok()) {
       TANDEM_LOG_WARN("complete reservation {}: {}", id, finished.status().ToString());
       return;
+    }
+    if (auto state = requests_.find(id); state != requests_.end()) {
+      state->second.first_token_at = state->second.last_token_at = clock_.NowNanos();
+      state->second.remote_first_token = true;
     }
     EngineOutput out;
     out.id = id;
@@ -243,6 +270,10 @@ void Engine::Post(std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   events_.push_back([fn = std::move(fn)](std::vector<EngineOutput>*) { fn(); });
   cv_.notify_one();
+}
+
+void Engine::SetStepObserver(StepObserver observer) {
+  Post([this, observer = std::move(observer)]() mutable { step_observer_ = std::move(observer); });
 }
 
 void Engine::Wake() { cv_.notify_one(); }

@@ -7,7 +7,7 @@
 // sample (Backend::SampleTokens: on the GPU, no logits leave the device) ->
 // Scheduler::AppendToken -> emit outputs.
 //
-// Thread rule: Submit/Cancel/ReleaseHeld/Reserve/CompleteReservation/Post/Counters and the
+// Thread rule: Submit/Cancel/ReleaseHeld/Reserve/CompleteReservation/Post/Counters/SetStepObserver and the
 // cache-report pair (TakeCacheReport, RequestFullCacheReport) are
 // thread-safe; Start/Stop from the owning thread; everything else (StepOnce,
 // the sink, observers) runs on the engine thread.
@@ -47,6 +47,18 @@ struct EngineRequest {
   bool hold_kv_after_finish = false;
 };
 
+// Where one request's time went in the engine (vLLM's request phases), on the
+// engine's clock. Arrival is the Submit or Reserve call; admission is the first
+// step that computes for it (Submit) or the granted reservation (Reserve).
+struct RequestTimes {
+  bool admitted = false;            // it got its KV
+  bool first_token = false;         // it has a first token
+  bool remote_first_token = false;  // that token came with CompleteReservation (prefilled elsewhere)
+  double queued_seconds = 0;   // arrival to admission (to the end, when never admitted)
+  double prefill_seconds = 0;  // admission to the first token (a reservation: waiting for the remote KV)
+  double decode_seconds = 0;   // first token to last token
+};
+
 // What happened to one request in one step.
 struct EngineOutput {
   RequestId id = 0;
@@ -58,9 +70,12 @@ struct EngineOutput {
   int num_prompt_tokens = 0;    // with finished
   int num_generated_tokens = 0; // with finished
   int num_cached_tokens = 0;    // with a request's first token and with finished: prompt tokens served from the prefix cache
+  RequestTimes times;           // with finished
 };
 
 using OutputSink = std::function<void(std::vector<EngineOutput>&&)>;
+// After each step whose forward ran, on the engine thread (metrics: tokens per step).
+using StepObserver = std::function<void(const scheduler::SchedulerOutput& step)>;
 // Hooks into each step's forward, on the engine thread; a prefill node uses them
 // to stream KV out layer by layer while later layers compute. The step's KV
 // blocks are not reused before on_end returns.
@@ -100,6 +115,8 @@ class Engine {
   scheduler::SchedulerCounters Counters() const;
   // Wakes the loop; used after external state changes.
   void Wake();
+  // Replaces the step observer; takes effect before the next step.
+  void SetStepObserver(StepObserver observer);
   // Prefix-cache changes (stored/removed block hashes), at most max_hashes, for
   // heartbeats; nullopt when there is nothing new (kv_cache/cache_report_buffer.h).
   std::optional<kv_cache::CacheEvents> TakeCacheReport(size_t max_hashes) { return cache_reports_.Take(max_hashes); }
@@ -130,11 +147,22 @@ class Engine {
   struct RequestState {
     runtime::SamplingParams sampling;
     uint64_t seed = 0;
+    // Phase boundaries on clock_ (0: not yet); see RequestTimes.
+    Nanos arrived_at = 0;
+    Nanos admitted_at = 0;
+    Nanos first_token_at = 0;
+    Nanos last_token_at = 0;
+    bool remote_first_token = false;
   };
 
   Engine(const EngineConfig& config, const Clock& clock);
   Status Init(std::unique_ptr<runtime::Backend> backend);
-  StatusOr<scheduler::SequenceParams> Admit(const EngineRequest& request);
+  // `arrived_at`: when Submit or Reserve was called.
+  StatusOr<scheduler::SequenceParams> Admit(const EngineRequest& request, Nanos arrived_at);
+  // Admission and token times of this step's requests.
+  void MarkScheduled(const scheduler::SchedulerOutput& step);
+  // The phases of a request that ends now. REQUIRES: it is in requests_ (else all zero).
+  RequestTimes TimesOf(RequestId id) const;
   void DrainEvents(std::vector<EngineOutput>* outputs);
   Status RunStep(const scheduler::SchedulerOutput& step, std::vector<EngineOutput>* outputs);
   // Samples the step's rows on the backend (Backend::SampleTokens) and appends
@@ -158,6 +186,7 @@ class Engine {
   // finish record is swallowed so each request ends exactly once.
   std::unordered_set<RequestId> reported_;
   ForwardObserver observer_;
+  StepObserver step_observer_;
   kv_cache::CacheEventLog cache_log_;          // engine thread; the KV manager records into it
   kv_cache::CacheReportBuffer cache_reports_;  // thread-safe; filled after every step of Loop()
 

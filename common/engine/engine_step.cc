@@ -27,8 +27,18 @@ void Engine::EmitFinished(const scheduler::SchedulerOutput& step, std::vector<En
     out.num_prompt_tokens = f.num_prompt_tokens;
     out.num_generated_tokens = f.num_generated_tokens;
     out.num_cached_tokens = f.num_cached_prompt_tokens;
+    out.times = TimesOf(f.id);
     outputs->push_back(std::move(out));
     requests_.erase(f.id);
+  }
+}
+
+void Engine::MarkScheduled(const scheduler::SchedulerOutput& step) {
+  if (step.scheduled.empty()) return;
+  const Nanos now = clock_.NowNanos();
+  for (const scheduler::ScheduledSequence& s : step.scheduled) {
+    auto state = requests_.find(s.id);
+    if (state != requests_.end() && state->second.admitted_at == 0) state->second.admitted_at = now;
   }
 }
 
@@ -64,6 +74,7 @@ Status Engine::SampleStep(const scheduler::SchedulerOutput& step, runtime::Tenso
   // Every row's request first (the spans point into the sequences, which no
   // AppendToken touches until the backend has sampled them all).
   std::vector<RequestId> ids;
+  std::vector<RequestState*> states;
   std::vector<runtime::SampleRequest> requests;
   std::vector<int> first_token_cached;  // per row: the prompt's cache hits if this is its first token, else 0
   for (const scheduler::ScheduledSequence& s : step.scheduled) {
@@ -80,22 +91,27 @@ Status Engine::SampleStep(const scheduler::SchedulerOutput& step, runtime::Tenso
     sample.eos_token_ids = eos_token_ids_;
     sample.seed = state->second.seed;
     ids.push_back(s.id);
+    states.push_back(&state->second);
     requests.push_back(sample);
     first_token_cached.push_back(seq->num_generated_tokens() == 0 ? seq->num_cached_prompt_tokens : 0);
   }
   std::vector<runtime::SampledToken> sampled(requests.size());
   TANDEM_RETURN_IF_ERROR(backend_->SampleTokens(logits, requests, sampled));
+  const Nanos now = clock_.NowNanos();
   for (size_t i = 0; i < ids.size(); ++i) {
     const RequestId id = ids[i];
     if (!sampled[i].status.ok()) {
       TANDEM_LOG_WARN("request {}: sampling failed: {}", id, sampled[i].status.ToString());
       scheduler_->Cancel(id).IgnoreError();
       reported_.insert(id);
-      requests_.erase(id);
       outputs->push_back(EngineOutput{id, {}, true, "aborted", sampled[i].status});
+      outputs->back().times = TimesOf(id);
+      requests_.erase(id);
       continue;
     }
     TANDEM_RETURN_IF_ERROR(scheduler_->AppendToken(id, sampled[i].token).status());
+    if (states[i]->first_token_at == 0) states[i]->first_token_at = now;
+    states[i]->last_token_at = now;
     EngineOutput out;
     out.id = id;
     out.tokens.push_back(sampled[i].token);
@@ -109,6 +125,7 @@ bool Engine::StepOnce(std::vector<EngineOutput>* outputs) {
   DrainEvents(outputs);
   scheduler::SchedulerOutput step = scheduler_->Schedule();
   EmitFinished(step, outputs);
+  MarkScheduled(step);
   Status status = RunStep(step, outputs);
   if (!status.ok()) {
     // A failed forward or copy aborts the sequences of this step; the engine keeps serving.
@@ -117,9 +134,12 @@ bool Engine::StepOnce(std::vector<EngineOutput>* outputs) {
       if (scheduler_->Find(s.id) == nullptr) continue;  // already ended this step
       scheduler_->Cancel(s.id).IgnoreError();
       reported_.insert(s.id);
-      requests_.erase(s.id);
       outputs->push_back(EngineOutput{s.id, {}, true, "aborted", status});
+      outputs->back().times = TimesOf(s.id);
+      requests_.erase(s.id);
     }
+  } else if (!step.scheduled.empty() && step_observer_) {
+    step_observer_(step);
   }
   scheduler::SchedulerCounters counters = scheduler_->Counters();
   {

@@ -18,6 +18,10 @@ Status NodeHost::Start(const NodeConfig& config, engine::Engine* engine, RoleHoo
   config_ = config;
   engine_ = engine;
   hooks_ = std::move(hooks);
+  metrics_ = std::make_unique<NodeMetrics>(NodeMetricsOptions::For(config_.role, *engine_));
+  engine_->SetStepObserver([metrics = metrics_.get()](const scheduler::SchedulerOutput& step) {
+    metrics->iteration_tokens->Observe(step.num_batched_tokens);
+  });
   loop_ = std::make_unique<net::EventLoop>(2);
   net::RpcHandlers handlers;
   handlers.on_request = [this](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m,
@@ -145,9 +149,9 @@ HttpReply NodeHost::Serve(const std::string& path) {
                      refusal.empty() ? "not registered\n" : "not registered: " + refusal + "\n"};
   }
   if (path == "/metrics") {
-    metrics_.ready->Set(ready() ? 1 : 0);
-    if (hooks_.refresh) hooks_.refresh(metrics_);
-    return HttpReply{200, metrics::kPrometheusContentType, metrics_.Render()};
+    metrics_->ready->Set(ready() ? 1 : 0);
+    if (hooks_.refresh) hooks_.refresh(*metrics_);
+    return HttpReply{200, metrics::kPrometheusContentType, metrics_->Render()};
   }
   return HttpReply{404, "text/plain; charset=utf-8", "not found\n"};
 }

@@ -52,8 +52,9 @@ class NodeHost {
   NodeHost() = default;
   ~NodeHost();  // Stop()
 
-  // Starts the control server, the HTTP listener and (when router_address is
-  // set) the router link. `engine` must outlive Stop().
+  // Registers the metrics and feeds them the engine's steps, then starts the
+  // control server, the HTTP listener and (when router_address is set) the
+  // router link. `engine` must outlive Stop().
   Status Start(const NodeConfig& config, engine::Engine* engine, RoleHooks hooks);
   // Stops the router link, the HTTP listener, the server and the I/O threads.
   void Stop();
@@ -72,7 +73,9 @@ class NodeHost {
   bool ready() const { return registered() && !draining(); }
 
   net::EventLoop& loop() { return *loop_; }
-  NodeMetrics& metrics() { return metrics_; }
+  // The node's metrics, registered by Start (role, model name, KV sizes); valid
+  // from Start until the host is destroyed.
+  NodeMetrics& metrics() { return *metrics_; }
   const NodeConfig& config() const { return config_; }
 
  private:
@@ -84,7 +87,7 @@ class NodeHost {
   NodeConfig config_;
   engine::Engine* engine_ = nullptr;
   RoleHooks hooks_;
-  NodeMetrics metrics_;
+  std::unique_ptr<NodeMetrics> metrics_;
   std::unique_ptr<net::EventLoop> loop_;
   std::unique_ptr<net::RpcServer> server_;
   std::unique_ptr<RouterLink> link_;

@@ -485,15 +485,24 @@ TEST_P(DisaggTest, MetricsOverHttpShowKvCleanGauges) {
   EXPECT_EQ(testing::HttpGet(http, "/nope").first, 404);
   auto metrics = testing::HttpGet(http, "/metrics");
   ASSERT_EQ(metrics.first, 200);
-  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_num_requests_running"), 0);
-  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_reservations_active"), 0);
-  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_blocks_referenced{tier=\"gpu\"}"), 0);
+  const std::string model = "{model_name=\"golden\"}";
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_num_requests_running" + model), 0);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_reservations_active" + model), 0);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_blocks_referenced{model_name=\"golden\",tier=\"gpu\"}"), 0);
   EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_transfer_sessions"), 0);
   EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_transfer_blocks_in_use"), 0);
-  EXPECT_GT(testing::MetricValue(metrics.second, "tandem_kv_transfer_bytes_total{direction=\"received\"}"), 0);
-  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_generation_tokens_total"), 3);
-  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_request_decode_time_seconds_count"), 1);
-  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_transfer_seconds_count"), 1);
+  EXPECT_GT(testing::MetricValue(metrics.second,
+                                 "tandem_kv_transfer_bytes_total{model_name=\"golden\",direction=\"received\"}"),
+            0);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_generation_tokens_total" + model), 3);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_request_decode_time_seconds_count" + model), 1);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_transfer_seconds_count" + model), 1);
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_kv_handoff_wait_seconds_count" + model), 1);
+  EXPECT_EQ(testing::MetricValue(metrics.second,
+                                 "tandem_request_queue_time_seconds_count{model_name=\"golden\",stage=\"decode\"}"),
+            1);
+  // The prompt was prefilled elsewhere: no prefill time here.
+  EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_request_prefill_time_seconds_count" + model), 0);
   EXPECT_EQ(testing::MetricValue(metrics.second, "tandem_node_ready"), 1);
   cluster.decode_->host().BeginDrain();
   EXPECT_EQ(testing::HttpGet(http, "/health/ready").first, 503);

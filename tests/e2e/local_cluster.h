@@ -111,8 +111,7 @@ class LocalCluster {
   // Sum of the samples of `metric` on `name`'s /metrics ("router" or a node name)
   // whose labels contain `label` (e.g. role="decode"; empty = every sample).
   double Metric(const std::string& name, const std::string& metric, const std::string& label = "") {
-    int port = name == "router" ? http_port_ : http_ports_[name];
-    std::string text = Get(port, "/metrics").body;
+    std::string text = MetricsPage(name);
     std::regex line("^" + metric + R"((\{[^}]*\})? ([0-9.eE+-]+)$)");
     double sum = 0;
     std::istringstream in(text);
@@ -123,6 +122,11 @@ class LocalCluster {
       sum += std::stod(m[2]);
     }
     return sum;
+  }
+
+  // The /metrics text of `name` ("router" or a node name); empty when nothing answered.
+  std::string MetricsPage(const std::string& name) {
+    return Get(name == "router" ? http_port_ : http_ports_[name], "/metrics").body;
   }
 
   // The tail of every process's log, for failure messages.

@@ -149,10 +149,17 @@ bool WaitMetricZero(const std::string& http, const std::vector<std::string>& ser
   return false;
 }
 
+// The KV-clean gauges of a prefill node; a decode node adds its reservations.
 const std::vector<std::string> kKvClean = {
-    "tandem_num_requests_running", "tandem_num_requests_waiting", "tandem_kv_reservations_active",
-    "tandem_kv_blocks_referenced{tier=\"gpu\"}", "tandem_kv_blocks_referenced{tier=\"host\"}",
-    "tandem_kv_transfer_sessions", "tandem_kv_transfer_blocks_in_use"};
+    "tandem_num_requests_running{model_name=\"golden\"}", "tandem_num_requests_waiting{model_name=\"golden\"}",
+    "tandem_kv_blocks_referenced{model_name=\"golden\",tier=\"gpu\"}",
+    "tandem_kv_blocks_referenced{model_name=\"golden\",tier=\"host\"}", "tandem_kv_transfer_sessions",
+    "tandem_kv_transfer_blocks_in_use"};
+std::vector<std::string> DecodeKvClean() {
+  std::vector<std::string> series = kKvClean;
+  series.push_back("tandem_kv_reservations_active{model_name=\"golden\"}");
+  return series;
+}
 
 TEST(NodeProcessTest, DisaggregatedOverUcxThenPrefillKilledThenDecodeDrains) {
   net::EventLoop loop(2);
@@ -180,10 +187,10 @@ TEST(NodeProcessTest, DisaggregatedOverUcxThenPrefillKilledThenDecodeDrains) {
   auto engine = engine::testing::MakeEngine(engine::testing::SmallConfig(engine::testing::GoldenDir("llama")));
   engine->Submit(engine::testing::Greedy(1, prompt, 5, "tenant-e2e"));
   EXPECT_EQ(out.tokens, engine::testing::RunToCompletion(*engine, 1)[1].tokens);
-  EXPECT_TRUE(WaitMetricZero(decode_http, kKvClean, 5000));
+  EXPECT_TRUE(WaitMetricZero(decode_http, DecodeKvClean(), 5000));
   EXPECT_TRUE(WaitMetricZero(prefill_http, kKvClean, 5000));
-  EXPECT_GT(Metric(prefill_http, "tandem_kv_transfer_bytes_total{direction=\"sent\"}"), 0);
-  EXPECT_GT(Metric(decode_http, "tandem_kv_transfer_bytes_total{direction=\"received\"}"), 0);
+  EXPECT_GT(Metric(prefill_http, "tandem_kv_transfer_bytes_total{model_name=\"golden\",direction=\"sent\"}"), 0);
+  EXPECT_GT(Metric(decode_http, "tandem_kv_transfer_bytes_total{model_name=\"golden\",direction=\"received\"}"), 0);
   if (access("/usr/bin/promtool", X_OK) == 0) {
     for (const std::string& http : {decode_http, prefill_http}) {
       auto metrics = testing::HttpGet(http, "/metrics");
@@ -217,7 +224,7 @@ TEST(NodeProcessTest, DisaggregatedOverUcxThenPrefillKilledThenDecodeDrains) {
   if (failed.reason == proto::FINISH_REASON_ERROR) {
     EXPECT_LE(std::chrono::steady_clock::now() - killed_at, std::chrono::milliseconds(1500 + 1000));
   }
-  EXPECT_TRUE(WaitMetricZero(decode_http, kKvClean, 3000));
+  EXPECT_TRUE(WaitMetricZero(decode_http, DecodeKvClean(), 3000));
 
   // 3. SIGTERM drains the decode node: readiness fails, exit 0.
   EXPECT_EQ(testing::HttpGet(decode_http, "/health/ready").first, 200);

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "common/metrics/metrics_registry.h"
-#include "common/metrics/serving_metrics.h"
 #include "router/http_server.h"
 #include "tests/router/fake_backend.h"
 #include "tests/router/fake_text_codec.h"
@@ -25,8 +24,7 @@ int main(int argc, char** argv) {
   deps.codec = &codec;
   deps.model = {"tiny", 64, testing::kFakeVocab, 1700000000};
   tandem::metrics::MetricsRegistry registry;
-  tandem::metrics::ServingMetrics serving = tandem::metrics::ServingMetrics::Register(registry);
-  deps.metrics = &serving;
+  deps.metrics = &registry;
   deps.metrics_text = [&registry] { return registry.RenderText(); };
   HttpServer server(config, deps);
   if (tandem::Status s = server.Start(); !s.ok()) {

@@ -278,17 +278,27 @@ TEST_F(HttpApiTest, MetricsCountRequestsTokensAndLatencies) {
   ASSERT_EQ(Post(port_, "/v1/completions", {{"prompt", "hi"}}).status, 200);
   backend_.SetScript({{kHello}});
   ASSERT_EQ(Post(port_, "/v1/completions", {{"prompt", "abcd"}, {"max_tokens", 4}, {"n", 2}}).status, 200);
-  EXPECT_EQ(MetricValue("tandem_request_success_total{finished_reason=\"stop\"}"), 1);
-  EXPECT_EQ(MetricValue("tandem_request_success_total{finished_reason=\"length\"}"), 2);
-  EXPECT_EQ(MetricValue("tandem_prompt_tokens_total"), 3 + 5);
-  EXPECT_EQ(MetricValue("tandem_generation_tokens_total"), 3 + 8);
-  EXPECT_EQ(MetricValue("tandem_time_to_first_token_seconds_count"), 2);
-  EXPECT_EQ(MetricValue("tandem_e2e_request_latency_seconds_count"), 2);
+  // Every series carries the served model name.
+  const std::string model = "{model_name=\"tiny\"}";
+  EXPECT_EQ(MetricValue("tandem_request_success_total{model_name=\"tiny\",finished_reason=\"stop\"}"), 1);
+  EXPECT_EQ(MetricValue("tandem_request_success_total{model_name=\"tiny\",finished_reason=\"length\"}"), 2);
+  EXPECT_EQ(MetricValue("tandem_prompt_tokens_total" + model), 3 + 5);
+  EXPECT_EQ(MetricValue("tandem_generation_tokens_total" + model), 3 + 8);
+  EXPECT_EQ(MetricValue("tandem_time_to_first_token_seconds_count" + model), 2);
+  EXPECT_EQ(MetricValue("tandem_e2e_request_latency_seconds_count" + model), 2);
   // One token per batch: every token after a choice's first is one gap (2 + 3 + 3).
-  EXPECT_EQ(MetricValue("tandem_inter_token_latency_seconds_count"), 8);
-  EXPECT_EQ(MetricValue("tandem_request_queue_time_seconds_count{stage=\"router\"}"), 2);
-  EXPECT_EQ(MetricValue("tandem_num_requests_running"), 0);
-  EXPECT_EQ(MetricValue("tandem_num_requests_waiting"), 0);
+  EXPECT_EQ(MetricValue("tandem_inter_token_latency_seconds_count" + model), 8);
+  EXPECT_EQ(MetricValue("tandem_time_per_output_token_seconds_count" + model), 8);
+  // Per request: both have more than one token per choice.
+  EXPECT_EQ(MetricValue("tandem_request_time_per_output_token_seconds_count" + model), 2);
+  EXPECT_EQ(MetricValue("tandem_request_prompt_tokens_count" + model), 2);
+  EXPECT_EQ(MetricValue("tandem_request_prompt_tokens_sum" + model), 3 + 5);
+  EXPECT_EQ(MetricValue("tandem_request_generation_tokens_sum" + model), 3 + 8);
+  EXPECT_EQ(MetricValue("tandem_request_generation_tokens_bucket{model_name=\"tiny\",le=\"5\"}"), 1);
+  EXPECT_EQ(MetricValue("tandem_request_generation_tokens_bucket{model_name=\"tiny\",le=\"10\"}"), 2);
+  EXPECT_EQ(MetricValue("tandem_request_queue_time_seconds_count{model_name=\"tiny\",stage=\"router\"}"), 2);
+  EXPECT_EQ(MetricValue("tandem_num_requests_running" + model), 0);
+  EXPECT_EQ(MetricValue("tandem_num_requests_waiting" + model), 0);
 }
 
 TEST_F(HttpApiTest, BackendErrorsAreTerminalOutcomes) {

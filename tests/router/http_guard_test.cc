@@ -246,9 +246,9 @@ TEST_F(HttpGuardTest, BackpressureAnswers429AndNotReady503) {
   EXPECT_EQ(r.headers["retry-after"], "2");
   holder.join();
   EXPECT_EQ(server_->context().admission.running(), 0);
-  EXPECT_EQ(MetricValue("tandem_requests_rejected_total{reason=\"queue_full\"}"), 1);
-  EXPECT_EQ(MetricValue("tandem_requests_rejected_total{reason=\"overloaded\"}"), 1);
-  EXPECT_EQ(MetricValue("tandem_requests_rejected_total{reason=\"no_nodes\"}"), 1);
+  EXPECT_EQ(MetricValue("tandem_requests_rejected_total{model_name=\"tiny\",reason=\"queue_full\"}"), 1);
+  EXPECT_EQ(MetricValue("tandem_requests_rejected_total{model_name=\"tiny\",reason=\"overloaded\"}"), 1);
+  EXPECT_EQ(MetricValue("tandem_requests_rejected_total{model_name=\"tiny\",reason=\"no_nodes\"}"), 1);
   EXPECT_EQ(backend_.submitted().size(), 1u);
 }
 
@@ -284,7 +284,7 @@ TEST_F(HttpGuardTest, ClientDisconnectCancelsBackend) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(server_->context().admission.running(), 0);
-  EXPECT_EQ(MetricValue("tandem_request_success_total{finished_reason=\"abort\"}"), 2);
+  EXPECT_EQ(MetricValue("tandem_request_success_total{model_name=\"tiny\",finished_reason=\"abort\"}"), 2);
 }
 
 TEST_F(HttpGuardTest, RequestDeadlineEndsStuckRequests) {

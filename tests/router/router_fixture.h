@@ -8,7 +8,6 @@
 #include <memory>
 
 #include "common/metrics/metrics_registry.h"
-#include "common/metrics/serving_metrics.h"
 #include "router/http_server.h"
 #include "tests/router/fake_backend.h"
 #include "tests/router/fake_text_codec.h"
@@ -35,7 +34,7 @@ class RouterFixture : public ::testing::Test {
     deps.model = {"tiny", kContext, kFakeVocab, 1700000000};
     deps.is_ready = [this] { return ready_.load(); };
     deps.metrics_text = [this] { return registry_.RenderText(); };
-    deps.metrics = &serving_metrics_;
+    deps.metrics = &registry_;
     server_ = std::make_unique<HttpServer>(std::move(config), std::move(deps));
     ASSERT_TRUE(server_->Start().ok());
     port_ = server_->port();
@@ -56,7 +55,6 @@ class RouterFixture : public ::testing::Test {
   }
 
   metrics::MetricsRegistry registry_;
-  metrics::ServingMetrics serving_metrics_ = metrics::ServingMetrics::Register(registry_);
   FakeBackend backend_;
   FakeTextCodec codec_;
   std::atomic<bool> ready_{true};

@@ -41,7 +41,7 @@ struct HistogramData {
 
 // The histograms and counters of a page whose family starts with a prefix.
 // Keys are the family name plus its labels other than `le`, in page order:
-// `tandem_request_queue_time_seconds{stage="router"}`; no labels, no braces.
+// `tandem_request_queue_time_seconds{model_name="m",stage="router"}`; no labels, no braces.
 struct MetricsSnapshot {
   std::map<std::string, HistogramData> histograms;
   std::map<std::string, double> counters;

@@ -30,11 +30,11 @@ from fault_verdict import describe, summarize, table  # noqa: E402
 
 SESSIONS = "tandem_kv_transfer_sessions"
 SENT_BYTES = "tandem_kv_transfer_bytes_total"
-# KV clean (docs/protocol.md, common/node/README.md): all 0 once idle. The first ones must be exported.
+# KV clean (docs/protocol.md, docs/metrics.md): all 0 once idle. The first ones must be exported;
+# tandem_kv_reservations_active only on decode nodes.
 NODE_REQUIRED = ["tandem_num_requests_running", "tandem_num_requests_waiting", "tandem_kv_blocks_referenced",
                  SESSIONS]
-NODE_OPTIONAL = ["tandem_kv_reservations_active", "tandem_kv_staging_buffers_in_use",
-                 "tandem_kv_transfer_blocks_in_use"]
+NODE_OPTIONAL = ["tandem_kv_reservations_active", "tandem_kv_transfer_blocks_in_use"]
 ROUTER_REQUIRED = ["tandem_num_requests_running", "tandem_num_requests_waiting"]
 
 

@@ -162,9 +162,11 @@ def table(logdir):
             print(line)
             ttfts[(name, mode)] = (srv, cli)
     print("\nscenarios: " + "; ".join("%s = %s" % (s[0], " ".join(s[1:])) for s in scenarios))
-    print("TTFT/ITL srv: router /metrics means. KV land: decode's reserve -> KV in its blocks; KV send: prefill's "
-          "forward done -> last byte sent; GB/s = decode's received bytes / summed time. prefill: prefill node's "
-          "submit -> forward done (n/a: the decode node does not export it when it prefills locally).")
+    print("TTFT/ITL srv: router /metrics means. KV land: decode's first layer landed -> every layer landed; KV "
+          "send: prefill's first layer handed to the sender -> every layer written; GB/s = decode's received bytes / "
+          "summed time. prefill: the engine's first step for a prompt -> its first token, forward computed (prefill "
+          "node; the decode node when it prefills locally); queueing before it is "
+          "tandem_request_queue_time_seconds{stage}.")
     print("\n| scenario | TTFT disaggregated / colocated (server) | (client) |\n|---|---|---|")
     for name in [s[0] for s in scenarios]:
         d, c = ttfts.get((name, "disaggregated")), ttfts.get((name, "colocated"))

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "common/metrics/metric_names.h"
-#include "common/metrics/serving_metrics.h"
+#include "common/metrics/metrics_registry.h"
 
 namespace tandem::metrics {
 namespace {
@@ -26,18 +26,29 @@ int PromtoolCheck(const std::string& text) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-TEST(PromtoolTest, StandardServingMetricsPassPromtool) {
+TEST(PromtoolTest, EveryKindOfServingFamilyPassesPromtool) {
+  // The shapes the router and nodes export (the e2e metrics test runs promtool
+  // on their real pages): labelled histograms of seconds and of tokens, a
+  // labelled counter, an info gauge.
   if (!HavePromtool()) GTEST_SKIP() << "promtool not installed (apt-get install prometheus)";
   MetricsRegistry registry;
-  ServingMetrics m = ServingMetrics::Register(registry);
-  m.time_to_first_token->Get().Observe(0.2);
-  m.inter_token_latency->Get().Observe(0.03);
-  m.request_queue_time->WithLabels({"prefill"}).Observe(0.01);
-  m.kv_transfer_bytes->WithLabels({"sent"}).Increment(4096);
-  m.kv_cache_usage->WithLabels({"gpu"}).Set(0.5);
-  m.request_success->WithLabels({"stop"}).Increment();
+  registry.AddHistogram(kTimeToFirstTokenSeconds, "TTFT.", TimeToFirstTokenBuckets(), {"model_name"})
+      .WithLabels({"m"})
+      .Observe(0.2);
+  registry.AddHistogram(kIterationTokens, "Tokens per step.", IterationTokenBuckets(2048), {"model_name"})
+      .WithLabels({"m"})
+      .Observe(17);
+  registry.AddHistogram(kRequestQueueTimeSeconds, "Queue.", RequestLatencyBuckets(), {"model_name", "stage"})
+      .WithLabels({"m", "prefill"})
+      .Observe(0.01);
+  registry.AddCounter(kKvTransferBytesTotal, "Bytes.", {"model_name", "direction"})
+      .WithLabels({"m", "sent"})
+      .Increment(4096);
+  registry.AddGauge(kCacheConfigInfo, "Cache config.", {"model_name", "block_size"}).WithLabels({"m", "16"}).Set(1);
   std::string text = registry.RenderText();
-  EXPECT_NE(text.find(std::string(kTimeToFirstTokenSeconds) + "_bucket{le=\"0.25\"} 1"), std::string::npos);
+  EXPECT_NE(text.find(std::string(kTimeToFirstTokenSeconds) + "_bucket{model_name=\"m\",le=\"0.25\"} 1"),
+            std::string::npos)
+      << text;
   EXPECT_EQ(PromtoolCheck(text), 0) << text;
 }
 

@@ -10,7 +10,6 @@
 
 #include "common/kv_cache/block_hash.h"
 #include "common/metrics/metrics_registry.h"
-#include "common/metrics/serving_metrics.h"
 #include "router/cluster/cluster_backend.h"
 #include "router/cluster/node_registry.h"
 #include "router/cluster/placement.h"

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "common/metrics/metrics_registry.h"
-#include "common/metrics/serving_metrics.h"
 #include "router/cluster/cluster_backend.h"
 #include "router/http_server.h"
 #include "tests/router/cluster/fake_node.h"
@@ -36,7 +35,7 @@ class ClusterHttpFixture : public ::testing::Test {
     deps.model = {"tiny", 64, router::testing::kFakeVocab, 1700000000};
     deps.is_ready = [this] { return backend_->Ready(); };
     deps.metrics_text = [this] { return registry_.RenderText(); };
-    deps.metrics = &serving_;
+    deps.metrics = &registry_;
     server_ = std::make_unique<HttpServer>(rc, std::move(deps));
     ASSERT_TRUE(server_->Start().ok());
     port_ = server_->port();
@@ -61,7 +60,6 @@ class ClusterHttpFixture : public ::testing::Test {
 
   net::EventLoop loop_{2};
   metrics::MetricsRegistry registry_;
-  metrics::ServingMetrics serving_ = metrics::ServingMetrics::Register(registry_);
   router::testing::FakeTextCodec codec_;
   std::unique_ptr<ClusterBackend> backend_;
   std::unique_ptr<HttpServer> server_;

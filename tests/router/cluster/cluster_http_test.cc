@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "common/metrics/metrics_registry.h"
-#include "common/metrics/serving_metrics.h"
 #include "router/cluster/cluster_backend.h"
 #include "router/http_server.h"
 #include "tests/router/cluster/cluster_http_fixture.h"

@@ -119,7 +119,10 @@ TEST(RouterBinaryTest, ServesThroughAFakeDecodeNodeAndExitsOnSigterm) {
     EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.end()), (std::vector<int32_t>{303, 257, 259, 111}));
     r = router::testing::Send(port, "GET", "/metrics", "");
     EXPECT_NE(r.body.find("tandem_router_nodes{role=\"decode\"} 1"), std::string::npos) << r.body;
-    EXPECT_NE(r.body.find("tandem_e2e_request_latency_seconds_count 1"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("tandem_e2e_request_latency_seconds_count{model_name=\"" +
+                          std::filesystem::path(dir).filename().string() + "\"} 1"),
+              std::string::npos)
+        << r.body;
   }
   EXPECT_EQ(router.Terminate(10000), 0);
   std::filesystem::remove_all(dir);
