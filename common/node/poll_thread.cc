@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <future>
-#include <thread>
 
 namespace tandem::node {
 
@@ -54,10 +53,9 @@ void PollThread::Loop() {
   while (true) {
     std::deque<std::function<void()>> work;
     bool stop = false;
-    Pace pace = Pace::kIdle;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      pace = pace_ ? pace_() : Pace::kIdle;
+      const Pace pace = pace_ ? pace_() : Pace::kIdle;
       if (pace != Pace::kSpin) {
         cv_.wait_for(lock, pace == Pace::kBusy ? std::chrono::microseconds(200) : std::chrono::microseconds(5000),
                      [this] { return stop_ || !queue_.empty(); });
@@ -65,8 +63,6 @@ void PollThread::Loop() {
       work.swap(queue_);
       stop = stop_;
     }
-    // Spinning yields the core between polls, so a loaded machine still runs everything else.
-    if (pace == Pace::kSpin && work.empty()) std::this_thread::yield();
     for (auto& fn : work) fn();
     if (poll_) poll_();
     if (stop) return;
