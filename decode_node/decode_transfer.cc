@@ -63,7 +63,12 @@ Status DecodeNode::InitTransfer(DecodeNodeOptions& options) {
         PollUploads();
         sessions_.store(static_cast<int64_t>(receiver_->num_sessions()));
       },
-      [this] { return receiver_ && (receiver_->num_sessions() > 0 || !uploads_.empty()); });
+      [this, spin = transport_->Capabilities().progress_driven] {
+        using Pace = node::PollThread::Pace;
+        if (!receiver_ || (receiver_->num_sessions() == 0 && uploads_.empty())) return Pace::kIdle;
+        // A one-sided receiver cannot see bytes arrive: it spins while any session is open.
+        return spin && receiver_->num_sessions() > 0 ? Pace::kSpin : Pace::kBusy;
+      });
   return Status::Ok();
 }
 

@@ -366,7 +366,23 @@ void KvSender::Poll() {
     for (const auto& [id, s] : sessions_) ids.push_back(id);
     for (RequestId id : ids) MaybeFinish(id, &done);
   }
+  DropGonePeers();
   RunDone(done);
+}
+
+void KvSender::DropGonePeers() {
+  // A cached connection to a dead process would keep what its mappings hold
+  // (with cuda_ipc, the peer's whole KV pool stays allocated on the GPU).
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    Peer& p = it->second;
+    if (transport_.PeerGone(p.id)) p.broken = true;  // disconnected when its last session ends
+    if (p.broken && p.refs == 0) {
+      transport_.Disconnect(p.id).IgnoreError();
+      it = peers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 }  // namespace tandem::kv_transfer

@@ -88,6 +88,10 @@ class KvSender {
 
   size_t num_sessions() const { return sessions_.size(); }
   const KvSenderStats& stats() const { return stats_; }
+  // Connections held: in use by sessions or cached for reuse.
+  size_t num_peers() const { return peers_.size(); }
+  // Write batches posted and not yet completed.
+  size_t num_in_flight() const { return transfers_.size(); }
 
  private:
   struct Peer;
@@ -100,6 +104,8 @@ class KvSender {
   void Fail(Session& s, const Status& status, bool tell_receiver);
   // Disconnects a peer whose batches do not let go (drain timeout).
   void ForceDisconnect(PeerId peer);
+  // Disconnects idle peers the transport reports gone; marks busy ones broken.
+  void DropGonePeers();
   void MaybeFinish(RequestId request_id, DoneList* done);
   void Send(const Session& s, const ControlMessage& m);
   static void RunDone(DoneList& done);

@@ -42,6 +42,12 @@ struct TransportCapabilities {
   // progresses). false: two-sided; the target must PostReceives a mirror of
   // every batch (NCCL send/recv).
   bool one_sided = true;
+  // true: bytes move only inside Poll, on both ends (UCX over shared memory or
+  // tcp: the target's progress applies the data), so an owner thread that polls
+  // on a timer caps the rate at what one Poll moves per tick; it should poll
+  // without pause while transfers are active. false: the data moves by itself
+  // (GPU copies, a memcpy per batch) and Poll only reports completions.
+  bool progress_driven = false;
 };
 
 using RegionId = uint64_t;        // a local registered region
@@ -146,6 +152,12 @@ class Transport {
   // connection abort that did not return in time). Not OK is permanent: the node
   // reports itself unhealthy and should be restarted.
   virtual Status Health() const { return Status::Ok(); }
+
+  // True once this transport knows the peer's process or endpoint is gone (as
+  // of the last Poll). Its loaded regions may keep the peer's memory alive (a
+  // CUDA IPC mapping holds the dead process's allocation), so the owner should
+  // Disconnect it. False for unknown ids and where a backend cannot tell.
+  virtual bool PeerGone(PeerId /*peer*/) const { return false; }
 };
 
 }  // namespace tandem::kv_transfer

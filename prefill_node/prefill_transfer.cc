@@ -69,7 +69,11 @@ Status PrefillNode::InitTransfer(PrefillNodeOptions& options) {
         sender_->Poll();
         sessions_.store(static_cast<int64_t>(sender_->num_sessions()));
       },
-      [this] { return sender_ && (sender_->num_sessions() > 0 || !outgoing_.empty()); });
+      [this, spin = transport_->Capabilities().progress_driven] {
+        using Pace = node::PollThread::Pace;
+        if (!sender_ || (sender_->num_sessions() == 0 && outgoing_.empty())) return Pace::kIdle;
+        return spin && sender_->num_in_flight() > 0 ? Pace::kSpin : Pace::kBusy;
+      });
   return Status::Ok();
 }
 

@@ -60,6 +60,16 @@ ApiError ApiErrorFromStatus(const Status& status, std::string param) {
   return error;
 }
 
+ApiError ApiErrorAfterOutput(const Status& status) {
+  ApiError error = ApiErrorFromStatus(status);
+  if (status.code() == StatusCode::kResourceExhausted) {
+    error.http_status = 500;
+    error.type = "server_error";
+    error.code.clear();
+  }
+  return error;
+}
+
 std::string DumpJson(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

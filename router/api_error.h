@@ -25,7 +25,11 @@ struct ApiError {
 // 400 invalid_request_error naming `param`.
 ApiError BadRequest(std::string message, std::string param = "", std::string code = "");
 // Maps a Status from a backend or codec to an ApiError (see InferenceBackend for the table).
+// For refusals before a request produced anything: ResourceExhausted is 429 rate_limit_error.
 ApiError ApiErrorFromStatus(const Status& status, std::string param = "");
+// The same for a request that failed after it produced output (tokens or stream
+// bytes): no longer a refusal, so ResourceExhausted is a 500 server_error.
+ApiError ApiErrorAfterOutput(const Status& status);
 
 // JSON dump that never throws on invalid UTF-8 (replaces it with U+FFFD).
 std::string DumpJson(const nlohmann::json& value);

@@ -195,10 +195,12 @@ void CompletionCall::StartJob() {
   if (request_.stream) {
     const bool usage_null = request_.include_usage;
     events.on_text = [self, usage_null](int32_t index, const std::string& text) {
+      self->BeginStream();
       self->sink_->WriteStream(
           SseJsonEvent(StreamChunk(self->meta_, index, text, std::nullopt, false, usage_null)));
     };
     events.on_choice_done = [self, usage_null](int32_t index, FinishReason reason) {
+      self->BeginStream();
       self->sink_->WriteStream(
           SseJsonEvent(StreamChunk(self->meta_, index, "", reason, false, usage_null)));
     };
@@ -211,16 +213,6 @@ void CompletionCall::StartJob() {
   };
   job_ = GenerationJob::Create(context_->deps.backend, context_->deps.codec, std::move(post),
                                std::move(spec_), std::move(events));
-  if (request_.stream) {
-    streaming_ = true;
-    sink_->BeginStream();
-    if (kind_ == ApiKind::kChat) {  // the first chunk of each choice carries the role
-      for (int32_t i = 0; i < job_->num_choices(); ++i) {
-        sink_->WriteStream(SseJsonEvent(
-            StreamChunk(meta_, i, "", std::nullopt, true, request_.include_usage)));
-      }
-    }
-  }
   if (deadline_ns_ > 0) {
     // The deadline counts from arrival, so time spent queued is part of it.
     std::weak_ptr<CompletionCall> weak = self;
@@ -236,14 +228,29 @@ void CompletionCall::StartJob() {
   job_->Start();
 }
 
+void CompletionCall::BeginStream() {
+  if (streaming_ || !sink_) return;
+  streaming_ = true;
+  sink_->BeginStream();
+  if (kind_ == ApiKind::kChat) {  // the first chunk of each choice carries the role
+    for (int32_t i = 0; i < job_->num_choices(); ++i) {
+      sink_->WriteStream(SseJsonEvent(StreamChunk(meta_, i, "", std::nullopt, true, request_.include_usage)));
+    }
+  }
+}
+
 void CompletionCall::OnJobDone(const Status& status) {
   if (state_ != State::kRunning) return;
+  if (status.ok() && request_.stream) BeginStream();
   std::shared_ptr<ResponseSink> sink = sink_;
   Finish();
   if (!status.ok()) {
     TANDEM_LOG_WARN("request {} failed: {}", meta_.id, status.ToString());
     context_->metrics.OnChoiceFinished("error");
-    return Fail(ApiErrorFromStatus(status));
+    // Before any output the status says what happened (a refusal: 400, 429, ...);
+    // after it, the server failed a request it had taken on.
+    const bool had_output = streaming_ || first_token_seen_;
+    return Fail(had_output ? ApiErrorAfterOutput(status) : ApiErrorFromStatus(status));
   }
   for (const ChoiceOutput& choice : job_->outputs()) {
     context_->metrics.OnChoiceFinished(FinishReasonName(choice.finish_reason));

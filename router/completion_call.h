@@ -55,6 +55,9 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   void Admit();
   void OnAdmitted();
   void StartJob();
+  // Sends the 200 event-stream head (and chat role chunks) with the first output,
+  // so a request refused before any output gets its own HTTP status.
+  void BeginStream();
   void OnJobDone(const Status& status);
   void Fail(const ApiError& error, int retry_after_s = -1);
   // Leaves kRunning/kQueued: returns the slot, stops timers.
@@ -69,7 +72,7 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   const std::string tenant_;
   State state_ = State::kNew;
   bool holds_slot_ = false;
-  bool streaming_ = false;
+  bool streaming_ = false;  // the event stream has begun (bytes may have been sent)
   AdmissionController::Ticket ticket_ = 0;
   ApiRequest request_;
   JobSpec spec_;

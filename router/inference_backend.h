@@ -67,8 +67,11 @@ struct StreamCallbacks {
   // on_finish, so this is where its usage.cached_tokens comes from; on_finish's
   // num_cached_prompt_tokens repeats it.
   std::function<void(int32_t num_cached_prompt_tokens)> on_cached;
-  // Status codes map to HTTP: InvalidArgument 400, ResourceExhausted 429,
-  // Unavailable 503, DeadlineExceeded 504, anything else 500.
+  // Status codes map to HTTP: InvalidArgument 400, ResourceExhausted 429 (a
+  // refusal before any output; after output it is a 500 server_error),
+  // Unavailable 503, DeadlineExceeded 504, anything else 500. A streamed
+  // request's head is sent with its first output, so an error before that is
+  // an HTTP status too, after it an SSE error event.
   std::function<void(const Status& status)> on_error;
 };
 

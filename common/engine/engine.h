@@ -113,7 +113,8 @@ class Engine {
   void Stop();
 
   // --- engine thread (or a test driving it) ---
-  // Drains events and runs one step. Returns true when work remains.
+  // Drains events and runs one step. Returns true when the step did something
+  // (scheduled, finished or preempted): the next one may do more at once.
   bool StepOnce(std::vector<EngineOutput>* outputs);
   void SetForwardObserver(ForwardObserver observer) { observer_ = std::move(observer); }
 

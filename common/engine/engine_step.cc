@@ -124,9 +124,10 @@ bool Engine::StepOnce(std::vector<EngineOutput>* outputs) {
     std::lock_guard<std::mutex> lock(mu_);
     counters_ = counters;
   }
-  bool more = counters.num_running + counters.num_waiting + counters.num_swapped > 0 ||
-              !step.scheduled.empty() || !step.finished.empty();
-  return more;
+  // A step that did nothing is repeated only after an event or the Loop's idle
+  // wait: what it lacked (blocks of reservations, held KV, the quarantine) comes
+  // back through one of those.
+  return !step.scheduled.empty() || !step.finished.empty() || !step.preempted.empty();
 }
 
 }  // namespace tandem::engine

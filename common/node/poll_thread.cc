@@ -2,14 +2,15 @@
 
 #include <chrono>
 #include <future>
+#include <thread>
 
 namespace tandem::node {
 
 PollThread::~PollThread() { Stop(); }
 
-void PollThread::Start(std::function<void()> poll, std::function<bool()> busy) {
+void PollThread::Start(std::function<void()> poll, std::function<Pace()> pace) {
   poll_ = std::move(poll);
-  busy_ = std::move(busy);
+  pace_ = std::move(pace);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -53,14 +54,19 @@ void PollThread::Loop() {
   while (true) {
     std::deque<std::function<void()>> work;
     bool stop = false;
+    Pace pace = Pace::kIdle;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      bool fast = busy_ && busy_();
-      cv_.wait_for(lock, fast ? std::chrono::microseconds(200) : std::chrono::microseconds(5000),
-                   [this] { return stop_ || !queue_.empty(); });
+      pace = pace_ ? pace_() : Pace::kIdle;
+      if (pace != Pace::kSpin) {
+        cv_.wait_for(lock, pace == Pace::kBusy ? std::chrono::microseconds(200) : std::chrono::microseconds(5000),
+                     [this] { return stop_ || !queue_.empty(); });
+      }
       work.swap(queue_);
       stop = stop_;
     }
+    // Spinning yields the core between polls, so a loaded machine still runs everything else.
+    if (pace == Pace::kSpin && work.empty()) std::this_thread::yield();
     for (auto& fn : work) fn();
     if (poll_) poll_();
     if (stop) return;

@@ -20,8 +20,6 @@ std::string_view FinishReasonName(FinishReason reason) {
       return "cancelled";
     case FinishReason::kLeaseExpired:
       return "lease_expired";
-    case FinishReason::kAborted:
-      return "aborted";
   }
   return "unknown";
 }
@@ -47,11 +45,14 @@ Status Scheduler::Validate(const SequenceParams& p) const {
         p.prompt_tokens.size(), p.max_tokens, config_.max_model_len));
   }
   // The last generated token is never fed back, so total - 1 tokens need KV.
-  int blocks = kv_.BlocksForTokens(static_cast<int>(total - 1));
-  if (blocks > kv_.config().num_device_blocks) {
-    return ResourceExhaustedError(fmt::format(
-        "request needs {} KV blocks but the device tier has {}: it can never fit", blocks,
-        kv_.config().num_device_blocks));
+  const int blocks = kv_.BlocksForTokens(static_cast<int>(total - 1));
+  const int pool = kv_.config().num_device_blocks;
+  if (blocks > pool) {
+    return InvalidArgumentError(fmt::format(
+        "{} prompt tokens + {} max_tokens need {} KV blocks of {} tokens, but the KV pool holds {} blocks "
+        "({} tokens): the request can never fit; lower max_tokens or shorten the prompt",
+        p.prompt_tokens.size(), p.max_tokens, blocks, kv_.config().block_size, pool,
+        static_cast<int64_t>(pool) * kv_.config().block_size));
   }
   return Status::Ok();
 }
@@ -98,7 +99,8 @@ StatusOr<Reservation> Scheduler::Reserve(SequenceParams params, int64_t lease_ms
   int hit = kv_.AcquirePrefix(seq->block_hashes, prompt_len / kv_.config().block_size, &seq->block_table);
   stats_.prefix_query_tokens += prompt_len;
   stats_.prefix_hit_tokens += static_cast<int64_t>(hit) * kv_.config().block_size;
-  if (!kv_.AllocateSlots(prompt_len, &seq->block_table)) {
+  const int needed = kv_.BlocksForTokens(prompt_len) - static_cast<int>(seq->block_table.size());
+  if (!HasRoomFor(needed) || !kv_.AllocateSlots(prompt_len, &seq->block_table)) {
     kv_.Release(kv_cache::KvTier::kDevice, &seq->block_table);
     seqs_.erase(seq->params.id);
     ++stats_.rejected;
@@ -134,7 +136,14 @@ StatusOr<std::optional<FinishReason>> Scheduler::CompleteReservation(RequestId i
   InsertRunning(seq);
   seq->tokens.push_back(first_token);
   std::optional<FinishReason> reason = CheckStop(*seq, first_token);
-  if (reason) Finish(seq, *reason, Status::Ok(), /*step_done=*/true);
+  if (reason) {
+    Finish(seq, *reason, Status::Ok(), /*step_done=*/true);
+  } else if (const Sequence* next = NextQueued(); next != nullptr && Before(*next, *seq)) {
+    // Older work waits for the batch: this one queues behind it, its prompt KV
+    // swapped out or left in the prefix cache.
+    RegisterComputedBlocks(seq, seq->num_computed_tokens);
+    Preempt(seq, &pending_preempted_);
+  }
   return reason;
 }
 
@@ -253,11 +262,12 @@ SchedulerCounters Scheduler::Counters() const {
   return c;
 }
 
+bool Scheduler::Before(const Sequence& a, const Sequence& b) {
+  return a.params.priority != b.params.priority ? a.params.priority < b.params.priority : a.arrival < b.arrival;
+}
+
 void Scheduler::InsertSorted(std::vector<Sequence*>* queue, Sequence* seq) {
-  auto before = [](const Sequence* a, const Sequence* b) {
-    return a->params.priority != b->params.priority ? a->params.priority < b->params.priority
-                                                    : a->arrival < b->arrival;
-  };
+  auto before = [](const Sequence* a, const Sequence* b) { return Before(*a, *b); };
   queue->insert(std::upper_bound(queue->begin(), queue->end(), seq, before), seq);
 }
 

@@ -1,16 +1,29 @@
 // Scheduler: continuous batching over a two-tier paged KV cache.
 //
-// Each Schedule() step: expire reservation leases, register newly computed full
-// blocks in the prefix cache, then fill a token budget in this order:
-//   1. running sequences (priority class, then arrival): a decode token or the
-//      next prefill chunk; when blocks run out, the lowest-priority newest
-//      running sequence is preempted (swapped to host, or recomputed), never
-//      one already preempted max_preemptions_per_request times;
-//   2. swapped sequences, brought back when the device has room;
-//   3. waiting sequences (interactive before batch, FCFS), each first taking
-//      the longest cached prefix of its prompt (device or host tier).
-// Steps 2 and 3 are skipped in a step that had to preempt, and step 3 while
-// any sequence is still swapped out.
+// Each Schedule() step: expire reservation leases, end due quarantines,
+// register newly computed full blocks in the prefix cache, then fill a token
+// budget in this order:
+//   1. running sequences, oldest first by (priority class, arrival): a decode
+//      token or the next prefill chunk. When blocks run out, the running
+//      sequence last in that order is preempted: swapped to the host tier, or
+//      recomputed when the host tier has no room (or with kRecompute); when it
+//      is the one short of blocks itself, it gives way; the first one never
+//      does (the blocks it lacks are held by reservations, held KV or the
+//      quarantine, which all end on their own) and waits.
+//   2. queued sequences, swapped or waiting, strictly by (priority class,
+//      arrival): a preempted sequence keeps its arrival, so it comes back
+//      before anything newer of its class. Head of line: when the first one
+//      does not fit, nothing behind it goes. A sequence is taken only when the
+//      device keeps one block per batch slot in use free afterwards (room for
+//      the running sequences to grow); skipped in a step that had to preempt.
+// Reservations (KV computed on another node) take prompt blocks whenever there
+// is room, not in queue order (the remote prefill needs its target now); a
+// completed one that a queued sequence precedes queues behind it at once, so
+// reservations only borrow blocks while their KV is in flight.
+// Progress: the first sequence in that order is never preempted while another
+// runs, nothing later enters the batch before it, and it fits alone
+// (AddRequest and Reserve refuse what cannot), so it finishes; then the next
+// one is first. Preemption is never a reason to end a request.
 // Reservations hold device blocks for KV computed elsewhere until
 // CompleteReservation, Cancel, or the lease deadline (Clock). One that ends
 // without CompleteReservation quarantines the blocks the other node writes for
@@ -56,17 +69,24 @@ class Scheduler {
   Scheduler(SchedulerConfig config, kv_cache::KvCacheConfig kv_config, const Clock& clock);
 
   // Queues a request. Errors (nothing kept): InvalidArgument for a malformed
-  // request or one longer than max_model_len; ResourceExhausted when it can
-  // never fit the device tier or the waiting queue is full; AlreadyExists.
+  // request, one longer than max_model_len, or one whose prompt + max_tokens
+  // can never fit the device tier; ResourceExhausted when the waiting queue is
+  // full; AlreadyExists.
   Status AddRequest(SequenceParams params);
   // Holds device blocks for the whole prompt now, reusing cached prefix blocks,
   // for KV that another node will write; lease_ms <= 0 means the default.
-  // ResourceExhausted when the blocks or batch slots are not there now.
+  // Validated like AddRequest (same InvalidArgument cases); ResourceExhausted
+  // (try again later) when the blocks (leaving the growth room of step 2) or a
+  // batch slot are not there now. A reservation only borrows blocks for the
+  // prompt's KV in flight; it does not wait behind queued work (the caller
+  // would have nowhere to wait), CompleteReservation keeps the order.
   // The engine runs the returned copies before handing out the block ids.
   StatusOr<Reservation> Reserve(SequenceParams params, int64_t lease_ms);
   // The reserved KV has landed and the remote prefill sampled `first_token`:
-  // the sequence joins the running batch. Returns the finish reason if that
-  // token already ends it. NotFound / FailedPrecondition (not reserved).
+  // the sequence joins the running batch, or, when a queued sequence comes
+  // before it in (priority, arrival) order, the queue (it is preempted at once:
+  // swapped, or recomputed from its cached prompt blocks). Returns the finish
+  // reason if that token already ends it. NotFound / FailedPrecondition (not reserved).
   StatusOr<std::optional<FinishReason>> CompleteReservation(RequestId id, TokenId first_token);
   // Ends a request in any phase and frees all its blocks (a reservation's
   // remotely written ones after the quarantine); on a held sequence, releases
@@ -100,14 +120,25 @@ class Scheduler {
   // Publishes the full blocks among the first `num_tokens` computed tokens.
   void RegisterComputedBlocks(Sequence* seq, int num_tokens);
   void ScheduleRunning(StepState* step, SchedulerOutput* out);
-  void ResumeSwapped(StepState* step, SchedulerOutput* out);
-  void AdmitWaiting(StepState* step, SchedulerOutput* out);
+  // Step 2: resumes and admits queued sequences in order while they fit.
+  void AdmitQueued(StepState* step, SchedulerOutput* out);
+  // The queued (swapped or waiting) sequence that goes next, or nullptr.
+  Sequence* NextQueued() const;
+  // Swaps in / admits `seq` and schedules its next chunk; false (no change) when it does not fit.
+  bool TryResume(Sequence* seq, StepState* step, SchedulerOutput* out);
+  bool TryAdmit(Sequence* seq, StepState* step, SchedulerOutput* out);
+  // Whether `blocks` more device blocks can be taken while one block per batch slot in use stays available.
+  bool HasRoomFor(int blocks) const;
+  // Tokens of `seq` to compute next with `budget` tokens left (a prefill chunk or 1).
+  int NextChunk(const Sequence& seq, int budget) const;
   // Allocates and emits the next chunk of `seq`; false when blocks are short.
   bool TrySchedule(Sequence* seq, StepState* step, SchedulerOutput* out);
   int AcquireCachedPrefix(Sequence* seq);
-  void Preempt(Sequence* seq, SchedulerOutput* out);
-  // Index in running_ of the preemption victim after `after`, or -1.
-  int PickVictim(int after) const;
+  // Moves running `seq` out of the batch: to the host tier, or back to waiting
+  // (recompute). Appends what happened to `record`.
+  void Preempt(Sequence* seq, std::vector<PreemptedSequence>* record);
+  // Scheduling order: priority class, then arrival.
+  static bool Before(const Sequence& a, const Sequence& b);
   void InsertRunning(Sequence* seq);
   // Running plus reserved: reserved sequences join the batch without admission.
   int NumBatchSlotsUsed() const { return static_cast<int>(running_.size() + reserved_.size()); }
@@ -132,6 +163,7 @@ class Scheduler {
   // Finished hold_kv_after_finish sequences: id -> device block table (one reference each).
   std::unordered_map<RequestId, std::vector<BlockId>> held_;
   std::vector<FinishedSequence> pending_finished_;
+  std::vector<PreemptedSequence> pending_preempted_;  // outside Schedule (CompleteReservation)
   uint64_t next_arrival_ = 0;
   SchedulerCounters stats_;
 };

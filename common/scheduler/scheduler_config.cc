@@ -18,9 +18,6 @@ Status SchedulerConfig::Validate() const {
   if (reservation_quarantine_ms < 0) {
     return InvalidArgumentError("scheduler: reservation_quarantine_ms must be >= 0");
   }
-  if (max_preemptions_per_request < 0) {
-    return InvalidArgumentError("scheduler: max_preemptions_per_request must be >= 0");
-  }
   return Status::Ok();
 }
 

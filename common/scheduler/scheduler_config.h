@@ -27,10 +27,9 @@ struct SchedulerConfig {
   int max_model_len = 32768;
   // Requests allowed to wait at once; more are rejected (backpressure).
   int max_waiting_requests = 4096;
-  // What preemption does with a victim's KV.
+  // What preemption does with a victim's KV. A preempted request is never
+  // ended for it: it comes back before newer work of its class.
   PreemptionMode preemption_mode = PreemptionMode::kSwap;
-  // A request preempted this often is no longer chosen as a victim.
-  int max_preemptions_per_request = 4;
   // Lease of a remote-KV reservation when the caller passes none, in milliseconds.
   int64_t default_lease_ms = 10'000;
   // A reservation that ends without CompleteReservation (Cancel, lease expiry)

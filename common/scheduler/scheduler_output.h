@@ -36,7 +36,7 @@ struct ScheduledSequence {
 struct FinishedSequence {
   RequestId id = 0;
   FinishReason reason = FinishReason::kStop;
-  Status status;  // why, for kAborted and kLeaseExpired
+  Status status;  // why, for kCancelled and kLeaseExpired
   int num_prompt_tokens = 0;
   int num_generated_tokens = 0;
   int num_cached_prompt_tokens = 0;  // usage.prompt_tokens_details.cached_tokens
@@ -73,7 +73,6 @@ struct SchedulerCounters {
   int64_t reservations_total = 0;
   int64_t lease_expiries = 0;
   int64_t rejected = 0;   // AddRequest/Reserve refusals
-  int64_t aborted = 0;
   int64_t cancelled = 0;
   int64_t finished = 0;   // stop or length
   int64_t steps = 0;

@@ -1,4 +1,5 @@
-// Scheduler::Schedule() and its phases: running, swapped, waiting.
+// Scheduler::Schedule() and its phases: running sequences, then queued ones
+// (swapped or waiting) in (priority, arrival) order.
 #include <algorithm>
 #include <span>
 
@@ -13,8 +14,7 @@ using kv_cache::KvTier;
 
 struct Scheduler::StepState {
   int budget = 0;          // tokens left this step
-  bool preempted = false;  // a preemption happened: admit nothing new
-  bool stalled = false;    // a running sequence could not get blocks
+  bool preempted = false;  // a preemption happened: admit and resume nothing
 };
 
 SchedulerOutput Scheduler::Schedule() {
@@ -28,21 +28,13 @@ SchedulerOutput Scheduler::Schedule() {
   step.budget = config_.max_num_batched_tokens;
   out.scheduled.reserve(running_.size() + 8);
   ScheduleRunning(&step, &out);
-  if (!step.preempted) {
-    ResumeSwapped(&step, &out);
-    // New work waits while swapped sequences do, or it would keep taking their blocks.
-    if (swapped_.empty()) AdmitWaiting(&step, &out);
-  }
-  if (out.scheduled.empty() && step.stalled && !running_.empty()) {
-    // Every sequence that could give blocks back has hit its preemption bound.
-    ++stats_.aborted;
-    Finish(running_.back(), FinishReason::kAborted,
-           ResourceExhaustedError("KV blocks exhausted and no sequence may be preempted again"),
-           /*step_done=*/false);
-  }
+  // A step that had to preempt gives nothing back: what it freed goes to the growth of the running.
+  if (!step.preempted) AdmitQueued(&step, &out);
   out.copies = kv_.TakeCopies();
   out.finished = std::move(pending_finished_);
   pending_finished_.clear();
+  out.preempted.insert(out.preempted.begin(), pending_preempted_.begin(), pending_preempted_.end());
+  pending_preempted_.clear();
   return out;
 }
 
@@ -76,11 +68,15 @@ void Scheduler::RegisterComputedBlocks(Sequence* seq, int num_tokens) {
   seq->num_registered_blocks = full;
 }
 
+int Scheduler::NextChunk(const Sequence& seq, int budget) const {
+  int n = std::min(seq.num_tokens() - seq.num_computed_tokens, budget);
+  if (n > 1) n = std::min(n, config_.max_prefill_chunk_tokens);
+  return n;
+}
+
 bool Scheduler::TrySchedule(Sequence* seq, StepState* step, SchedulerOutput* out) {
   const int start = seq->num_computed_tokens;
-  const int remaining = seq->num_tokens() - start;
-  int n = std::min(remaining, step->budget);
-  if (n > 1) n = std::min(n, config_.max_prefill_chunk_tokens);
+  const int n = NextChunk(*seq, step->budget);
   if (n <= 0) return true;
   if (!kv_.AllocateSlots(start + n, &seq->block_table)) return false;
   ScheduledSequence s;
@@ -105,32 +101,25 @@ void Scheduler::ScheduleRunning(StepState* step, SchedulerOutput* out) {
     Sequence* seq = running_[i];
     if (seq->num_computed_tokens >= seq->num_tokens()) continue;  // awaiting its sample
     while (!TrySchedule(seq, step, out)) {
-      int victim = PickVictim(i);
-      if (victim >= 0) {
-        Preempt(running_[victim], out);
+      const int last = static_cast<int>(running_.size()) - 1;
+      if (last > i) {  // the lowest-priority newest sequence gives way
+        Preempt(running_[last], &out->preempted);
         step->preempted = true;
         continue;
       }
-      if (seq->num_preemptions < config_.max_preemptions_per_request) {
-        Preempt(seq, out);
+      if (i > 0) {  // it is the newest itself: it gives way to the older ones
+        Preempt(seq, &out->preempted);
         step->preempted = true;
-        --i;  // running_[i] is now the next sequence
-      } else {
-        step->stalled = true;
+        --i;
       }
+      // The oldest alone: the missing blocks are held by reservations, held KV or
+      // the quarantine, which all end on their own; it keeps its blocks and waits.
       break;
     }
   }
 }
 
-int Scheduler::PickVictim(int after) const {
-  for (int j = static_cast<int>(running_.size()) - 1; j > after; --j) {
-    if (running_[j]->num_preemptions < config_.max_preemptions_per_request) return j;
-  }
-  return -1;
-}
-
-void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
+void Scheduler::Preempt(Sequence* seq, std::vector<PreemptedSequence>* record) {
   RemoveFrom(&running_, seq);
   ++seq->num_preemptions;
   ++stats_.preemptions;
@@ -150,24 +139,46 @@ void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
     InsertSorted(&waiting_[static_cast<int>(seq->params.priority)], seq);
     ++stats_.preemptions_recompute;
   }
-  out->preempted.push_back({seq->params.id, mode});
+  record->push_back({seq->params.id, mode});
 }
 
-void Scheduler::ResumeSwapped(StepState* step, SchedulerOutput* out) {
-  while (!swapped_.empty() && step->budget > 0 && NumBatchSlotsUsed() < config_.max_num_seqs) {
-    Sequence* seq = swapped_.front();
-    int n = std::min(seq->num_tokens() - seq->num_computed_tokens, step->budget);
-    if (n > 1) n = std::min(n, config_.max_prefill_chunk_tokens);
-    int needed = std::max<int>(kv_.BlocksForTokens(seq->num_computed_tokens + n),
-                               static_cast<int>(seq->block_table.size()));
-    if (kv_.NumAvailableDeviceBlocks() < needed) return;
-    TANDEM_CHECK(kv_.SwapIn(&seq->block_table));
-    swapped_.erase(swapped_.begin());
-    seq->state = SequenceState::kRunning;
-    InsertRunning(seq);
-    ++stats_.swaps_in;
-    TANDEM_CHECK(TrySchedule(seq, step, out)) << "blocks counted for swap-in vanished";
+Sequence* Scheduler::NextQueued() const {
+  Sequence* next = nullptr;
+  auto consider = [&next](Sequence* seq) {
+    if (next == nullptr || Before(*seq, *next)) next = seq;
+  };
+  if (!swapped_.empty()) consider(swapped_.front());
+  for (const auto& queue : waiting_) {
+    if (!queue.empty()) consider(queue.front());
   }
+  return next;
+}
+
+bool Scheduler::HasRoomFor(int blocks) const {
+  return kv_.NumAvailableDeviceBlocks() - blocks >= NumBatchSlotsUsed();
+}
+
+void Scheduler::AdmitQueued(StepState* step, SchedulerOutput* out) {
+  while (step->budget > 0 && NumBatchSlotsUsed() < config_.max_num_seqs) {
+    Sequence* seq = NextQueued();
+    if (seq == nullptr) return;
+    const bool admitted = seq->state == SequenceState::kSwapped ? TryResume(seq, step, out) : TryAdmit(seq, step, out);
+    if (!admitted) return;  // head of line waits: nothing overtakes it
+  }
+}
+
+bool Scheduler::TryResume(Sequence* seq, StepState* step, SchedulerOutput* out) {
+  const int n = NextChunk(*seq, step->budget);
+  const int needed = std::max<int>(kv_.BlocksForTokens(seq->num_computed_tokens + n),
+                                   static_cast<int>(seq->block_table.size()));
+  if (!HasRoomFor(needed)) return false;
+  TANDEM_CHECK(kv_.SwapIn(&seq->block_table));
+  RemoveFrom(&swapped_, seq);
+  seq->state = SequenceState::kRunning;
+  InsertRunning(seq);
+  ++stats_.swaps_in;
+  TANDEM_CHECK(TrySchedule(seq, step, out)) << "blocks counted for swap-in vanished";
+  return true;
 }
 
 int Scheduler::AcquireCachedPrefix(Sequence* seq) {
@@ -190,30 +201,27 @@ int Scheduler::AcquireCachedPrefix(Sequence* seq) {
   return hit;
 }
 
-void Scheduler::AdmitWaiting(StepState* step, SchedulerOutput* out) {
-  for (auto& queue : waiting_) {
-    while (!queue.empty()) {
-      if (step->budget <= 0 || NumBatchSlotsUsed() >= config_.max_num_seqs) return;
-      Sequence* seq = queue.front();
-      int hit_tokens = AcquireCachedPrefix(seq) * kv_.config().block_size;
-      if (!TrySchedule(seq, step, out)) {
-        // Head of line waits (FCFS); give the prefix back so it can be evicted meanwhile.
-        kv_.Release(KvTier::kDevice, &seq->block_table);
-        seq->num_computed_tokens = 0;
-        seq->num_registered_blocks = 0;
-        return;
-      }
-      queue.erase(queue.begin());
-      seq->state = SequenceState::kRunning;
-      InsertRunning(seq);
-      stats_.prefix_query_tokens += seq->num_tokens();
-      stats_.prefix_hit_tokens += hit_tokens;
-      if (!seq->admitted_once) {
-        seq->admitted_once = true;
-        seq->num_cached_prompt_tokens = std::min(hit_tokens, seq->num_prompt_tokens());
-      }
-    }
+bool Scheduler::TryAdmit(Sequence* seq, StepState* step, SchedulerOutput* out) {
+  const int hit_tokens = AcquireCachedPrefix(seq) * kv_.config().block_size;
+  const int n = NextChunk(*seq, step->budget);
+  const int needed = kv_.BlocksForTokens(seq->num_computed_tokens + n) - static_cast<int>(seq->block_table.size());
+  if (!HasRoomFor(needed) || !TrySchedule(seq, step, out)) {
+    // Give the prefix back so it can be evicted meanwhile.
+    kv_.Release(KvTier::kDevice, &seq->block_table);
+    seq->num_computed_tokens = 0;
+    seq->num_registered_blocks = 0;
+    return false;
   }
+  RemoveFrom(&waiting_[static_cast<int>(seq->params.priority)], seq);
+  seq->state = SequenceState::kRunning;
+  InsertRunning(seq);
+  stats_.prefix_query_tokens += seq->num_tokens();
+  stats_.prefix_hit_tokens += hit_tokens;
+  if (!seq->admitted_once) {
+    seq->admitted_once = true;
+    seq->num_cached_prompt_tokens = std::min(hit_tokens, seq->num_prompt_tokens());
+  }
+  return true;
 }
 
 }  // namespace tandem::scheduler

@@ -30,7 +30,6 @@ enum class FinishReason : uint8_t {
   kLength,        // max_tokens generated or max_model_len reached
   kCancelled,     // Cancel()
   kLeaseExpired,  // reservation lease ran out before the KV landed
-  kAborted,       // the scheduler could not make progress with it (see status)
 };
 std::string_view FinishReasonName(FinishReason reason);
 

@@ -361,6 +361,11 @@ StatusOr<RemoteRegionId> CudaIpcTransport::LoadRemoteRegion(PeerId peer, std::st
   return id;
 }
 
+bool CudaIpcTransport::PeerGone(PeerId peer) const {
+  auto p = impl_->peers.find(peer);
+  return p != impl_->peers.end() && p->second.gone;
+}
+
 Status CudaIpcTransport::UnloadRemoteRegion(RemoteRegionId remote) {
   Impl& m = *impl_;
   auto it = m.remotes.find(remote);

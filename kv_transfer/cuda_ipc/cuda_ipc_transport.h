@@ -70,6 +70,8 @@ class CudaIpcTransport final : public Transport {
   void Cancel(TransferId id) override;
   size_t Poll(std::vector<TransferEvent>* events) override;
   Status Health() const override;
+  // Its process exited (pidfd, checked every liveness_interval_ms by Poll).
+  bool PeerGone(PeerId peer) const override;
 
   struct Impl;  // CUDA handles; defined in the .cc so CUDA headers stay private
 

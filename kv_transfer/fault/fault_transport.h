@@ -81,6 +81,7 @@ class FaultTransport final : public Transport {
   void Cancel(TransferId id) override;
   size_t Poll(std::vector<TransferEvent>* events) override;
   Status Health() const override { return inner_->Health(); }
+  bool PeerGone(PeerId peer) const override { return inner_->PeerGone(peer); }
 
  private:
   enum class Fate { kForwarded, kDropped };

@@ -112,6 +112,11 @@ Status LocalTransport::Disconnect(PeerId peer) {
   return Status::Ok();
 }
 
+bool LocalTransport::PeerGone(PeerId peer) const {
+  auto it = peers_.find(peer);
+  return it != peers_.end() && !fabric_.HasTransport(it->second.transport);
+}
+
 StatusOr<RemoteRegionId> LocalTransport::LoadRemoteRegion(PeerId peer, std::string_view descriptor) {
   auto p = peers_.find(peer);
   if (p == peers_.end()) return NotFoundError("unknown peer");

@@ -43,6 +43,8 @@ class LocalTransport final : public Transport {
   StatusOr<PeerId> Accept(std::string_view token) override;
   void Cancel(TransferId id) override;
   size_t Poll(std::vector<TransferEvent>* events) override;
+  // The peer's transport was destroyed (left the fabric).
+  bool PeerGone(PeerId peer) const override;
 
  private:
   struct Peer {

@@ -202,7 +202,8 @@ UcxTransport::~UcxTransport() {
 }
 
 TransportCapabilities UcxTransport::Capabilities() const {
-  return TransportCapabilities{.backend = "ucx", .device_memory = false, .one_sided = true};
+  return TransportCapabilities{
+      .backend = "ucx", .device_memory = false, .one_sided = true, .progress_driven = true};
 }
 
 StatusOr<RegisteredRegion> UcxTransport::RegisterMemory(void* addr, size_t length, MemoryKind kind) {

@@ -45,6 +45,27 @@ TEST_F(KvSessionTest, StreamsEveryLayerByteExact) {
   EXPECT_EQ(h.sender().stats().bytes_sent, 3u * 5 * testing::OracleBlockBytes(h.send_layout()));
 }
 
+// A cached connection whose peer's transport is gone (its process died) is
+// dropped at the next Poll: it would keep the peer's memory mapped.
+TEST(KvSenderPeersTest, AGonePeersCachedConnectionIsDropped) {
+  FakeClock clock;
+  LocalFabric fabric;
+  LocalTransport send_t(fabric);
+  auto recv_t = std::make_unique<LocalTransport>(fabric);
+  SessionHarness h(send_t, *recv_t, clock);
+  ASSERT_TRUE(h.Open(1, 1, {0, 1}, {5, 6}).ok());
+  ASSERT_TRUE(h.SendAllLayers(1).ok());
+  h.Pump();
+  ASSERT_TRUE(h.send_outcomes[1].status.ok());
+  EXPECT_EQ(h.sender().num_peers(), 1u) << "an idle connection is cached for reuse";
+  h.sender().Poll();
+  EXPECT_EQ(h.sender().num_peers(), 1u) << "a live peer stays cached";
+  h.DropReceiver();
+  recv_t.reset();
+  h.sender().Poll();
+  EXPECT_EQ(h.sender().num_peers(), 0u);
+}
+
 TEST_F(KvSessionTest, CoalescesContiguousRuns) {
   SessionHarness h(send_t_, recv_t_, clock_);
   // Runs where both sides are consecutive: [10,11,12]->[20,21,22], [13]->[30], [5,6]->[31,32], [8]->[33].

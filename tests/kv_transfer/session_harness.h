@@ -72,6 +72,8 @@ class SessionHarness {
 
   KvSender& sender() { return *sender_; }
   KvReceiver& receiver() { return *receiver_; }
+  // Ends the receiving side (its transport may go next, as a dead process's would).
+  void DropReceiver() { receiver_.reset(); }
   const kv_cache::KvLayout& send_layout() const { return send_layout_; }
   const kv_cache::KvLayout& recv_layout() const { return recv_layout_; }
   std::vector<uint8_t>& recv_pool() { return recv_pool_; }

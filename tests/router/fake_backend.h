@@ -2,7 +2,7 @@
 //
 // Each request runs on its own thread: it emits the script (cycled as needed)
 // in batches of `batch_size`, ends with kStop after an EOS (unless
-// ignore_eos) or kLength at max_tokens, or fails after `fail_after` tokens.
+// ignore_eos) or kLength at max_tokens, or fails with `fail_with` after `fail_after` tokens.
 // `hold_after` tokens it waits until cancelled (for disconnect tests). With
 // `error_on_cancel` a cancelled request ends with on_error(Cancelled), as the
 // cluster backend's do.
@@ -29,10 +29,11 @@ struct Script {
   std::vector<TokenId> tokens;  // played in order, cycled
   int32_t batch_size = 1;
   int32_t cached_tokens = 0;
-  int32_t fail_after = -1;      // >= 0: on_error(Unavailable) after this many tokens
+  int32_t fail_after = -1;      // >= 0: on_error(fail_with) after this many tokens
   int32_t hold_after = -1;      // >= 0: stop emitting after this many tokens until cancelled
   int32_t step_delay_ms = 0;
   bool error_on_cancel = false;
+  Status fail_with = UnavailableError("decode node lost");
 };
 
 class FakeBackend : public InferenceBackend {
@@ -122,7 +123,7 @@ class FakeBackend : public InferenceBackend {
         break;
       }
       if (script.fail_after >= 0 && produced >= script.fail_after) {
-        cb.on_error(UnavailableError("decode node lost"));
+        cb.on_error(script.fail_with);
         break;
       }
       std::vector<TokenId> batch;

@@ -307,5 +307,49 @@ TEST_F(HttpApiTest, BackendErrorsAreTerminalOutcomes) {
   EXPECT_TRUE(error.contains("error")) << events[events.size() - 2];
 }
 
+// Before any output a backend refusal is its own HTTP status, streamed or not
+// (400 for a request no KV pool can hold, 429 for no room); after output a
+// ResourceExhausted is the server failing the request: 500 server_error, never
+// rate_limit_error.
+TEST_F(HttpApiTest, ErrorsBeforeOutputAreHttpStatusesAndAfterOutputServerErrors) {
+  StartServer();
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "no stream");
+    Script never_fits{{kHello}, 1, 0, /*fail_after=*/0};
+    never_fits.fail_with = InvalidArgumentError("the request can never fit the KV pool");
+    backend_.SetScript(never_fits);
+    HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}, {"stream", stream}});
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(r.Json()["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(r.Json()["error"]["message"], "the request can never fit the KV pool");
+
+    Script no_room{{kHello}, 1, 0, /*fail_after=*/0};
+    no_room.fail_with = ResourceExhaustedError("no room on any decode node");
+    backend_.SetScript(no_room);
+    r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}, {"stream", stream}});
+    EXPECT_EQ(r.status, 429) << r.body;
+    EXPECT_EQ(r.Json()["error"]["type"], "rate_limit_error");
+    EXPECT_FALSE(r.headers["retry-after"].empty());
+
+    Script mid_stream{{kHello}, 1, 0, /*fail_after=*/2};
+    mid_stream.fail_with = ResourceExhaustedError("KV blocks exhausted");
+    backend_.SetScript(mid_stream);
+    r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}, {"stream", stream}});
+    json error;
+    if (stream) {
+      ASSERT_EQ(r.status, 200);
+      auto events = SseEvents(r.body);
+      ASSERT_GE(events.size(), 4u);  // two text chunks, the error, [DONE]
+      EXPECT_EQ(events.back(), "[DONE]");
+      error = json::parse(events[events.size() - 2]);
+    } else {
+      EXPECT_EQ(r.status, 500);
+      error = r.Json();
+    }
+    EXPECT_EQ(error["error"]["type"], "server_error") << error.dump();
+    EXPECT_TRUE(error["error"]["code"].is_null()) << error.dump();
+  }
+}
+
 }  // namespace
 }  // namespace tandem::router::testing

@@ -185,6 +185,16 @@ class JudgeTest(unittest.TestCase):
             self.assertEqual(fv.gpu_memory(path), "GPU 0 91234 MiB, GPU 1 17 MiB")
             self.assertEqual(fv.gpu_memory(Path(d) / "absent.txt"), "")
 
+    def test_memory_growth(self):
+        with tempfile.TemporaryDirectory() as d:
+            start, after = Path(d) / "gpu_start.txt", Path(d) / "gpu_kill_decode_1.txt"
+            start.write_text("0, 92478\n1, 17\nprocess 1, 30000\n")
+            after.write_text("0, 108862\n1, 17\nprocess 2, 30000\n")
+            self.assertEqual(fv.memory_growth(start, after), 16384)
+            after.write_text("0, 92480\n1, 10\n")
+            self.assertEqual(fv.memory_growth(start, after), 2)
+            self.assertIsNone(fv.memory_growth(Path(d) / "absent.txt", after))
+
 
 if __name__ == "__main__":
     unittest.main()

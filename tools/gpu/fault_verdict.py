@@ -89,6 +89,23 @@ def gpu_memory(path):
     return ", ".join("GPU %s %s MiB" % (g[0].strip(), g[1].strip()) for g in gpus if len(g) == 2)
 
 
+def memory_growth(start_path, after_path):
+    """The most any GPU's used memory (MiB) grew from gpu_start.txt to a repeat's file, or None without both."""
+    def used(path):
+        if not path.exists():
+            return {}
+        rows = [l.split(",") for l in path.read_text().splitlines() if l.strip() and not l.startswith("process")]
+        return {r[0].strip(): int(r[1]) for r in rows if len(r) == 2}
+    start, after = used(start_path), used(after_path)
+    common = [g for g in after if g in start]
+    return max(after[g] - start[g] for g in common) if common else None
+
+
+# A restarted node takes what the killed one held; more than this over the start is memory still held for a
+# dead process (e.g. its KV pool kept alive by another process's CUDA IPC mapping).
+LEAK_MIB = 1024
+
+
 def table(logdir, terminal_limit_s, clean_limit_s):
     logdir = Path(logdir)
     plan = [l.split(None, 2) for l in (logdir / "scenarios.txt").read_text().splitlines() if l.strip()]
@@ -105,6 +122,9 @@ def table(logdir, terminal_limit_s, clean_limit_s):
             exits = [tuple(l.split()) for l in ef.read_text().splitlines() if l.strip()] if ef.exists() else []
             s = summarize(result)
             why = judge(result, probe_result, exits, terminal_limit_s, clean_limit_s)
+            growth = memory_growth(logdir / "gpu_start.txt", logdir / ("gpu_%s_%s.txt" % (name, result["repeat"])))
+            if growth is not None and growth > LEAK_MIB:
+                why.append("GPU memory %d MiB over the start (a dead process's memory still held)" % growth)
             agg["requests"] += s["requests"]
             for k, v in s["outcomes"].items():
                 agg["outcomes"][k] = agg["outcomes"].get(k, 0) + v

@@ -182,6 +182,27 @@ TEST(PollThreadTest, RunsPostedWorkInOrderAndPolls) {
   thread.Stop();
 }
 
+// Idle polls every 5 ms; spinning polls back to back (bytes of a progress-driven
+// transport move only inside poll).
+TEST(PollThreadTest, PaceSetsTheCadence) {
+  std::atomic<PollThread::Pace> pace{PollThread::Pace::kIdle};
+  std::atomic<int> polls{0};
+  PollThread thread;
+  thread.Start([&] { polls++; }, [&] { return pace.load(); });
+  auto count = [&] {
+    const int before = polls.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return polls.load() - before;
+  };
+  EXPECT_LE(count(), 20) << "idle: about one poll per 5 ms";
+  pace = PollThread::Pace::kSpin;
+  EXPECT_GE(count(), 200) << "spinning";
+  pace = PollThread::Pace::kIdle;
+  thread.RunSync([] {});  // out of the spin
+  EXPECT_LE(count(), 20);
+  thread.Stop();
+}
+
 TEST(AdminHttpServerTest, ServesGetAndRefusesOthers) {
   auto server = AdminHttpServer::Start("127.0.0.1:0", [](const std::string& path) {
     if (path == "/metrics") return HttpReply{200, "text/plain", "x 1\n"};

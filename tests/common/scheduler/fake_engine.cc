@@ -107,6 +107,7 @@ Status FakeEngine::Append(RequestId id, TokenId token) {
 }
 
 Status FakeEngine::Step(SchedulerOutput* out_copy) {
+  scheduled_.clear();
   SchedulerOutput out = sched_->Schedule();
   finished_.insert(finished_.end(), out.finished.begin(), out.finished.end());
   TANDEM_RETURN_IF_ERROR(storage_->ExecuteCopies(out.copies));
@@ -114,6 +115,7 @@ Status FakeEngine::Step(SchedulerOutput* out_copy) {
   for (const ScheduledSequence& s : out.scheduled) {
     const Sequence* seq = sched_->Find(s.id);
     if (seq == nullptr) return InternalError(fmt::format("scheduled unknown request {}", s.id));
+    scheduled_.insert(s.block_table.begin(), s.block_table.end());
     TANDEM_ASSIGN_OR_RETURN(uint64_t h, VerifyAndWrite(*seq, s.block_table, s.start_position,
                                                        s.start_position + s.num_new_tokens));
     if (s.needs_logits) samples.emplace_back(s.id, SampleFrom(h));

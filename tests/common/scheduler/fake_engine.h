@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <vector>
 
@@ -28,6 +29,8 @@ class FakeEngine {
 
   // Schedule, copy, verify cached KV, write new KV, sample and append.
   // Appends the step's finished sequences to finished(). Errors on any mismatch.
+  // `out` gets the step's output after the tokens are appended: the spans of a
+  // sequence that finished may dangle then (use scheduled_blocks()).
   Status Step(SchedulerOutput* out = nullptr);
   // Scheduler::Reserve, then runs the reservation's copies at once (as the engine must).
   StatusOr<Reservation> Reserve(SequenceParams params, int64_t lease_ms);
@@ -43,6 +46,9 @@ class FakeEngine {
   const std::map<RequestId, std::vector<TokenId>>& generated() const { return generated_; }
   const std::vector<FinishedSequence>& finished() const { return finished_; }
   uint64_t num_verified_positions() const { return num_verified_; }
+  // Device blocks in the block tables of the last Step()'s scheduled sequences,
+  // read while the scheduler's spans are valid (before any token is appended).
+  const std::set<BlockId>& scheduled_blocks() const { return scheduled_; }
 
   // The expected KV value after `token` at any position, chained from `prev`.
   static uint64_t Mix(uint64_t prev, TokenId token);
@@ -62,6 +68,7 @@ class FakeEngine {
   std::map<RequestId, std::vector<TokenId>> generated_;
   std::vector<FinishedSequence> finished_;
   uint64_t num_verified_ = 0;
+  std::set<BlockId> scheduled_;
 };
 
 }  // namespace tandem::scheduler::testing

@@ -266,7 +266,6 @@ SchedulerConfig PropertyConfig(PreemptionMode mode) {
   c.max_prefill_chunk_tokens = 12;
   c.max_model_len = 96;
   c.max_waiting_requests = 24;
-  c.max_preemptions_per_request = 3;
   c.reservation_quarantine_ms = 20;
   c.preemption_mode = mode;
   return c;
