@@ -30,7 +30,7 @@ Status HttpServer::Start() {
   boost::system::error_code ec;
   const net::ip::address address = net::ip::make_address(config.listen_host, ec);
   if (ec) return InvalidArgumentError("listen_host '" + config.listen_host + "' is not an IP address");
-  const tcp::endpoint endpoint(address, config.listen_port);
+  const tcp::endpoint endpoint(address, static_cast<uint16_t>(config.listen_port));  // Validate: 0..65535
   acceptor_.open(endpoint.protocol(), ec);
   if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) acceptor_.bind(endpoint, ec);

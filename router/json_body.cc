@@ -3,46 +3,16 @@
 // costs O(size) and never recurses.
 #include <exception>
 
+#include "common/base/json_depth.h"
 #include "router/openai_request.h"
 #include "router/utf8_stream.h"
 
 namespace tandem::router {
-namespace {
-
-// Maximum '['/'{' nesting outside strings (the body may be malformed; the
-// parser reports that later).
-int32_t NestingDepth(std::string_view body, int32_t stop_above) {
-  int32_t depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      max_depth = std::max(max_depth, ++depth);
-      if (max_depth > stop_above) return max_depth;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return max_depth;
-}
-
-}  // namespace
 
 std::optional<ApiError> ParseJsonBody(std::string_view body, int32_t max_depth,
                                       nlohmann::json* out) {
   if (body.empty()) return BadRequest("request body is empty; expected a JSON object");
-  if (NestingDepth(body, max_depth) > max_depth) {
+  if (JsonNestingDepth(body, max_depth) > max_depth) {
     return BadRequest("JSON nesting is deeper than " + std::to_string(max_depth) + " levels");
   }
   // nlohmann's lexer rejects invalid UTF-8 inside strings and unpaired

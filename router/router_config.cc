@@ -1,10 +1,6 @@
 #include "router/router_config.h"
 
-#include <yaml-cpp/yaml.h>
-
-#include <fstream>
 #include <set>
-#include <sstream>
 
 namespace tandem::router {
 namespace {
@@ -18,15 +14,38 @@ Status CheckRange(const char* name, int64_t value, int64_t lo, int64_t hi) {
   return Status::Ok();
 }
 
-template <typename T>
-void ReadScalar(const YAML::Node& root, const char* name, T* out) {
-  if (root[name]) *out = root[name].as<T>();
-}
-
 }  // namespace
+
+void RouterConfig::Bind(config::ConfigBinder& b) {
+  b.Field("listen_host", listen_host, "HTTP address to listen on (0.0.0.0 only deliberately)");
+  b.Field("listen_port", listen_port, "HTTP port (0 = any free port)");
+  b.Field("num_io_threads", num_io_threads, "HTTP I/O threads");
+  b.Field("max_body_bytes", max_body_bytes, "largest request body, bytes (more: 413)");
+  b.Field("max_header_bytes", max_header_bytes, "largest request header block, bytes (more: 431)");
+  b.Field("max_header_count", max_header_count, "most header fields per request (more: 431)");
+  b.Field("max_json_depth", max_json_depth, "deepest JSON nesting in a body (deeper: 400)");
+  b.Field("header_read_timeout_ms", header_read_timeout_ms,
+          "time to receive a request header, incl. keep-alive idle (ms)");
+  b.Field("body_read_timeout_ms", body_read_timeout_ms, "time to receive a body once the header is in (ms)");
+  b.Field("write_timeout_ms", write_timeout_ms, "time for one write (a response, one SSE chunk) to drain (ms)");
+  b.Field("request_timeout_ms", request_timeout_ms, "end-to-end deadline of one generation (ms, 0 = none)");
+  b.Field("max_concurrent_requests", max_concurrent_requests, "inference requests running at once");
+  b.Field("max_queued_requests", max_queued_requests, "inference requests waiting for a slot (more: 429)");
+  b.Field("max_queue_wait_ms", max_queue_wait_ms, "longest wait in the queue before 429 (ms)");
+  b.Field("retry_after_s", retry_after_s, "Retry-After on 429 and 503 (s)");
+  b.Field("max_n", max_n, "most choices per request (n)");
+  b.Field("max_prompts", max_prompts, "most prompts in one /v1/completions batch");
+  b.Field("max_messages", max_messages, "most chat messages per request");
+  b.Field("max_stop_strings", max_stop_strings, "most stop strings per request");
+  b.Field("max_stop_string_bytes", max_stop_string_bytes, "longest stop string, bytes");
+  b.Field("served_model_name", served_model_name, "model name on the API (empty: the model directory's name)");
+  b.Records("api_keys", api_keys, {{"key", &ApiKeyEntry::key}, {"tenant", &ApiKeyEntry::tenant}},
+            "API keys and their tenants, key=K,tenant=T per key (none: open access)");
+}
 
 Status RouterConfig::Validate() const {
   if (listen_host.empty()) return InvalidArgumentError("router config: listen_host is empty");
+  TANDEM_RETURN_IF_ERROR(CheckRange("listen_port", listen_port, 0, 65535));
   TANDEM_RETURN_IF_ERROR(CheckRange("num_io_threads", num_io_threads, 1, 256));
   TANDEM_RETURN_IF_ERROR(CheckRange("max_body_bytes", max_body_bytes, 1024, int64_t{1} << 32));
   TANDEM_RETURN_IF_ERROR(CheckRange("max_header_bytes", max_header_bytes, 512, 1 << 20));
@@ -56,71 +75,6 @@ Status RouterConfig::Validate() const {
     if (!keys.insert(entry.key).second) return InvalidArgumentError(where + ".key is a duplicate");
   }
   return Status::Ok();
-}
-
-StatusOr<RouterConfig> ParseRouterConfigYaml(const std::string& yaml_text) {
-  static const std::set<std::string> kKnown = {
-      "listen_host", "listen_port", "num_io_threads", "max_body_bytes", "max_header_bytes",
-      "max_header_count", "max_json_depth", "header_read_timeout_ms", "body_read_timeout_ms",
-      "write_timeout_ms", "request_timeout_ms", "max_concurrent_requests", "max_queued_requests",
-      "max_queue_wait_ms", "retry_after_s", "max_n", "max_prompts", "max_messages",
-      "max_stop_strings", "max_stop_string_bytes", "served_model_name", "api_keys"};
-  RouterConfig config;
-  try {
-    YAML::Node root = YAML::Load(yaml_text);
-    if (root.IsNull()) return config;
-    if (!root.IsMap()) return InvalidArgumentError("router config: top level must be a map");
-    for (const auto& item : root) {
-      const std::string key = item.first.as<std::string>();
-      if (!kKnown.count(key)) return InvalidArgumentError("router config: unknown field '" + key + "'");
-    }
-    ReadScalar(root, "listen_host", &config.listen_host);
-    ReadScalar(root, "listen_port", &config.listen_port);
-    ReadScalar(root, "num_io_threads", &config.num_io_threads);
-    ReadScalar(root, "max_body_bytes", &config.max_body_bytes);
-    ReadScalar(root, "max_header_bytes", &config.max_header_bytes);
-    ReadScalar(root, "max_header_count", &config.max_header_count);
-    ReadScalar(root, "max_json_depth", &config.max_json_depth);
-    ReadScalar(root, "header_read_timeout_ms", &config.header_read_timeout_ms);
-    ReadScalar(root, "body_read_timeout_ms", &config.body_read_timeout_ms);
-    ReadScalar(root, "write_timeout_ms", &config.write_timeout_ms);
-    ReadScalar(root, "request_timeout_ms", &config.request_timeout_ms);
-    ReadScalar(root, "max_concurrent_requests", &config.max_concurrent_requests);
-    ReadScalar(root, "max_queued_requests", &config.max_queued_requests);
-    ReadScalar(root, "max_queue_wait_ms", &config.max_queue_wait_ms);
-    ReadScalar(root, "retry_after_s", &config.retry_after_s);
-    ReadScalar(root, "max_n", &config.max_n);
-    ReadScalar(root, "max_prompts", &config.max_prompts);
-    ReadScalar(root, "max_messages", &config.max_messages);
-    ReadScalar(root, "max_stop_strings", &config.max_stop_strings);
-    ReadScalar(root, "max_stop_string_bytes", &config.max_stop_string_bytes);
-    ReadScalar(root, "served_model_name", &config.served_model_name);
-    if (const YAML::Node keys = root["api_keys"]) {
-      if (!keys.IsSequence()) return InvalidArgumentError("router config: api_keys must be a list");
-      for (const auto& k : keys) {
-        if (!k.IsMap() || !k["key"] || !k["tenant"]) {
-          return InvalidArgumentError("router config: each api_keys entry needs key and tenant");
-        }
-        config.api_keys.push_back({k["key"].as<std::string>(), k["tenant"].as<std::string>()});
-      }
-    }
-  } catch (const YAML::Exception& e) {
-    // yaml-cpp messages quote positions, not values, so no key text leaks here.
-    return InvalidArgumentError(std::string("router config: ") + e.what());
-  }
-  TANDEM_RETURN_IF_ERROR(config.Validate());
-  return config;
-}
-
-StatusOr<RouterConfig> LoadRouterConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("router config: cannot open " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().size() > (1 << 20)) return InvalidArgumentError("router config: file over 1 MiB");
-  StatusOr<RouterConfig> config = ParseRouterConfigYaml(text.str());
-  if (!config.ok()) return config.status().WithContext(path);
-  return config;
 }
 
 }  // namespace tandem::router

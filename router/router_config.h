@@ -1,8 +1,8 @@
 // RouterConfig: every knob of the HTTP front door, with defaults that are safe
 // on a shared host (loopback only, bounded bodies, headers, queues and timeouts).
 //
-// Load with LoadRouterConfigFile() (YAML) and apply command-line overrides with
-// ParseRouterFlags() (router_flags.h). Thread rule: a plain value; copy freely.
+// Bind() gives every field to a ConfigBinder: a YAML key of tandem-router's
+// --config file and a flag (router_options.h). Thread rule: a plain value; copy freely.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/base/status.h"
+#include "common/config/config_binder.h"
 
 namespace tandem::router {
 
@@ -23,8 +24,8 @@ struct ApiKeyEntry {
 struct RouterConfig {
   // Address to listen on. Loopback by default; set "0.0.0.0" only deliberately.
   std::string listen_host = "127.0.0.1";
-  // TCP port; 0 picks a free port (tests read it back from HttpServer::port()).
-  uint16_t listen_port = 8000;
+  // TCP port, 0 to 65535; 0 picks a free port (tests read it back from HttpServer::port()).
+  int32_t listen_port = 8000;
   // Threads running the Asio io_context (connections, parsing, SSE writes).
   int32_t num_io_threads = 2;
 
@@ -71,14 +72,11 @@ struct RouterConfig {
   // router logs a warning at startup when open.
   std::vector<ApiKeyEntry> api_keys;
 
+  // Binds every field above to `b` (YAML key = field name; api_keys as a list
+  // of {key, tenant} maps, or `--api-keys key=K,tenant=T` flags).
+  void Bind(config::ConfigBinder& b);
   // Returns InvalidArgument naming the first bad field.
   Status Validate() const;
 };
-
-// Reads a YAML file with the field names above (api_keys as a list of
-// {key, tenant} maps). Unknown keys are an error (typos should not pass silently).
-StatusOr<RouterConfig> LoadRouterConfigFile(const std::string& path);
-// Same, from YAML text (for tests).
-StatusOr<RouterConfig> ParseRouterConfigYaml(const std::string& yaml_text);
 
 }  // namespace tandem::router

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -36,7 +37,15 @@ Status ParseBool(const std::string& text, bool& out, const std::string& name) {
   return Status::Ok();
 }
 
-std::string FlagName(const std::string& name) {
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+std::string ConfigBinder::FlagName(const std::string& name) {
   std::string flag = "--" + name;
   for (char& c : flag) {
     if (c == '.' || c == '_') c = '-';
@@ -44,7 +53,49 @@ std::string FlagName(const std::string& name) {
   return flag;
 }
 
-}  // namespace
+Status ConfigBinder::UnknownChoice(const std::string& name, const std::string& text,
+                                   const std::vector<std::string>& names) {
+  return InvalidArgumentError("config '" + name + "': '" + text + "' is not one of " + JoinNames(names));
+}
+
+Status ConfigBinder::CheckRecord(const Entry& e, const Record& record, const std::string& where) {
+  for (const std::string& key : e.record_keys) {
+    if (record.count(key) == 0) return InvalidArgumentError(where + ": '" + e.name + "' item lacks '" + key + "'");
+  }
+  for (const auto& [key, value] : record) {
+    bool known = false;
+    for (const std::string& k : e.record_keys) known |= k == key;
+    if (!known) {
+      return InvalidArgumentError(where + ": '" + e.name + "' item has an unknown key '" + key + "' (keys: " +
+                                  JoinNames(e.record_keys) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// The item text is never quoted in errors: record members may be secrets.
+StatusOr<ConfigBinder::Record> ConfigBinder::ParseRecordFlag(const Entry& e, const std::string& text) {
+  const std::string where = "flag " + FlagName(e.name);
+  Record record;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string part = text.substr(start, end - start);
+    const size_t eq = part.find('=');
+    if (eq == std::string::npos) {
+      std::string form;
+      for (const std::string& key : e.record_keys) form += (form.empty() ? "" : ",") + key + "=...";
+      return InvalidArgumentError(where + ": each item is " + form);
+    }
+    if (!record.emplace(part.substr(0, eq), part.substr(eq + 1)).second) {
+      return InvalidArgumentError(where + ": '" + part.substr(0, eq) + "' given twice in one item");
+    }
+    start = end + 1;
+  }
+  TANDEM_RETURN_IF_ERROR(CheckRecord(e, record, where));
+  return record;
+}
 
 ConfigBinder::Entry& ConfigBinder::Add(const std::string& name, const std::string& help) {
   TANDEM_CHECK(Find(name) == nullptr) << "duplicate config field " << name;
@@ -118,6 +169,7 @@ void ConfigBinder::AddFlags(CLI::App& app) {
   app.add_option("--config", config_path_, "YAML config file (flags override it)");
   for (Entry& e : entries_) {
     e.option = app.add_option(FlagName(e.name), e.flag_values, e.help + " [" + e.get() + "]");
+    if (!e.record_keys.empty()) e.option->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     if (!e.is_list) e.option->expected(1);
   }
 }
@@ -146,7 +198,23 @@ Status ConfigBinder::ApplyYaml(const std::string& yaml_text, const std::string& 
         continue;
       }
       if (e == nullptr) return InvalidArgumentError(origin + ": unknown config key '" + key + "'");
-      if (v.IsSequence()) {
+      if (!e->record_keys.empty()) {
+        if (!v.IsSequence()) return InvalidArgumentError(origin + ": '" + key + "' must be a list of maps");
+        std::vector<Record> items;
+        for (const auto& item : v) {
+          if (!item.IsMap()) return InvalidArgumentError(origin + ": '" + key + "' items must be maps");
+          Record record;
+          for (const auto& member : item) {
+            if (!member.second.IsScalar()) {
+              return InvalidArgumentError(origin + ": '" + key + "' item members must be scalars");
+            }
+            record[member.first.as<std::string>("")] = member.second.Scalar();
+          }
+          TANDEM_RETURN_IF_ERROR(CheckRecord(*e, record, origin));
+          items.push_back(std::move(record));
+        }
+        e->set_records(items);
+      } else if (v.IsSequence()) {
         if (!e->is_list) return InvalidArgumentError(origin + ": '" + key + "' is not a list");
         std::vector<std::string> items;
         for (const auto& item : v) {
@@ -174,13 +242,43 @@ Status ConfigBinder::Apply() {
   }
   for (Entry& e : entries_) {
     if (e.option == nullptr || e.option->count() == 0) continue;
-    if (e.is_list) {
+    if (!e.record_keys.empty()) {
+      std::vector<Record> items;
+      for (const std::string& text : e.flag_values) {
+        TANDEM_ASSIGN_OR_RETURN(Record record, ParseRecordFlag(e, text));
+        items.push_back(std::move(record));
+      }
+      e.set_records(items);
+    } else if (e.is_list) {
       e.set_list(e.flag_values);
     } else {
       TANDEM_RETURN_IF_ERROR(e.set(e.flag_values.back()).WithContext("flag " + FlagName(e.name)));
     }
   }
   return Status::Ok();
+}
+
+std::optional<int> ConfigBinder::ParseCommandLine(const std::string& program, const std::string& description,
+                                                  int argc, const char* const* argv) {
+  CLI::App app{program + ": " + description, program};
+  AddFlags(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  Status applied = Apply();
+  if (!applied.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), applied.ToString().c_str());
+    return 2;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> ConfigBinder::Names() const {
+  std::vector<std::string> names;
+  for (const Entry& e : entries_) names.push_back(e.name);
+  return names;
 }
 
 std::string ConfigBinder::Dump() const {

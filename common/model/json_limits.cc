@@ -7,6 +7,8 @@
 #include <cstring>
 #include <memory>
 
+#include "common/base/json_depth.h"
+
 namespace tandem::model {
 
 StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {
@@ -28,40 +30,16 @@ StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes
   return text;
 }
 
-Status CheckJsonDepth(std::string_view text, int max_depth, std::string_view what) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // skip the escaped character
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) {
-        return InvalidArgumentError(std::string(what) + ": JSON nests deeper than " +
-                                    std::to_string(max_depth) + " levels");
-      }
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return Status::Ok();
-}
-
 StatusOr<nlohmann::json> ParseJsonText(std::string_view text, size_t max_bytes, int max_depth,
                                        std::string_view what) {
   if (text.size() > max_bytes) {
     return InvalidArgumentError(std::string(what) + ": " + std::to_string(text.size()) +
                                 " bytes of JSON, over the limit of " + std::to_string(max_bytes));
   }
-  TANDEM_RETURN_IF_ERROR(CheckJsonDepth(text, max_depth, what));
+  if (JsonNestingDepth(text, max_depth) > max_depth) {
+    return InvalidArgumentError(std::string(what) + ": JSON nests deeper than " + std::to_string(max_depth) +
+                                " levels");
+  }
   nlohmann::json value = nlohmann::json::parse(text.begin(), text.end(), /*cb=*/nullptr,
                                                /*allow_exceptions=*/false);
   if (value.is_discarded()) return InvalidArgumentError(std::string(what) + ": not valid JSON");

@@ -18,6 +18,24 @@ Status TlsConfig::Validate(bool is_server) const {
   return Status::Ok();
 }
 
+Status TlsConfig::ValidateMutual(const std::string& prefix) const {
+  if (!enabled) {
+    if (!cert_file.empty() || !key_file.empty() || !ca_file.empty()) {
+      return InvalidArgumentError(prefix + ": cert_file/key_file/ca_file are set but " + prefix +
+                                  ".enabled is false (set it to true, or remove the files)");
+    }
+    return Status::Ok();
+  }
+  if (cert_file.empty()) return InvalidArgumentError(prefix + ".enabled needs " + prefix + ".cert_file");
+  if (key_file.empty()) {
+    return InvalidArgumentError(prefix + ".cert_file is set but " + prefix + ".key_file is empty");
+  }
+  if (ca_file.empty()) {
+    return InvalidArgumentError(prefix + ".enabled needs " + prefix + ".ca_file (verifies the other side)");
+  }
+  return Status::Ok();
+}
+
 Status RpcConfig::Validate(bool is_server) const {
   if (cluster_token.size() < 16) {
     return InvalidArgumentError("cluster_token must be at least 16 bytes");

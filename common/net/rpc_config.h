@@ -9,7 +9,9 @@
 
 namespace tandem::net {
 
-// TLS for control connections (Asio SSL over OpenSSL, TLS 1.2+).
+// TLS for control connections (Asio SSL over OpenSSL, TLS 1.2+). The one TLS
+// config type: RpcServer/RpcClient take it, and the router's and the nodes'
+// configs bind it under `control_tls` (Bind, ValidateMutual).
 struct TlsConfig {
   // Off by default: control traffic is plaintext, protected by the cluster token only.
   bool enabled = false;
@@ -25,6 +27,26 @@ struct TlsConfig {
 
   // Server-side checks when is_server, client-side otherwise.
   Status Validate(bool is_server) const;
+  // The control plane's rule, stricter than Validate: TLS is mutual, so enabled
+  // needs cert_file, key_file and ca_file, and any of them set without enabled
+  // is a forgotten half, not plaintext. InvalidArgument naming `prefix`.key.
+  Status ValidateMutual(const std::string& prefix) const;
+
+  // Binds enabled, cert_file, key_file and ca_file as `prefix`.<field> (a
+  // config::ConfigBinder); `dials` adds server_name, for a process that dials
+  // out (nodes; the router only serves).
+  template <typename Binder>
+  void Bind(Binder& b, const std::string& prefix, bool dials) {
+    b.Field(prefix + ".enabled", enabled, "mutual TLS on control connections (needs the three files)");
+    b.Field(prefix + ".cert_file", cert_file,
+            "PEM certificate chain of this process, signed by the cluster CA (served, and presented when dialing)");
+    b.Field(prefix + ".key_file", key_file, "PEM private key of " + prefix + ".cert_file");
+    b.Field(prefix + ".ca_file", ca_file, "PEM CA bundle verifying the other side's certificate");
+    if (dials) {
+      b.Field(prefix + ".server_name", server_name,
+              "name the dialed side's certificate must carry (empty: the dialed host)");
+    }
+  }
 };
 
 // Settings shared by both ends of a connection.

@@ -2,38 +2,6 @@
 
 namespace tandem::node {
 
-Status NodeTlsConfig::Validate() const {
-  if (!enabled) {
-    if (!cert_file.empty() || !key_file.empty() || !ca_file.empty()) {
-      return InvalidArgumentError(
-          "control_tls: cert_file/key_file/ca_file are set but control_tls.enabled is false "
-          "(set it to true, or remove the files)");
-    }
-    return Status::Ok();
-  }
-  if (cert_file.empty()) return InvalidArgumentError("control_tls.enabled needs control_tls.cert_file");
-  if (key_file.empty()) return InvalidArgumentError("control_tls.cert_file is set but control_tls.key_file is empty");
-  if (ca_file.empty()) {
-    return InvalidArgumentError("control_tls.enabled needs control_tls.ca_file (verifies the router and peers)");
-  }
-  return Status::Ok();
-}
-
-net::TlsConfig NodeTlsConfig::ForServer() const {
-  net::TlsConfig tls;
-  tls.enabled = enabled;
-  tls.cert_file = cert_file;
-  tls.key_file = key_file;
-  tls.ca_file = ca_file;  // set: peers must present a certificate signed by it
-  return tls;
-}
-
-net::TlsConfig NodeTlsConfig::ForClient() const {
-  net::TlsConfig tls = ForServer();
-  tls.server_name = server_name;
-  return tls;
-}
-
 void NodeConfig::Bind(config::ConfigBinder& b) {
   b.Field("role", role, "node role: prefill | decode");
   b.Field("listen_address", listen_address, "control-plane listen address host:port (port 0 = any)");
@@ -52,12 +20,7 @@ void NodeConfig::Bind(config::ConfigBinder& b) {
   b.Field("lease_ms", lease_ms, "default reservation lease (ms)");
   b.Field("max_pending_jobs", max_pending_jobs, "prefill jobs in flight at most");
   b.Field("drain_timeout_ms", drain_timeout_ms, "SIGTERM drain deadline (ms)");
-  b.Field("control_tls.enabled", control_tls.enabled, "mutual TLS on control connections");
-  b.Field("control_tls.cert_file", control_tls.cert_file, "PEM certificate of this node (server and client)");
-  b.Field("control_tls.key_file", control_tls.key_file, "PEM private key of control_tls.cert_file");
-  b.Field("control_tls.ca_file", control_tls.ca_file, "PEM CA bundle verifying the router and peers");
-  b.Field("control_tls.server_name", control_tls.server_name,
-          "name the router's/peers' certificates must carry (empty: dialed host)");
+  control_tls.Bind(b, "control_tls", /*dials=*/true);
   engine.Bind(b);
 }
 
@@ -82,7 +45,7 @@ Status NodeConfig::Validate() const {
   if (lease_ms < 1) return InvalidArgumentError("lease_ms must be >= 1");
   if (max_pending_jobs < 1) return InvalidArgumentError("max_pending_jobs must be >= 1");
   if (drain_timeout_ms < 0) return InvalidArgumentError("drain_timeout_ms must be >= 0");
-  TANDEM_RETURN_IF_ERROR(control_tls.Validate());
+  TANDEM_RETURN_IF_ERROR(control_tls.ValidateMutual("control_tls"));
   TANDEM_RETURN_IF_ERROR(engine.Validate());
   TANDEM_RETURN_IF_ERROR(ServerConfig().Validate());
   return ClientConfig().Validate();
@@ -93,7 +56,7 @@ net::RpcServerConfig NodeConfig::ServerConfig() const {
   c.listen_address = listen_address;
   c.rpc.cluster_token = cluster_token;
   c.rpc.peer_name = node_name;
-  c.rpc.tls = control_tls.ForServer();
+  c.rpc.tls = control_tls;  // server_name is a client setting; servers ignore it
   return c;
 }
 
@@ -101,7 +64,7 @@ net::RpcClientConfig NodeConfig::ClientConfig() const {
   net::RpcClientConfig c;
   c.rpc.cluster_token = cluster_token;
   c.rpc.peer_name = node_name;
-  c.rpc.tls = control_tls.ForClient();
+  c.rpc.tls = control_tls;
   return c;
 }
 

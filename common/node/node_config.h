@@ -13,32 +13,6 @@
 
 namespace tandem::node {
 
-// TLS on every control connection of a node. It is mutual: one certificate serves
-// this node's RpcServer (prefill nodes dial decode nodes) and is presented as the
-// client certificate on the router link and peer links; ca_file verifies the
-// other side in both directions. Off: plaintext, guarded by the cluster token only.
-struct NodeTlsConfig {
-  // Turns TLS on. When true, cert_file, key_file and ca_file are all required.
-  bool enabled = false;
-  // PEM certificate chain of this node, signed by the cluster CA. Needs the advertised
-  // host in subjectAltName (IP:... or DNS:...) and, if it has extendedKeyUsage, both
-  // serverAuth and clientAuth.
-  std::string cert_file;
-  // PEM private key of cert_file.
-  std::string key_file;
-  // PEM CA bundle that signed the router's and every node's certificate.
-  std::string ca_file;
-  // Name the router's and peers' certificates must carry; empty = the host of the
-  // dialed address (e.g. the IP in router_address).
-  std::string server_name;
-
-  // InvalidArgument for half-configured TLS (a file without enabled, cert without key, ...).
-  Status Validate() const;
-  // The net::TlsConfig of this node's server, or of its clients.
-  net::TlsConfig ForServer() const;
-  net::TlsConfig ForClient() const;
-};
-
 struct NodeConfig {
   // "prefill" or "decode" (each binary sets its own default).
   std::string role = "decode";
@@ -82,8 +56,14 @@ struct NodeConfig {
   int max_pending_jobs = 256;
   // SIGTERM: exit when in-flight work is done, or after this long, ms.
   int drain_timeout_ms = 30000;
-  // Control-plane TLS (YAML map `control_tls:`, flags --control-tls-*).
-  NodeTlsConfig control_tls;
+  // TLS on every control connection of the node (YAML map `control_tls:`, flags
+  // --control-tls-*). It is mutual: cert_file serves this node's RpcServer (prefill
+  // nodes dial decode nodes) and is presented as the client certificate on the
+  // router link and peer links; ca_file verifies the other side in both
+  // directions; server_name, when set, is the name the router's and peers'
+  // certificates must carry. cert_file needs the advertised host in
+  // subjectAltName and, if it has extendedKeyUsage, both serverAuth and clientAuth.
+  net::TlsConfig control_tls;
   // The model engine.
   engine::EngineConfig engine;
 

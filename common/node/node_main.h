@@ -5,9 +5,8 @@
 // address(), host(), Idle(), Stop(); Options must have a `config` field.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "common/base/status.h"
@@ -25,18 +24,7 @@ int RunNodeMain(int argc, char** argv, const std::string& role) {
   config.node_name = role + "-0";
   config::ConfigBinder binder;
   config.Bind(binder);
-  CLI::App app{binary + ": " + role + " node"};
-  binder.AddFlags(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  Status applied = binder.Apply();
-  if (!applied.ok()) {
-    std::fprintf(stderr, "%s: %s\n", binary.c_str(), applied.ToString().c_str());
-    return 2;
-  }
+  if (std::optional<int> rc = binder.ParseCommandLine(binary, role + " node", argc, argv)) return *rc;
   Options options;
   options.config = config;
   auto node = Node::Create(std::move(options));

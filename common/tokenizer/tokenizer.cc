@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/base/json_depth.h"
 #include "common/tokenizer/unicode_util.h"
 
 namespace tandem::tokenizer {
@@ -28,26 +29,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string& path
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view json_text) {
   if (json_text.size() > kMaxTokenizerJsonBytes) return InvalidArgumentError("tokenizer.json too large");
   // nlohmann's parser is recursive: refuse deep nesting before parsing.
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : json_text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  if (max_depth > 64) return InvalidArgumentError("tokenizer.json nested too deeply");
+  if (JsonNestingDepth(json_text, 64) > 64) return InvalidArgumentError("tokenizer.json nested too deeply");
   const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidArgumentError("tokenizer.json is not valid JSON");
   if (!j.is_object()) return InvalidArgumentError("tokenizer.json must be a JSON object");

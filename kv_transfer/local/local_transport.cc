@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kv_transfer/wire.h"
+#include "kv_transfer/write_op_check.h"
 
 namespace tandem::kv_transfer {
 namespace {
@@ -149,13 +150,7 @@ StatusOr<TransferId> LocalTransport::PostWrites(PeerId peer, std::span<const Wri
   if (p->second.accepted) return FailedPreconditionError("an accepted connection only receives");
   uint64_t bytes = 0;
   for (const WriteOp& op : ops) {
-    auto l = local_.find(op.local_region);
-    if (l == local_.end()) return InvalidArgumentError("unknown local region in write");
-    auto rm = remotes_.find(op.remote_region);
-    if (rm == remotes_.end() || rm->second.peer != peer) {
-      return InvalidArgumentError("unknown remote region in write");
-    }
-    TANDEM_RETURN_IF_ERROR(CheckWriteOpBounds(op, l->second.length, rm->second.length));
+    TANDEM_RETURN_IF_ERROR(ResolveWriteOp(op, peer, local_, remotes_).status());
     bytes += op.length;
   }
   TransferId id = next_handle_++;

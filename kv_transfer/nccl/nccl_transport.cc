@@ -13,6 +13,7 @@
 #include "kv_transfer/nccl/nccl_connection.h"
 #include "kv_transfer/nccl/nccl_wire.h"
 #include "kv_transfer/peer_process.h"
+#include "kv_transfer/write_op_check.h"
 
 namespace tandem::kv_transfer {
 
@@ -217,12 +218,8 @@ StatusOr<TransferId> NcclTransport::PostWrites(PeerId peer, std::span<const Writ
   if (m.peers.count(peer) == 0) return NotFoundError("unknown peer");
   NcclConnection::Batch batch;
   for (const WriteOp& op : ops) {
-    auto l = m.regions.find(op.local_region);
-    if (l == m.regions.end()) return InvalidArgumentError("unknown local region in write");
-    auto rm = m.remotes.find(op.remote_region);
-    if (rm == m.remotes.end() || rm->second.peer != peer) return InvalidArgumentError("unknown remote region in write");
-    TANDEM_RETURN_IF_ERROR(CheckWriteOpBounds(op, l->second.length, rm->second.length));
-    batch.pieces.push_back({l->second.addr + op.local_offset, op.length});
+    TANDEM_ASSIGN_OR_RETURN(auto regions, ResolveWriteOp(op, peer, m.regions, m.remotes));
+    batch.pieces.push_back({regions.local->addr + op.local_offset, op.length});
     batch.bytes += op.length;
   }
   return m.Post(peer, true, std::move(batch));

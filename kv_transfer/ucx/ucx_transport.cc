@@ -7,6 +7,7 @@
 
 #include "kv_transfer/messages.h"
 #include "kv_transfer/wire.h"
+#include "kv_transfer/write_op_check.h"
 
 namespace tandem::kv_transfer {
 namespace {
@@ -320,13 +321,7 @@ StatusOr<TransferId> UcxTransport::PostWrites(PeerId peer, std::span<const Write
   if (p->second->error != UCS_OK) return FromUcs(p->second->error, "peer failed");
   uint64_t bytes = 0;
   for (const WriteOp& op : ops) {
-    auto l = m.regions.find(op.local_region);
-    if (l == m.regions.end()) return InvalidArgumentError("unknown local region in write");
-    auto rm = m.remotes.find(op.remote_region);
-    if (rm == m.remotes.end() || rm->second.peer != peer) {
-      return InvalidArgumentError("unknown remote region in write");
-    }
-    TANDEM_RETURN_IF_ERROR(CheckWriteOpBounds(op, l->second.length, rm->second.length));
+    TANDEM_RETURN_IF_ERROR(ResolveWriteOp(op, peer, m.regions, m.remotes).status());
     bytes += op.length;
   }
   TransferId id = m.next_handle++;

@@ -9,58 +9,52 @@ const char* ServingModeName(ServingMode mode) {
   return mode == ServingMode::kColocated ? "colocated" : "disaggregated";
 }
 
-Status ControlTlsConfig::Validate() const {
-  if (!enabled) {
-    if (!cert_file.empty() || !key_file.empty() || !ca_file.empty()) {
-      return InvalidArgumentError(
-          "cluster.tls: cert_file/key_file/ca_file are set but cluster.tls.enabled is false "
-          "(set it to true, or remove the files)");
-    }
-    return Status::Ok();
-  }
-  if (cert_file.empty()) return InvalidArgumentError("cluster.tls.enabled needs cluster.tls.cert_file");
-  if (key_file.empty()) return InvalidArgumentError("cluster.tls.cert_file is set but cluster.tls.key_file is empty");
-  if (ca_file.empty()) {
-    return InvalidArgumentError("cluster.tls.enabled needs cluster.tls.ca_file (verifies the nodes' certificates)");
-  }
-  return Status::Ok();
-}
-
-net::TlsConfig ControlTlsConfig::ForServer() const {
-  net::TlsConfig t;
-  t.enabled = enabled;
-  t.cert_file = cert_file;
-  t.key_file = key_file;
-  t.ca_file = ca_file;  // set: every node must present a certificate signed by it
-  return t;
+void ClusterConfig::Bind(config::ConfigBinder& b) {
+  b.Field("control_address", control_address, "control address nodes dial to register, host:port");
+  b.Field("cluster_token", cluster_token, "shared cluster secret (>= 16 bytes), the same on every node");
+  b.Field("cluster_token_file", cluster_token_file, "file holding the cluster token, used when cluster_token is empty");
+  b.Field("heartbeat_interval_ms", heartbeat_interval_ms, "heartbeat period told to nodes (ms)");
+  b.Field("node_dead_after_ms", node_dead_after_ms,
+          "a node silent this long is dead and its requests move (ms, >= 2 x heartbeat_interval_ms)");
+  b.Choice("mode", mode, {{"disaggregated", ServingMode::kDisaggregated}, {"colocated", ServingMode::kColocated}},
+           "disaggregated (prefill nodes compute prompts) | colocated (every prompt prefills on its decode node)");
+  b.Field("local_prefill_max_tokens", local_prefill_max_tokens,
+          "prompts of at most this many tokens prefill on their decode node (0 = never)");
+  b.Field("node_call_timeout_ms", node_call_timeout_ms,
+          "deadline of one Reserve / Prefill / Cancel call to a node (ms)");
+  b.Field("reservation_lease_ms", reservation_lease_ms, "KV reservation lease asked of decode nodes (ms, 0 = theirs)");
+  b.Field("no_room_retry_ms", no_room_retry_ms,
+          "how long a request refused for lack of room is placed again before 429 (ms)");
+  b.Field("num_control_threads", num_control_threads, "I/O threads of the control plane");
+  control_tls.Bind(b, "control_tls", /*dials=*/false);
 }
 
 Status ClusterConfig::Validate() const {
   if (control_address.empty() || control_address.find(':') == std::string::npos) {
-    return InvalidArgumentError("cluster.control_address must be host:port");
+    return InvalidArgumentError("control_address must be host:port");
   }
   if (!cluster_token.empty() && cluster_token.size() < 16) {
-    return InvalidArgumentError("cluster.cluster_token must be at least 16 bytes");
+    return InvalidArgumentError("cluster_token must be at least 16 bytes");
   }
   if (cluster_token.empty() && cluster_token_file.empty()) {
-    return InvalidArgumentError("cluster.cluster_token or cluster.cluster_token_file is required");
+    return InvalidArgumentError("cluster_token or cluster_token_file is required");
   }
   if (heartbeat_interval_ms < 10 || heartbeat_interval_ms > 60000) {
-    return InvalidArgumentError("cluster.heartbeat_interval_ms must be in [10, 60000]");
+    return InvalidArgumentError("heartbeat_interval_ms must be in [10, 60000]");
   }
   if (node_dead_after_ms < 2 * heartbeat_interval_ms || node_dead_after_ms > 600000) {
-    return InvalidArgumentError("cluster.node_dead_after_ms must be in [2 x heartbeat_interval_ms, 600000]");
+    return InvalidArgumentError("node_dead_after_ms must be in [2 x heartbeat_interval_ms, 600000]");
   }
   if (local_prefill_max_tokens < 0) {
-    return InvalidArgumentError("cluster.local_prefill_max_tokens must be >= 0");
+    return InvalidArgumentError("local_prefill_max_tokens must be >= 0");
   }
-  if (node_call_timeout_ms < 1) return InvalidArgumentError("cluster.node_call_timeout_ms must be >= 1");
-  if (reservation_lease_ms < 0) return InvalidArgumentError("cluster.reservation_lease_ms must be >= 0");
-  if (no_room_retry_ms < 0) return InvalidArgumentError("cluster.no_room_retry_ms must be >= 0");
+  if (node_call_timeout_ms < 1) return InvalidArgumentError("node_call_timeout_ms must be >= 1");
+  if (reservation_lease_ms < 0) return InvalidArgumentError("reservation_lease_ms must be >= 0");
+  if (no_room_retry_ms < 0) return InvalidArgumentError("no_room_retry_ms must be >= 0");
   if (num_control_threads < 1 || num_control_threads > 64) {
-    return InvalidArgumentError("cluster.num_control_threads must be in [1, 64]");
+    return InvalidArgumentError("num_control_threads must be in [1, 64]");
   }
-  return tls.Validate();
+  return control_tls.ValidateMutual("control_tls");
 }
 
 StatusOr<std::string> ClusterConfig::ResolveToken() const {
@@ -79,98 +73,6 @@ StatusOr<std::string> ClusterConfig::ResolveToken() const {
   }
   if (token.size() < 16) return InvalidArgumentError("cluster token must be at least 16 bytes");
   return token;
-}
-
-namespace {
-
-template <typename T>
-Status Read(const YAML::Node& value, const std::string& key, T* out) {
-  try {
-    *out = value.as<T>();
-    return Status::Ok();
-  } catch (const std::exception&) {
-    return InvalidArgumentError("cluster." + key + " has the wrong type");
-  }
-}
-
-Status ParseTls(const YAML::Node& node, ControlTlsConfig* tls) {
-  if (!node || node.IsNull()) return Status::Ok();
-  if (!node.IsMap()) return InvalidArgumentError("cluster.tls must be a map");
-  for (const auto& kv : node) {
-    std::string key;
-    try {
-      key = kv.first.as<std::string>();
-    } catch (const std::exception&) {
-      return InvalidArgumentError("cluster.tls has a non-string key");
-    }
-    const YAML::Node& v = kv.second;
-    const std::string name = "tls." + key;
-    if (key == "enabled") {
-      TANDEM_RETURN_IF_ERROR(Read(v, name, &tls->enabled));
-    } else if (key == "cert_file") {
-      TANDEM_RETURN_IF_ERROR(Read(v, name, &tls->cert_file));
-    } else if (key == "key_file") {
-      TANDEM_RETURN_IF_ERROR(Read(v, name, &tls->key_file));
-    } else if (key == "ca_file") {
-      TANDEM_RETURN_IF_ERROR(Read(v, name, &tls->ca_file));
-    } else {
-      return InvalidArgumentError("unknown key cluster.tls." + key);
-    }
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-StatusOr<ClusterConfig> ParseClusterConfig(const YAML::Node& node) {
-  ClusterConfig c;
-  if (!node || node.IsNull()) return c;
-  if (!node.IsMap()) return InvalidArgumentError("cluster must be a map");
-  for (const auto& kv : node) {
-    std::string key;
-    try {
-      key = kv.first.as<std::string>();
-    } catch (const std::exception&) {
-      return InvalidArgumentError("cluster has a non-string key");
-    }
-    const YAML::Node& v = kv.second;
-    if (key == "control_address") {
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.control_address));
-    } else if (key == "cluster_token") {
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.cluster_token));
-    } else if (key == "cluster_token_file") {
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.cluster_token_file));
-    } else if (key == "heartbeat_interval_ms") {
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.heartbeat_interval_ms));
-    } else if (key == "node_dead_after_ms") {
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.node_dead_after_ms));
-    } else if (key == "local_prefill_max_tokens") {
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.local_prefill_max_tokens));
-    } else if (key == "node_call_timeout_ms") {
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.node_call_timeout_ms));
-    } else if (key == "reservation_lease_ms") {
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.reservation_lease_ms));
-    } else if (key == "no_room_retry_ms") {
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.no_room_retry_ms));
-    } else if (key == "num_control_threads") {
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &c.num_control_threads));
-    } else if (key == "tls") {
-      TANDEM_RETURN_IF_ERROR(ParseTls(v, &c.tls));
-    } else if (key == "mode") {
-      std::string mode;
-      TANDEM_RETURN_IF_ERROR(Read(v, key, &mode));
-      if (mode == "disaggregated") {
-        c.mode = ServingMode::kDisaggregated;
-      } else if (mode == "colocated") {
-        c.mode = ServingMode::kColocated;
-      } else {
-        return InvalidArgumentError("cluster.mode must be disaggregated or colocated");
-      }
-    } else {
-      return InvalidArgumentError("unknown key cluster." + key);
-    }
-  }
-  return c;
 }
 
 }  // namespace tandem::router::cluster

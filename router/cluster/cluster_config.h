@@ -1,14 +1,15 @@
 // ClusterConfig: the router's cluster side (node registry, placement, request
-// dispatch). Lives under the `cluster:` key of router.yaml (deploy/router.yaml).
+// dispatch). Its keys sit at the top level of router.yaml (deploy/router.yaml)
+// next to RouterConfig's, with the names the nodes use for the same things
+// (cluster_token, heartbeat_interval_ms, control_tls); each is also a flag.
 // Thread rule: a plain value; copy freely.
 #pragma once
-
-#include <yaml-cpp/yaml.h>
 
 #include <cstdint>
 #include <string>
 
 #include "common/base/status.h"
+#include "common/config/config_binder.h"
 #include "common/net/rpc_config.h"
 
 namespace tandem::router::cluster {
@@ -16,26 +17,6 @@ namespace tandem::router::cluster {
 enum class ServingMode {
   kDisaggregated,  // prefill nodes compute prompts, KV goes to decode
   kColocated,      // every request is prefilled on its decode node (local path)
-};
-
-// TLS on the control plane (the RpcServer nodes dial). It is mutual: the router
-// serves cert_file and accepts only nodes whose client certificate ca_file
-// verifies. Off: plaintext, guarded by the cluster token only.
-struct ControlTlsConfig {
-  // Turns TLS on. When true, cert_file, key_file and ca_file are all required.
-  bool enabled = false;
-  // PEM certificate chain of the router, signed by the cluster CA; subjectAltName
-  // must carry the host nodes dial (the host of control_address as they see it).
-  std::string cert_file;
-  // PEM private key of cert_file.
-  std::string key_file;
-  // PEM CA bundle that signed the nodes' certificates; a node without one is refused.
-  std::string ca_file;
-
-  // InvalidArgument for half-configured TLS (a file without enabled, cert without key, ...).
-  Status Validate() const;
-  // The server-side net::TlsConfig.
-  net::TlsConfig ForServer() const;
 };
 
 struct ClusterConfig {
@@ -72,18 +53,20 @@ struct ClusterConfig {
   int32_t no_room_retry_ms = 30000;
   // I/O threads of the control-plane event loop.
   int32_t num_control_threads = 1;
-  // Control-plane TLS (YAML map `cluster.tls:`, flags --control-tls-*).
-  ControlTlsConfig tls;
+  // TLS on the control plane (YAML map `control_tls:`, flags --control-tls-*). It
+  // is mutual: the router serves cert_file, whose subjectAltName must carry the host
+  // nodes dial (the host of control_address as they see it), and accepts only
+  // nodes whose client certificate ca_file verifies. Off: plaintext, guarded by
+  // the cluster token only. server_name is not bound: the router dials nobody.
+  net::TlsConfig control_tls;
 
+  // Binds every field above to `b` (YAML key = field name; mode as a name).
+  void Bind(config::ConfigBinder& b);
   // InvalidArgument naming the first bad field. Does not read the token file.
   Status Validate() const;
   // The token: cluster_token, else the first line of cluster_token_file.
   StatusOr<std::string> ResolveToken() const;
 };
-
-// Reads a `cluster:` YAML map (the keys above; mode as a string; tls as a map
-// of its keys). Unknown keys are an error. A null node gives the defaults.
-StatusOr<ClusterConfig> ParseClusterConfig(const YAML::Node& node);
 
 const char* ServingModeName(ServingMode mode);
 

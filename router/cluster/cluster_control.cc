@@ -20,7 +20,7 @@ StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Start(net::EventLoop& 
   server_config.listen_address = config.control_address;
   server_config.rpc.cluster_token = std::move(token);
   server_config.rpc.peer_name = "router";
-  server_config.rpc.tls = config.tls.ForServer();
+  server_config.rpc.tls = config.control_tls;  // its ca_file: every node must present a certificate it verifies
   // A connection with no traffic at all is closed (the node is dead) after the same
   // silence that declares a node dead; keepalives keep an idle, live one open.
   server_config.rpc.idle_timeout_ms = config.node_dead_after_ms;

@@ -1,9 +1,8 @@
-// The control-plane TLS fields of the node config (YAML `control_tls:`, flags
-// --control-tls-*) and of the router's cluster config (YAML `cluster.tls:`):
-// parsing, Validate() of half-configured TLS, and the net::TlsConfig handed to
-// RpcServer / RpcClient.
+// The control-plane TLS fields (one net::TlsConfig, YAML `control_tls:`, flags
+// --control-tls-*) of the node config and of the router's cluster config:
+// parsing, ValidateMutual() of half-configured TLS, and the net::TlsConfig
+// handed to RpcServer / RpcClient.
 #include <gtest/gtest.h>
-#include <yaml-cpp/yaml.h>
 
 #include <string>
 #include <vector>
@@ -19,8 +18,8 @@ void ExpectInvalid(const Status& status, const std::string& mentions) {
   EXPECT_NE(status.ToString().find(mentions), std::string::npos) << status.ToString();
 }
 
-node::NodeTlsConfig FullNodeTls() {
-  node::NodeTlsConfig t;
+net::TlsConfig FullTls() {
+  net::TlsConfig t;
   t.enabled = true;
   t.cert_file = "/certs/node.pem";
   t.key_file = "/certs/node.key";
@@ -28,30 +27,30 @@ node::NodeTlsConfig FullNodeTls() {
   return t;
 }
 
-TEST(NodeTlsConfigTest, OffByDefaultAndCompleteWhenOn) {
-  EXPECT_TRUE(node::NodeTlsConfig().Validate().ok());
-  EXPECT_TRUE(FullNodeTls().Validate().ok());
+TEST(NodeControlTlsTest, OffByDefaultAndCompleteWhenOn) {
+  EXPECT_TRUE(net::TlsConfig().ValidateMutual("control_tls").ok());
+  EXPECT_TRUE(FullTls().ValidateMutual("control_tls").ok());
 }
 
-TEST(NodeTlsConfigTest, HalfConfiguredIsInvalidArgument) {
-  node::NodeTlsConfig t = FullNodeTls();
+TEST(NodeControlTlsTest, HalfConfiguredIsInvalidArgument) {
+  net::TlsConfig t = FullTls();
   t.key_file.clear();
-  ExpectInvalid(t.Validate(), "control_tls.key_file");
-  t = FullNodeTls();
+  ExpectInvalid(t.ValidateMutual("control_tls"), "control_tls.key_file");
+  t = FullTls();
   t.cert_file.clear();
-  ExpectInvalid(t.Validate(), "control_tls.cert_file");
-  t = FullNodeTls();
+  ExpectInvalid(t.ValidateMutual("control_tls"), "control_tls.cert_file");
+  t = FullTls();
   t.ca_file.clear();
-  ExpectInvalid(t.Validate(), "control_tls.ca_file");
-  t = FullNodeTls();
+  ExpectInvalid(t.ValidateMutual("control_tls"), "control_tls.ca_file");
+  t = FullTls();
   t.enabled = false;  // files without the switch: a forgotten half, not silently plaintext
-  ExpectInvalid(t.Validate(), "control_tls.enabled is false");
-  t = node::NodeTlsConfig();
+  ExpectInvalid(t.ValidateMutual("control_tls"), "control_tls.enabled is false");
+  t = net::TlsConfig();
   t.enabled = true;
-  ExpectInvalid(t.Validate(), "control_tls.cert_file");
+  ExpectInvalid(t.ValidateMutual("control_tls"), "control_tls.cert_file");
 }
 
-TEST(NodeTlsConfigTest, NodeConfigValidateRejectsHalfTls) {
+TEST(NodeControlTlsTest, NodeConfigValidateRejectsHalfTls) {
   node::NodeConfig c;
   c.cluster_token = "0123456789abcdef0123";
   c.control_tls.enabled = true;
@@ -59,7 +58,7 @@ TEST(NodeTlsConfigTest, NodeConfigValidateRejectsHalfTls) {
   ExpectInvalid(c.Validate(), "control_tls.key_file");
 }
 
-TEST(NodeTlsConfigTest, YamlAndFlagsReachServerAndClientRpcConfigs) {
+TEST(NodeControlTlsTest, YamlAndFlagsReachServerAndClientRpcConfigs) {
   node::NodeConfig c;
   c.cluster_token = "0123456789abcdef0123";
   config::ConfigBinder binder;
@@ -94,7 +93,7 @@ TEST(NodeTlsConfigTest, YamlAndFlagsReachServerAndClientRpcConfigs) {
   EXPECT_TRUE(c.ClientConfig().Validate().ok());
 }
 
-TEST(NodeTlsConfigTest, PlaintextByDefaultInRpcConfigs) {
+TEST(NodeControlTlsTest, PlaintextByDefaultInRpcConfigs) {
   node::NodeConfig c;
   EXPECT_FALSE(c.ServerConfig().rpc.tls.enabled);
   EXPECT_FALSE(c.ClientConfig().rpc.tls.enabled);
@@ -105,43 +104,46 @@ router::cluster::ClusterConfig WithToken(router::cluster::ClusterConfig c) {
   return c;
 }
 
+StatusOr<router::cluster::ClusterConfig> ParseCluster(const std::string& yaml) {
+  return config::FromYaml<router::cluster::ClusterConfig>(yaml);
+}
+
 TEST(ClusterTlsConfigTest, ParsesTheTlsMap) {
-  auto c = router::cluster::ParseClusterConfig(YAML::Load(
-      "tls:\n  enabled: true\n  cert_file: /c/router.pem\n  key_file: /c/router.key\n  ca_file: /c/ca.pem\n"));
+  auto c = ParseCluster(
+      "control_tls:\n  enabled: true\n  cert_file: /c/router.pem\n  key_file: /c/router.key\n"
+      "  ca_file: /c/ca.pem\n");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_TRUE(c->tls.enabled);
+  EXPECT_TRUE(c->control_tls.enabled);
   EXPECT_TRUE(WithToken(*c).Validate().ok());
-  net::TlsConfig server = c->tls.ForServer();
-  EXPECT_TRUE(server.enabled);
-  EXPECT_EQ(server.cert_file, "/c/router.pem");
-  EXPECT_EQ(server.key_file, "/c/router.key");
-  EXPECT_EQ(server.ca_file, "/c/ca.pem");  // nodes must present a certificate signed by it
-  net::TlsConfig plain = router::cluster::ClusterConfig().tls.ForServer();
-  EXPECT_FALSE(plain.enabled);
+  EXPECT_EQ(c->control_tls.cert_file, "/c/router.pem");
+  EXPECT_EQ(c->control_tls.key_file, "/c/router.key");
+  EXPECT_EQ(c->control_tls.ca_file, "/c/ca.pem");  // nodes must present a certificate signed by it
+  EXPECT_TRUE(c->control_tls.Validate(/*is_server=*/true).ok());
+  EXPECT_FALSE(router::cluster::ClusterConfig().control_tls.enabled);
 }
 
 TEST(ClusterTlsConfigTest, BadTlsYamlIsInvalidArgument) {
-  ExpectInvalid(router::cluster::ParseClusterConfig(YAML::Load("tls:\n  cert: /x\n")).status(),
-                "unknown key cluster.tls.cert");
-  ExpectInvalid(router::cluster::ParseClusterConfig(YAML::Load("tls: [1, 2]\n")).status(), "cluster.tls must be a map");
-  ExpectInvalid(router::cluster::ParseClusterConfig(YAML::Load("tls:\n  enabled: maybe\n")).status(),
-                "cluster.tls.enabled has the wrong type");
-  ExpectInvalid(router::cluster::ParseClusterConfig(YAML::Load("tls:\n  ca_file: [a]\n")).status(),
-                "cluster.tls.ca_file has the wrong type");
+  ExpectInvalid(ParseCluster("control_tls:\n  cert: /x\n").status(), "unknown config key 'control_tls.cert'");
+  // The router dials nobody: no server_name.
+  ExpectInvalid(ParseCluster("control_tls:\n  server_name: r\n").status(),
+                "unknown config key 'control_tls.server_name'");
+  ExpectInvalid(ParseCluster("control_tls: [1, 2]\n").status(), "unknown config key 'control_tls'");
+  ExpectInvalid(ParseCluster("control_tls:\n  enabled: maybe\n").status(), "'control_tls.enabled': not a boolean");
+  ExpectInvalid(ParseCluster("control_tls:\n  ca_file: [a]\n").status(), "'control_tls.ca_file' is not a list");
 }
 
 TEST(ClusterTlsConfigTest, HalfConfiguredIsInvalidArgument) {
   auto parse = [](const std::string& yaml) {
-    auto c = router::cluster::ParseClusterConfig(YAML::Load(yaml));
+    auto c = ParseCluster(yaml);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return WithToken(*c).Validate();
   };
-  ExpectInvalid(parse("tls: {enabled: true, cert_file: /a.pem, ca_file: /ca.pem}"), "cluster.tls.key_file");
-  ExpectInvalid(parse("tls: {enabled: true, key_file: /a.key, ca_file: /ca.pem}"), "cluster.tls.cert_file");
-  ExpectInvalid(parse("tls: {enabled: true, cert_file: /a.pem, key_file: /a.key}"), "cluster.tls.ca_file");
-  ExpectInvalid(parse("tls: {cert_file: /a.pem, key_file: /a.key, ca_file: /ca.pem}"),
-                "cluster.tls.enabled is false");
-  EXPECT_TRUE(parse("tls: {enabled: false}").ok());
+  ExpectInvalid(parse("control_tls: {enabled: true, cert_file: /a.pem, ca_file: /ca.pem}"), "control_tls.key_file");
+  ExpectInvalid(parse("control_tls: {enabled: true, key_file: /a.key, ca_file: /ca.pem}"), "control_tls.cert_file");
+  ExpectInvalid(parse("control_tls: {enabled: true, cert_file: /a.pem, key_file: /a.key}"), "control_tls.ca_file");
+  ExpectInvalid(parse("control_tls: {cert_file: /a.pem, key_file: /a.key, ca_file: /ca.pem}"),
+                "control_tls.enabled is false");
+  EXPECT_TRUE(parse("control_tls: {enabled: false}").ok());
 }
 
 }  // namespace

@@ -20,6 +20,13 @@ TEST(RouterConfigTest, DefaultsAreValidAndLoopback) {
   EXPECT_EQ(config.listen_port, 8000);
 }
 
+// RouterConfig from YAML text through its ConfigBinder, then Validate.
+StatusOr<RouterConfig> ParseRouterConfigYaml(const std::string& yaml) {
+  TANDEM_ASSIGN_OR_RETURN(RouterConfig config, config::FromYaml<RouterConfig>(yaml));
+  TANDEM_RETURN_IF_ERROR(config.Validate());
+  return config;
+}
+
 TEST(RouterConfigTest, ParsesYaml) {
   StatusOr<RouterConfig> config = ParseRouterConfigYaml(R"(
 listen_host: 0.0.0.0
@@ -49,7 +56,10 @@ TEST(RouterConfigTest, RejectsBadFiles) {
                    .status();
   EXPECT_FALSE(dup.ok());
   EXPECT_EQ(dup.message().find("secret-key-1"), std::string::npos) << "a key leaked";
-  EXPECT_FALSE(LoadRouterConfigFile("/nonexistent/router.yaml").ok());
+  Status no_tenant = ParseRouterConfigYaml("api_keys: [{key: secret-key-2}]").status();
+  EXPECT_NE(no_tenant.message().find("lacks 'tenant'"), std::string::npos) << no_tenant.ToString();
+  EXPECT_EQ(no_tenant.message().find("secret-key-2"), std::string::npos) << "a key leaked";
+  EXPECT_FALSE(ParseRouterConfigYaml("api_keys: sk-0123456789").ok());
 }
 
 TEST(ApiKeyTableTest, MatchesExactKeysOnly) {
@@ -101,28 +111,3 @@ TEST(SseWriterTest, FramesArbitraryBytesSafely) {
 }  // namespace
 }  // namespace tandem::router
 
-#include "router/router_flags.h"
-
-namespace tandem::router {
-namespace {
-
-TEST(RouterFlagsTest, FileThenOverrides) {
-  const std::string path = ::testing::TempDir() + "/router_flags_test.yaml";
-  {
-    std::ofstream out(path);
-    out << "listen_port: 9100\nmax_queued_requests: 7\n";
-  }
-  const char* argv[] = {"tandem-router", "--config", path.c_str(), "--listen-port", "9200"};
-  StatusOr<RouterCommandLine> cl = ParseRouterFlags(5, argv);
-  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
-  EXPECT_EQ(cl->config.listen_port, 9200);        // flag wins
-  EXPECT_EQ(cl->config.max_queued_requests, 7);   // from the file
-  EXPECT_EQ(cl->config.listen_host, "127.0.0.1"); // default
-  const char* bad[] = {"tandem-router", "--no-such-flag"};
-  EXPECT_FALSE(ParseRouterFlags(2, bad).ok());
-  const char* bad_value[] = {"tandem-router", "--io-threads", "0"};
-  EXPECT_FALSE(ParseRouterFlags(3, bad_value).ok());
-}
-
-}  // namespace
-}  // namespace tandem::router

@@ -84,5 +84,83 @@ TEST(ConfigBinderTest, BadInputIsAClearError) {
   EXPECT_EQ(c.port, 9000);
 }
 
+enum class Shade { kLight, kDark };
+
+struct Member {
+  std::string name;
+  std::string team;
+};
+
+struct ShapedConfig {
+  Shade shade = Shade::kLight;
+  std::vector<Member> members;
+  int port = 1;
+
+  void Bind(ConfigBinder& b) {
+    b.Choice("shade", shade, {{"light", Shade::kLight}, {"dark", Shade::kDark}}, "shade");
+    b.Records("members", members, {{"name", &Member::name}, {"team", &Member::team}}, "members");
+    b.Field("port", port, "port");
+  }
+};
+
+TEST(ConfigBinderTest, ChoicesAndRecordsFromYamlAndFlags) {
+  StatusOr<ShapedConfig> c =
+      FromYaml<ShapedConfig>("shade: dark\nmembers:\n  - {name: a, team: x}\n  - {team: y, name: b}\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->shade, Shade::kDark);
+  ASSERT_EQ(c->members.size(), 2u);
+  EXPECT_EQ(c->members[1].name, "b");
+  EXPECT_EQ(c->members[1].team, "y");
+
+  ShapedConfig f;
+  ConfigBinder b;
+  f.Bind(b);
+  ASSERT_TRUE(ParseArgs(b, {"--shade", "dark", "--members", "name=m1,team=t1", "--members", "team=t2,name=m2"}).ok());
+  EXPECT_EQ(f.shade, Shade::kDark);
+  ASSERT_EQ(f.members.size(), 2u);
+  EXPECT_EQ(f.members[0].name, "m1");
+  EXPECT_EQ(f.members[1].team, "t2");
+  EXPECT_NE(b.Dump().find("shade: dark\nmembers: 2 items\n"), std::string::npos) << b.Dump();
+
+  Status bad = FromYaml<ShapedConfig>("shade: dim\n").status();
+  EXPECT_NE(bad.message().find("'shade': 'dim' is not one of light, dark"), std::string::npos) << bad.ToString();
+  bad = FromYaml<ShapedConfig>("members: [{name: a}]\n").status();
+  EXPECT_NE(bad.message().find("'members' item lacks 'team'"), std::string::npos) << bad.ToString();
+  bad = FromYaml<ShapedConfig>("members: [{name: a, team: b, age: 3}]\n").status();
+  EXPECT_NE(bad.message().find("unknown key 'age'"), std::string::npos) << bad.ToString();
+  EXPECT_FALSE(FromYaml<ShapedConfig>("members: a\n").ok());
+  EXPECT_FALSE(FromYaml<ShapedConfig>("members: [a]\n").ok());
+  ShapedConfig g;
+  ConfigBinder gb;
+  g.Bind(gb);
+  bad = ParseArgs(gb, {"--members", "name=secret"});
+  EXPECT_NE(bad.message().find("lacks 'team'"), std::string::npos) << bad.ToString();
+  EXPECT_EQ(bad.message().find("secret"), std::string::npos) << "an item's text leaked";
+}
+
+TEST(ConfigBinderTest, ParseCommandLineExitsOnHelpAndErrors) {
+  ShapedConfig c;
+  ConfigBinder b;
+  c.Bind(b);
+  const char* ok[] = {"prog", "--port", "5"};
+  EXPECT_EQ(b.ParseCommandLine("prog", "test", 3, ok), std::nullopt);
+  EXPECT_EQ(c.port, 5);
+  ShapedConfig h;
+  ConfigBinder hb;
+  h.Bind(hb);
+  const char* help[] = {"prog", "--help"};
+  EXPECT_EQ(hb.ParseCommandLine("prog", "test", 2, help), std::optional<int>(0));
+  ShapedConfig u;
+  ConfigBinder ub;
+  u.Bind(ub);
+  const char* unknown[] = {"prog", "--colour", "red"};
+  EXPECT_EQ(ub.ParseCommandLine("prog", "test", 3, unknown), std::optional<int>(2));
+  ShapedConfig v;
+  ConfigBinder vb;
+  v.Bind(vb);
+  const char* bad_value[] = {"prog", "--shade", "dim"};
+  EXPECT_EQ(vb.ParseCommandLine("prog", "test", 3, bad_value), std::optional<int>(2));
+}
+
 }  // namespace
 }  // namespace tandem::config

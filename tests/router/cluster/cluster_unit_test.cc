@@ -14,6 +14,8 @@
 namespace tandem::router::cluster {
 namespace {
 
+using config::FromYaml;
+
 NodeView Decode(uint32_t id, int64_t free_blocks, int running, int waiting) {
   NodeView v;
   v.node_id = id;
@@ -96,10 +98,9 @@ TEST(TenantSaltTest, MatchesSha256Oracle) {
 }
 
 TEST(ClusterConfigTest, ParsesAndValidates) {
-  YAML::Node node = YAML::Load(
+  StatusOr<ClusterConfig> config = FromYaml<ClusterConfig>(
       "control_address: 127.0.0.1:7100\ncluster_token: abcdefghijklmnopqrstu\nmode: colocated\n"
       "local_prefill_max_tokens: 64\nheartbeat_interval_ms: 200\n");
-  StatusOr<ClusterConfig> config = ParseClusterConfig(node);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->control_address, "127.0.0.1:7100");
   EXPECT_EQ(config->mode, ServingMode::kColocated);
@@ -107,16 +108,16 @@ TEST(ClusterConfigTest, ParsesAndValidates) {
   EXPECT_EQ(config->heartbeat_interval_ms, 200);
   EXPECT_EQ(config->node_dead_after_ms, 10000) << "the default: a busy node is not a dead one";
   EXPECT_TRUE(config->Validate().ok());
-  config = ParseClusterConfig(YAML::Load("cluster_token: abcdefghijklmnopqrstu\nnode_dead_after_ms: 1500\n"));
+  config = FromYaml<ClusterConfig>("cluster_token: abcdefghijklmnopqrstu\nnode_dead_after_ms: 1500\n");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->node_dead_after_ms, 1500);
   EXPECT_TRUE(config->Validate().ok());
   config->node_dead_after_ms = 2 * config->heartbeat_interval_ms - 1;  // under two heartbeats
   EXPECT_FALSE(config->Validate().ok());
 
-  EXPECT_FALSE(ParseClusterConfig(YAML::Load("mode: sideways\n")).ok());
-  EXPECT_FALSE(ParseClusterConfig(YAML::Load("control_adress: x:1\n")).ok());  // typo = error
-  EXPECT_FALSE(ParseClusterConfig(YAML::Load("heartbeat_interval_ms: [1]\n")).ok());
+  EXPECT_FALSE(FromYaml<ClusterConfig>("mode: sideways\n").ok());
+  EXPECT_FALSE(FromYaml<ClusterConfig>("control_adress: x:1\n").ok());  // typo = error
+  EXPECT_FALSE(FromYaml<ClusterConfig>("heartbeat_interval_ms: [1]\n").ok());
   ClusterConfig c;
   EXPECT_FALSE(c.Validate().ok());  // no token
   c.cluster_token = "short";
