@@ -129,7 +129,7 @@ TEST(RouterLinkRefusalTest, TheRouterRefusalReasonIsKept) {
     return refusal;
   };
   const std::string wrong_token = refusal_of("a-different-token-0123456789", proto::NODE_ROLE_DECODE);
-  EXPECT_NE(wrong_token.find("cluster token rejected"), std::string::npos) << wrong_token;
+  EXPECT_NE(wrong_token.find("wrong cluster token"), std::string::npos) << wrong_token;
   const std::string bad_role = refusal_of(testing::kToken, proto::NODE_ROLE_UNSPECIFIED);
   EXPECT_NE(bad_role.find("registration refused"), std::string::npos) << bad_role;
   EXPECT_NE(bad_role.find("unknown node role"), std::string::npos) << bad_role;
