@@ -5,6 +5,6 @@
 #include "decode_node/decode_node.h"
 
 int main(int argc, char** argv) {
-  return tandem::node::RunNodeMain<tandem::decode_node::DecodeNode, tandem::decode_node::DecodeNodeOptions>(
-      argc, argv, "decode");
+  return tandem::node::RunNodeMain<tandem::decode_node::DecodeNode, tandem::decode_node::DecodeNodeOptions>(argc, argv,
+                                                                                                            "decode");
 }

@@ -68,7 +68,6 @@ Status DecodeNode::Init(DecodeNodeOptions options) {
   return host_.Start(config_, engine_.get(), std::move(hooks));
 }
 
-
 void DecodeNode::Stop() {
   if (stopped_) return;
   stopped_ = true;
@@ -164,10 +163,10 @@ void DecodeNode::HandleReserve(const proto::ReserveRequest& reserve, net::Respon
     std::lock_guard<std::mutex> lock(mu_);
     Request* r = nullptr;
     Status refusal;
-    switch (requests_.Admit(id, epoch, Clock::Real().NowNanos(),
-                            [this, reserve, responder] { HandleReserve(reserve, responder); }, &r, &refusal)) {
-      case node::RequestTable<Request>::Admission::kRefused:
-        return responder.Fail(refusal);
+    switch (requests_.Admit(
+        id, epoch, Clock::Real().NowNanos(), [this, reserve, responder] { HandleReserve(reserve, responder); }, &r,
+        &refusal)) {
+      case node::RequestTable<Request>::Admission::kRefused: return responder.Fail(refusal);
       case node::RequestTable<Request>::Admission::kSuperseding:
         HandleLocked(id, *r, {E::kSuperseded, CancelledError("superseded by epoch " + std::to_string(epoch))},
                      &retries);
@@ -239,10 +238,10 @@ void DecodeNode::HandleLocalPrefill(const proto::PrefillRequest& prefill, net::R
     std::lock_guard<std::mutex> lock(mu_);
     Request* r = nullptr;
     Status refusal;
-    switch (requests_.Admit(id, epoch, Clock::Real().NowNanos(),
-                            [this, prefill, responder] { HandleLocalPrefill(prefill, responder); }, &r, &refusal)) {
-      case node::RequestTable<Request>::Admission::kRefused:
-        return responder.Fail(refusal);
+    switch (requests_.Admit(
+        id, epoch, Clock::Real().NowNanos(), [this, prefill, responder] { HandleLocalPrefill(prefill, responder); }, &r,
+        &refusal)) {
+      case node::RequestTable<Request>::Admission::kRefused: return responder.Fail(refusal);
       case node::RequestTable<Request>::Admission::kSuperseding:
         HandleLocked(id, *r, {E::kSuperseded, CancelledError("superseded by epoch " + std::to_string(epoch))},
                      &retries);
@@ -357,9 +356,7 @@ void DecodeNode::RunLocked(uint64_t id, Request& r, const DecodeActions& actions
   const Epoch epoch = r.epoch;
   for (DecodeAction action : actions.actions) {
     switch (action) {
-      case DecodeAction::kOpenSession:
-        OpenSessionLocked(id, r, retries);
-        break;
+      case DecodeAction::kOpenSession: OpenSessionLocked(id, r, retries); break;
       case DecodeAction::kReplyReserved:
         if (r.responder) r.responder->Reply(r.reply);
         r.responder.reset();
@@ -368,9 +365,7 @@ void DecodeNode::RunLocked(uint64_t id, Request& r, const DecodeActions& actions
         if (r.responder) r.responder->Fail(actions.status);
         r.responder.reset();
         break;
-      case DecodeAction::kEngineCancel:
-        engine_->Cancel(id);
-        break;
+      case DecodeAction::kEngineCancel: engine_->Cancel(id); break;
       case DecodeAction::kCancelSession:
         poll_.Post([this, id, epoch, status = actions.status] {
           receiver_->Cancel(id, status);
@@ -383,9 +378,7 @@ void DecodeNode::RunLocked(uint64_t id, Request& r, const DecodeActions& actions
         if (!r.landing.empty()) landing_->Quarantine(r.landing, config_.late_write_grace_ms);
         r.landing.clear();
         break;
-      case DecodeAction::kCompleteReservation:
-        CompleteReservationLocked(id, r);
-        break;
+      case DecodeAction::kCompleteReservation: CompleteReservationLocked(id, r); break;
       case DecodeAction::kSendError:
         TANDEM_LOG_WARN("request {}: KV handoff failed: {}", id, actions.status.ToString());
         SendError(id, epoch, actions.status);
@@ -414,8 +407,9 @@ void DecodeNode::OpenSessionLocked(uint64_t id, Request& r, Retries* retries) {
     target = *landing;
   }
   AppendRuns(target, &r.reply);
-  poll_.Post([this, id, epoch = r.epoch, target = std::move(target), device = r.device_blocks,
-              lease_ms = r.lease_ms]() mutable { OpenReceiver(id, epoch, std::move(target), std::move(device), lease_ms); });
+  poll_.Post(
+      [this, id, epoch = r.epoch, target = std::move(target), device = r.device_blocks,
+       lease_ms = r.lease_ms]() mutable { OpenReceiver(id, epoch, std::move(target), std::move(device), lease_ms); });
 }
 
 void DecodeNode::CompleteReservationLocked(uint64_t id, Request& r) {

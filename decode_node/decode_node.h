@@ -55,10 +55,10 @@ struct DecodeNodeOptions {
 };
 
 struct DecodeNodeStats {
-  int64_t requests = 0;          // known requests (reserved, receiving, running)
-  int64_t landing_in_use = 0;    // host landing blocks held, incl. quarantined (staged only)
-  int64_t sessions = 0;          // open receiver sessions
-  uint64_t bytes_landed = 0;     // KvDone.bytes_sent of landed transfers
+  int64_t requests = 0;        // known requests (reserved, receiving, running)
+  int64_t landing_in_use = 0;  // host landing blocks held, incl. quarantined (staged only)
+  int64_t sessions = 0;        // open receiver sessions
+  uint64_t bytes_landed = 0;   // KvDone.bytes_sent of landed transfers
 };
 
 class DecodeNode {
@@ -85,13 +85,13 @@ class DecodeNode {
     std::optional<net::Responder> responder;  // the router's Reserve, until answered
     proto::ReserveReply reply;                // what that answer will say
     uint32_t lease_ms = 0;
-    std::vector<BlockId> device_blocks;       // reserved blocks that need data, prompt order
-    std::vector<BlockId> landing;             // staged: landing blocks, same order
+    std::vector<BlockId> device_blocks;  // reserved blocks that need data, prompt order
+    std::vector<BlockId> landing;        // staged: landing blocks, same order
     TokenId first_token = 0;
-    int64_t bytes = 0;                        // KvDone.bytes_sent
-    std::weak_ptr<net::RpcConnection> peer;   // prefill connection (KvControl out)
-    Nanos reserved_at = 0;                    // the reservation was granted (metrics)
-    Nanos first_layer_at = 0;                 // the first layer landed (metrics)
+    int64_t bytes = 0;                       // KvDone.bytes_sent
+    std::weak_ptr<net::RpcConnection> peer;  // prefill connection (KvControl out)
+    Nanos reserved_at = 0;                   // the reservation was granted (metrics)
+    Nanos first_layer_at = 0;                // the first layer landed (metrics)
   };
   using Retries = std::vector<std::function<void()>>;
   // What a kForwardOutput action forwards.
@@ -146,8 +146,8 @@ class DecodeNode {
 
   node::NodeConfig config_;
   std::unique_ptr<engine::Engine> engine_;
-  bool direct_ = false;  // set by Init
-  std::unique_ptr<node::HostBlockArena> landing_;       // staged only
+  bool direct_ = false;                            // set by Init
+  std::unique_ptr<node::HostBlockArena> landing_;  // staged only
   bool landing_pinned_ = false;
   node::PollThread poll_;
   // Owned by the poll thread after Init.

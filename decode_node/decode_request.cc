@@ -83,9 +83,7 @@ DecodeActions DecodeRequest::Handle(const DecodeEvent& event) {
         out.status = reason_;
         to(state_, {A::kReplyError, A::kCancelSession});
         break;
-      case E::kOpenFailed:
-        to(state_, {A::kReplyError});
-        break;
+      case E::kOpenFailed: to(state_, {A::kReplyError}); break;
       case E::kEngineFinished:
         if (cancelled) {
           to(S::kErased, {A::kForwardOutput, A::kErase});
@@ -97,8 +95,7 @@ DecodeActions DecodeRequest::Handle(const DecodeEvent& event) {
         reason_ = event.status;
         state_ = S::kEnded;
         break;
-      default:
-        break;  // the transfer and the engine's tokens no longer matter
+      default: break;  // the transfer and the engine's tokens no longer matter
     }
     return out;
   }
@@ -119,8 +116,7 @@ DecodeActions DecodeRequest::Handle(const DecodeEvent& event) {
       }
       to(S::kErased, {A::kForwardOutput, A::kErase});
       return out;
-    default:
-      break;
+    default: break;
   }
 
   switch (state_) {
@@ -155,16 +151,14 @@ DecodeActions DecodeRequest::Handle(const DecodeEvent& event) {
           Abandon(&out);
           to(S::kEnded, {A::kSendError});
           break;
-        default:
-          break;
+        default: break;
       }
       break;
     case S::kJoining:
     case S::kRunning:
       if (event.kind == E::kEngineOutput) to(S::kRunning, {A::kForwardOutput});
       break;
-    default:
-      break;  // kWholeCached waits for the router; kErased takes nothing
+    default: break;  // kWholeCached waits for the router; kErased takes nothing
   }
   return out;
 }

@@ -10,9 +10,10 @@ namespace tandem::decode_node {
 using E = DecodeEventKind;
 
 Status DecodeNode::InitTransfer(DecodeNodeOptions& options) {
-  TANDEM_ASSIGN_OR_RETURN(transport_, options.make_transport
-                                          ? options.make_transport()
-                                          : kv_transfer::MakeTransport(config_.transport, {.ucx_transports = config_.ucx_transports,
+  TANDEM_ASSIGN_OR_RETURN(transport_,
+                          options.make_transport
+                              ? options.make_transport()
+                              : kv_transfer::MakeTransport(config_.transport, {.ucx_transports = config_.ucx_transports,
                                                                                .cuda_device = config_.engine.device}));
   // The engine thread has not started: the backend is still ours to call.
   runtime::Backend& backend = engine_->backend();
@@ -33,22 +34,23 @@ Status DecodeNode::InitTransfer(DecodeNodeOptions& options) {
   rc.layout = layout;
   rc.default_lease_ms = static_cast<uint32_t>(config_.lease_ms);
   TANDEM_RETURN_IF_ERROR(rc.Validate());
-  receiver_ = std::make_unique<kv_transfer::KvReceiver>(
-      rc, *transport_, Clock::Real(), [this](RequestId id, std::string bytes) {
-        std::shared_ptr<net::RpcConnection> peer;
-        proto::KvControl control;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          Request* r = requests_.Find(id);
-          if (r == nullptr) return;
-          peer = r->peer.lock();
-          control.set_epoch(r->epoch);
-        }
-        if (!peer) return;  // the sender never spoke; its lease/drain ends it
-        control.set_request_id(id);
-        control.set_payload(std::move(bytes));
-        peer->Send(control).IgnoreError();
-      });
+  receiver_ = std::make_unique<kv_transfer::KvReceiver>(rc, *transport_, Clock::Real(),
+                                                        [this](RequestId id, std::string bytes) {
+                                                          std::shared_ptr<net::RpcConnection> peer;
+                                                          proto::KvControl control;
+                                                          {
+                                                            std::lock_guard<std::mutex> lock(mu_);
+                                                            Request* r = requests_.Find(id);
+                                                            if (r == nullptr) return;
+                                                            peer = r->peer.lock();
+                                                            control.set_epoch(r->epoch);
+                                                          }
+                                                          if (!peer)
+                                                            return;  // the sender never spoke; its lease/drain ends it
+                                                          control.set_request_id(id);
+                                                          control.set_payload(std::move(bytes));
+                                                          peer->Send(control).IgnoreError();
+                                                        });
   if (direct_) {
     TANDEM_RETURN_IF_ERROR(receiver_->RegisterLanding(engine_->device_kv().pool().data, pool_kind));
   } else {
@@ -166,8 +168,8 @@ void DecodeNode::OnKvLanded(uint64_t id, Epoch epoch) {
     Request* r = requests_.Find(id, epoch);
     if (r == nullptr) return;
     if (r->first_layer_at != 0) {
-      host_.metrics().kv_transfer_seconds->Observe(
-          static_cast<double>(Clock::Real().NowNanos() - r->first_layer_at) * 1e-9);
+      host_.metrics().kv_transfer_seconds->Observe(static_cast<double>(Clock::Real().NowNanos() - r->first_layer_at) *
+                                                   1e-9);
     }
     HandleLocked(id, *r, {E::kKvLanded, Status::Ok()}, &retries);
   }

@@ -21,10 +21,13 @@ Status KvReceiverConfig::Validate() const {
   return Status::Ok();
 }
 
-KvReceiver::KvReceiver(const KvReceiverConfig& config, Transport& transport, Clock& clock,
-                       ControlSink sink)
-    : config_(config), transport_(transport), clock_(clock), sink_(std::move(sink)),
-      two_sided_(!transport.Capabilities().one_sided), refusal_log_(clock) {
+KvReceiver::KvReceiver(const KvReceiverConfig& config, Transport& transport, Clock& clock, ControlSink sink)
+    : config_(config),
+      transport_(transport),
+      clock_(clock),
+      sink_(std::move(sink)),
+      two_sided_(!transport.Capabilities().one_sided),
+      refusal_log_(clock) {
   TANDEM_CHECK_OK(config.Validate());
   TANDEM_CHECK(sink_ != nullptr);
 }
@@ -67,18 +70,23 @@ StatusOr<std::string> KvReceiver::Open(ReceiveParams params) {
   auto existing = sessions_.find(params.request_id);
   if (existing != sessions_.end()) {
     if (existing->second.epoch >= params.epoch) {
-      return AlreadyExistsError(fmt::format("request {} already has a receive session at epoch {}",
-                                            params.request_id, existing->second.epoch));
+      return AlreadyExistsError(fmt::format("request {} already has a receive session at epoch {}", params.request_id,
+                                            existing->second.epoch));
     }
     End(params.request_id, CancelledError(fmt::format("superseded by epoch {}", params.epoch)), true);
   }
   if (sessions_.size() >= static_cast<size_t>(config_.max_sessions)) {
     return ResourceExhaustedError("too many KV receive sessions");
   }
-  KvTarget target{.request_id = params.request_id, .epoch = params.epoch, .model_id = config_.model_id,
-                  .layout = config_.layout, .worker_address = transport_.WorkerAddress(),
-                  .region_descriptor = landing_.descriptor, .region_offset = 0,
-                  .blocks = std::move(params.blocks), .lease_ms = lease_ms};
+  KvTarget target{.request_id = params.request_id,
+                  .epoch = params.epoch,
+                  .model_id = config_.model_id,
+                  .layout = config_.layout,
+                  .worker_address = transport_.WorkerAddress(),
+                  .region_descriptor = landing_.descriptor,
+                  .region_offset = 0,
+                  .blocks = std::move(params.blocks),
+                  .lease_ms = lease_ms};
   Session s;
   s.epoch = params.epoch;
   s.opened_at = clock_.NowNanos();
@@ -133,15 +141,14 @@ Status KvReceiver::Apply(Session& s, const ControlMessage& m, bool* finished) {
       }
       for (uint8_t state : s.layer_state) {
         if (state == 0) {
-          return FailedPreconditionError(fmt::format("protocol: KvDone with {} of {} layers landed", s.layers_landed,
-                                                     config_.layout.num_layers));
+          return FailedPreconditionError(
+              fmt::format("protocol: KvDone with {} of {} layers landed", s.layers_landed, config_.layout.num_layers));
         }
       }
       s.kv_done = true;
       *finished = Complete(s);  // two-sided: else once the last receive completes
       return Status::Ok();
-    case MessageType::kLayerPosted:
-      return InternalError("LayerPosted is handled per connection");
+    case MessageType::kLayerPosted: return InternalError("LayerPosted is handled per connection");
     case MessageType::kAbort:
       if (IsHandshakeRefusal(m.status)) {
         LogHandshakeRefusal(refusal_log_, "kv receiver", m.request_id, m.status, /*by_peer=*/true);
@@ -195,8 +202,7 @@ void KvReceiver::Poll() {
     if (now >= s.deadline) {
       expired.emplace_back(id, DeadlineExceededError(fmt::format(
                                    "KV lease expired after {} ms with {} of {} layers landed",
-                                   (now - s.opened_at) / 1'000'000, s.layers_landed,
-                                   config_.layout.num_layers)));
+                                   (now - s.opened_at) / 1'000'000, s.layers_landed, config_.layout.num_layers)));
     }
   }
   for (auto& [id, st] : expired) End(id, st, true);

@@ -45,9 +45,9 @@
 namespace tandem::kv_transfer {
 
 struct KvReceiverConfig {
-  std::string model_id;       // must equal the sender's (handshake)
-  kv_cache::KvLayout layout;  // the landing pool; num_blocks = its size
-  int max_sessions = 4096;    // concurrent sessions; Open fails with ResourceExhausted beyond
+  std::string model_id;                // must equal the sender's (handshake)
+  kv_cache::KvLayout layout;           // the landing pool; num_blocks = its size
+  int max_sessions = 4096;             // concurrent sessions; Open fails with ResourceExhausted beyond
   uint32_t default_lease_ms = 10'000;  // lease when ReceiveParams::lease_ms is 0; cover a
                                        // whole prefill of the longest prompt plus transfer
   // Two-sided: a receive batch posted this long ago and not done means its
@@ -60,10 +60,10 @@ struct KvReceiverConfig {
 struct ReceiveParams {
   RequestId request_id = 0;
   Epoch epoch = 0;
-  std::vector<BlockId> blocks;  // landing block ids to fill, in token order (non-empty)
-  uint32_t lease_ms = 0;        // 0: config default
-  std::function<void(int layer)> on_layer;      // optional
-  std::function<void(const Status&)> on_done;   // once
+  std::vector<BlockId> blocks;                 // landing block ids to fill, in token order (non-empty)
+  uint32_t lease_ms = 0;                       // 0: config default
+  std::function<void(int layer)> on_layer;     // optional
+  std::function<void(const Status&)> on_done;  // once
 };
 
 struct KvReceiverStats {
@@ -108,7 +108,7 @@ class KvReceiver {
     std::vector<BlockId> blocks;
     std::vector<uint8_t> layer_state;  // 0 waiting, 1 receive posted (two-sided), 2 landed
     int layers_landed = 0;
-    bool kv_done = false;  // two-sided: KvDone came; ends OK once every layer landed
+    bool kv_done = false;    // two-sided: KvDone came; ends OK once every layer landed
     std::string connection;  // two-sided: the token its layers arrive on
     std::function<void(int)> on_layer;
     std::function<void(const Status&)> on_done;
@@ -123,7 +123,7 @@ class KvReceiver {
   // A connection a sender made (two-sided), keyed by its token.
   struct Connection {
     PeerId peer = kInvalidHandle;
-    uint64_t next_seq = 0;                   // the next batch to post a receive for
+    uint64_t next_seq = 0;                    // the next batch to post a receive for
     std::map<uint64_t, Announced> announced;  // by seq, ahead of next_seq
   };
   struct Receive {

@@ -54,9 +54,9 @@ void KvReceiver::OnLayerPosted(const ControlMessage& m) {
     return;
   }
   if (m.seq - conn.next_seq >= kMaxAnnouncedAhead || m.bytes > max_bytes) {
-    ResetConnection(m.connection, FailedPreconditionError(fmt::format(
-                                      "announcement {} ({} bytes) cannot be matched (next {})", m.seq, m.bytes,
-                                      conn.next_seq)));
+    ResetConnection(m.connection,
+                    FailedPreconditionError(fmt::format("announcement {} ({} bytes) cannot be matched (next {})", m.seq,
+                                                        m.bytes, conn.next_seq)));
     return;
   }
   conn.announced[m.seq] = Announced{m.request_id, m.epoch, m.layer, m.bytes};
@@ -77,8 +77,8 @@ std::vector<WriteOp> KvReceiver::ReceiveOps(const std::string& token, const Anno
     } else if (s.layer_state[a.layer] != 0) {
       problem = FailedPreconditionError(fmt::format("protocol: layer {} posted twice", a.layer));
     } else if (a.bytes != s.blocks.size() * bpb) {
-      problem = InvalidArgumentError(fmt::format("protocol: layer of {} bytes for {} blocks of {} bytes", a.bytes,
-                                                 s.blocks.size(), bpb));
+      problem = InvalidArgumentError(
+          fmt::format("protocol: layer of {} bytes for {} blocks of {} bytes", a.bytes, s.blocks.size(), bpb));
     } else if (!s.connection.empty() && s.connection != token) {
       problem = FailedPreconditionError("protocol: one session's layers on two connections");
     }
@@ -169,8 +169,8 @@ void KvReceiver::ExpireStuckReceives(Nanos now) {
     }
   }
   for (const std::string& token : stuck) {
-    ResetConnection(token, DeadlineExceededError(fmt::format("a KV receive did not complete in {} ms",
-                                                             config_.receive_timeout_ms)));
+    ResetConnection(token, DeadlineExceededError(
+                               fmt::format("a KV receive did not complete in {} ms", config_.receive_timeout_ms)));
   }
 }
 

@@ -13,10 +13,10 @@ namespace tandem::kv_transfer {
 struct KvSender::Peer {
   PeerId id = kInvalidHandle;
   int refs = 0;
-  bool broken = false;  // a transfer to it failed as Unavailable: reconnect next time
+  bool broken = false;                            // a transfer to it failed as Unavailable: reconnect next time
   std::map<std::string, RemoteRegionId> remotes;  // by descriptor bytes
-  std::string token;      // two-sided: the connection's token, sent with every LayerPosted
-  uint64_t next_seq = 0;  // two-sided: write batches posted on the connection so far
+  std::string token;                              // two-sided: the connection's token, sent with every LayerPosted
+  uint64_t next_seq = 0;                          // two-sided: write batches posted on the connection so far
 };
 
 struct KvSender::Session {
@@ -27,7 +27,7 @@ struct KvSender::Session {
   PeerId peer = kInvalidHandle;
   RemoteRegionId remote = kInvalidHandle;
   Nanos deadline = 0;
-  Nanos drain_deadline = 0;  // set by Fail
+  Nanos drain_deadline = 0;          // set by Fail
   std::vector<uint8_t> layer_state;  // 0 not posted, 1 in flight, 2 landed
   int layers_landed = 0;
   int in_flight = 0;
@@ -45,8 +45,12 @@ Status KvSenderConfig::Validate() const {
 }
 
 KvSender::KvSender(const KvSenderConfig& config, Transport& transport, Clock& clock, ControlSink sink)
-    : config_(config), transport_(transport), clock_(clock), sink_(std::move(sink)),
-      two_sided_(!transport.Capabilities().one_sided), refusal_log_(clock) {
+    : config_(config),
+      transport_(transport),
+      clock_(clock),
+      sink_(std::move(sink)),
+      two_sided_(!transport.Capabilities().one_sided),
+      refusal_log_(clock) {
   TANDEM_CHECK_OK(config.Validate());
   TANDEM_CHECK(sink_ != nullptr);
 }
@@ -56,9 +60,7 @@ KvSender::~KvSender() {
   for (auto& [address, peer] : peers_) transport_.Disconnect(peer.id).IgnoreError();
 }
 
-void KvSender::Send(const Session& s, const ControlMessage& m) {
-  sink_(s.target.request_id, EncodeControlMessage(m));
-}
+void KvSender::Send(const Session& s, const ControlMessage& m) { sink_(s.target.request_id, EncodeControlMessage(m)); }
 
 void KvSender::RunDone(DoneList& done) {
   for (auto& [fn, status] : done) {
@@ -136,8 +138,8 @@ Status KvSender::Open(SendParams params) {
   auto existing = sessions_.find(target.request_id);
   if (existing != sessions_.end()) {
     if (existing->second.target.epoch >= target.epoch) {
-      return AlreadyExistsError(fmt::format("request {} already has a send session at epoch {}",
-                                            target.request_id, existing->second.target.epoch));
+      return AlreadyExistsError(fmt::format("request {} already has a send session at epoch {}", target.request_id,
+                                            existing->second.target.epoch));
     }
     Cancel(target.request_id, CancelledError("superseded by a newer epoch"));
     if (sessions_.count(target.request_id) > 0) {
@@ -150,8 +152,8 @@ Status KvSender::Open(SendParams params) {
     return refuse(st);
   }
   if (params.source_blocks.size() != target.blocks.size()) {
-    return refuse(InvalidArgumentError(fmt::format("{} source blocks for {} target blocks",
-                                                   params.source_blocks.size(), target.blocks.size())));
+    return refuse(InvalidArgumentError(
+        fmt::format("{} source blocks for {} target blocks", params.source_blocks.size(), target.blocks.size())));
   }
   for (BlockId b : params.source_blocks) {
     if (b < 0 || b >= config_.layout.num_blocks) {

@@ -28,10 +28,10 @@
 namespace tandem::kv_transfer {
 
 struct KvSenderConfig {
-  std::string model_id;        // must equal the receiver's (handshake)
-  kv_cache::KvLayout layout;   // this node's pool layout; blocks are BytesPerBlockLayer apart
-  int max_sessions = 4096;     // concurrent sessions; Open fails with ResourceExhausted beyond
-  int max_idle_peers = 64;     // cached connections without sessions kept for reuse
+  std::string model_id;       // must equal the receiver's (handshake)
+  kv_cache::KvLayout layout;  // this node's pool layout; blocks are BytesPerBlockLayer apart
+  int max_sessions = 4096;    // concurrent sessions; Open fails with ResourceExhausted beyond
+  int max_idle_peers = 64;    // cached connections without sessions kept for reuse
   // A failed session waits this long for its in-flight batches to let go of the
   // source memory after Cancel; then the peer is disconnected (which ends every
   // batch to it, failing its other sessions too). Covers a hung peer whose
@@ -41,8 +41,8 @@ struct KvSenderConfig {
 };
 
 struct SendParams {
-  std::string target;                 // encoded KvTarget from the decode node
-  std::vector<BlockId> source_blocks; // this node's block ids, one per target block, same order
+  std::string target;                  // encoded KvTarget from the decode node
+  std::vector<BlockId> source_blocks;  // this node's block ids, one per target block, same order
   std::function<void(const Status&)> on_done;
 };
 
@@ -98,8 +98,7 @@ class KvSender {
   struct Session;
   using DoneList = std::vector<std::pair<std::function<void(const Status&)>, Status>>;
 
-  StatusOr<PeerId> AcquirePeer(const std::string& address, const std::string& descriptor,
-                               RemoteRegionId* remote);
+  StatusOr<PeerId> AcquirePeer(const std::string& address, const std::string& descriptor, RemoteRegionId* remote);
   void ReleasePeer(PeerId peer, bool broken);
   void Fail(Session& s, const Status& status, bool tell_receiver);
   // Disconnects a peer whose batches do not let go (drain timeout).
@@ -114,11 +113,11 @@ class KvSender {
   Transport& transport_;
   Clock& clock_;
   ControlSink sink_;
-  std::map<std::string, Peer> peers_;             // by worker address
+  std::map<std::string, Peer> peers_;  // by worker address
   std::map<RequestId, Session> sessions_;
   std::map<TransferId, std::pair<RequestId, int>> transfers_;  // -> (request, layer)
   KvSenderStats stats_;
-  bool two_sided_;  // the transport needs the receiver to post receives (LayerPosted)
+  bool two_sided_;          // the transport needs the receiver to post receives (LayerPosted)
   LogLimiter refusal_log_;  // handshake refusals, either way
 };
 

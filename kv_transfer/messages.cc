@@ -33,8 +33,8 @@ Status ReadLayout(ByteReader& r, kv_cache::KvLayout* l) {
   uint32_t version = 0;
   TANDEM_RETURN_IF_ERROR(r.U32(&version, "layout version"));
   if (version != kv_cache::kKvLayoutVersion) {
-    return FailedPreconditionError(fmt::format("KV layout version mismatch: peer {}, local {}",
-                                               version, kv_cache::kKvLayoutVersion));
+    return FailedPreconditionError(
+        fmt::format("KV layout version mismatch: peer {}, local {}", version, kv_cache::kKvLayoutVersion));
   }
   TANDEM_RETURN_IF_ERROR(r.I32(&l->num_layers, "num_layers"));
   TANDEM_RETURN_IF_ERROR(r.I32(&l->num_kv_heads, "num_kv_heads"));
@@ -54,12 +54,10 @@ Status ReadLayout(ByteReader& r, kv_cache::KvLayout* l) {
 
 // Status codes on the wire: fixed numbers, independent of the StatusCode enum order.
 constexpr std::pair<StatusCode, uint8_t> kWireCodes[] = {
-    {StatusCode::kInvalidArgument, 1},   {StatusCode::kNotFound, 2},
-    {StatusCode::kAlreadyExists, 3},     {StatusCode::kResourceExhausted, 4},
-    {StatusCode::kFailedPrecondition, 5}, {StatusCode::kUnavailable, 6},
-    {StatusCode::kDeadlineExceeded, 7},  {StatusCode::kCancelled, 8},
-    {StatusCode::kPermissionDenied, 9},  {StatusCode::kUnimplemented, 10},
-    {StatusCode::kInternal, 11},
+    {StatusCode::kInvalidArgument, 1},   {StatusCode::kNotFound, 2},           {StatusCode::kAlreadyExists, 3},
+    {StatusCode::kResourceExhausted, 4}, {StatusCode::kFailedPrecondition, 5}, {StatusCode::kUnavailable, 6},
+    {StatusCode::kDeadlineExceeded, 7},  {StatusCode::kCancelled, 8},          {StatusCode::kPermissionDenied, 9},
+    {StatusCode::kUnimplemented, 10},    {StatusCode::kInternal, 11},
 };
 
 uint8_t WireCode(StatusCode code) {
@@ -134,8 +132,7 @@ StatusOr<KvTarget> DecodeKvTarget(std::string_view bytes) {
   for (uint32_t i = 0; i < n; ++i) {
     TANDEM_RETURN_IF_ERROR(r.I32(&t.blocks[i], "block id"));
     if (t.blocks[i] < 0 || t.blocks[i] >= t.layout.num_blocks) {
-      return InvalidArgumentError(fmt::format("block id {} outside the pool of {}", t.blocks[i],
-                                              t.layout.num_blocks));
+      return InvalidArgumentError(fmt::format("block id {} outside the pool of {}", t.blocks[i], t.layout.num_blocks));
     }
   }
   TANDEM_RETURN_IF_ERROR(r.U32(&t.lease_ms, "lease_ms"));
@@ -158,9 +155,7 @@ std::string EncodeControlMessage(const ControlMessage& m) {
       w.U32(m.layer);
       w.U64(m.bytes);
       break;
-    case MessageType::kKvDone:
-      w.U32(m.num_layers);
-      break;
+    case MessageType::kKvDone: w.U32(m.num_layers); break;
     case MessageType::kAbort:
       TANDEM_CHECK(!m.status.ok()) << "Abort needs an error status";
       w.U8(WireCode(m.status.code()));
@@ -195,9 +190,7 @@ StatusOr<ControlMessage> DecodeControlMessage(std::string_view bytes) {
       TANDEM_RETURN_IF_ERROR(r.U32(&m.layer, "layer"));
       TANDEM_RETURN_IF_ERROR(r.U64(&m.bytes, "bytes"));
       break;
-    case MessageType::kKvDone:
-      TANDEM_RETURN_IF_ERROR(r.U32(&m.num_layers, "num_layers"));
-      break;
+    case MessageType::kKvDone: TANDEM_RETURN_IF_ERROR(r.U32(&m.num_layers, "num_layers")); break;
     case MessageType::kAbort: {
       uint8_t code = 0;
       std::string reason;
@@ -220,11 +213,11 @@ StatusOr<ControlMessage> DecodeControlMessage(std::string_view bytes) {
   return m;
 }
 
-Status CheckCompatible(std::string_view local_model, const kv_cache::KvLayout& local,
-                       std::string_view peer_model, const kv_cache::KvLayout& peer) {
+Status CheckCompatible(std::string_view local_model, const kv_cache::KvLayout& local, std::string_view peer_model,
+                       const kv_cache::KvLayout& peer) {
   if (local_model != peer_model) {
-    return FailedPreconditionError(fmt::format("{}model id mismatch (local '{}', peer '{}')", kHandshakeRefused,
-                                               local_model, peer_model));
+    return FailedPreconditionError(
+        fmt::format("{}model id mismatch (local '{}', peer '{}')", kHandshakeRefused, local_model, peer_model));
   }
   if (!local.Compatible(peer)) {
     return FailedPreconditionError(fmt::format("{}layout mismatch (local {}, peer {})", kHandshakeRefused,
@@ -241,8 +234,9 @@ void LogHandshakeRefusal(LogLimiter& limiter, std::string_view side, RequestId r
                          bool by_peer) {
   int64_t suppressed = 0;
   if (!limiter.Allow(status.ToString(), &suppressed)) return;
-  TANDEM_LOG_WARN("{}: {} request {}: {}{}", side, by_peer ? "the peer refused the KV handshake of" :
-                  "refused the KV handshake of", request_id, status.ToString(), SuppressedNote(suppressed));
+  TANDEM_LOG_WARN("{}: {} request {}: {}{}", side,
+                  by_peer ? "the peer refused the KV handshake of" : "refused the KV handshake of", request_id,
+                  status.ToString(), SuppressedNote(suppressed));
 }
 
 }  // namespace tandem::kv_transfer

@@ -21,9 +21,9 @@
 namespace tandem::kv_transfer {
 
 inline constexpr uint16_t kProtocolVersion = 1;
-inline constexpr size_t kMaxMessageBytes = 1 << 20;        // any encoded object
-inline constexpr size_t kMaxBlocksPerSession = 1 << 16;    // target blocks of one request
-inline constexpr size_t kMaxAddressBytes = 16 << 10;       // worker address / descriptor
+inline constexpr size_t kMaxMessageBytes = 1 << 20;      // any encoded object
+inline constexpr size_t kMaxBlocksPerSession = 1 << 16;  // target blocks of one request
+inline constexpr size_t kMaxAddressBytes = 16 << 10;     // worker address / descriptor
 inline constexpr size_t kMaxModelIdBytes = 256;
 inline constexpr size_t kMaxReasonBytes = 1024;
 inline constexpr uint32_t kMaxLeaseMs = 3'600'000;
@@ -33,12 +33,12 @@ struct KvTarget {
   RequestId request_id = 0;
   Epoch epoch = 0;
   std::string model_id;
-  kv_cache::KvLayout layout;     // decode's landing pool (num_blocks = its size)
-  std::string worker_address;    // decode transport's WorkerAddress
-  std::string region_descriptor; // decode's landing region (RegisteredRegion::descriptor)
-  uint64_t region_offset = 0;    // byte offset of (layer 0, block 0) inside the region
-  std::vector<BlockId> blocks;   // decode block ids to fill, in token order
-  uint32_t lease_ms = 0;         // how long decode keeps the blocks reserved
+  kv_cache::KvLayout layout;      // decode's landing pool (num_blocks = its size)
+  std::string worker_address;     // decode transport's WorkerAddress
+  std::string region_descriptor;  // decode's landing region (RegisteredRegion::descriptor)
+  uint64_t region_offset = 0;     // byte offset of (layer 0, block 0) inside the region
+  std::vector<BlockId> blocks;    // decode block ids to fill, in token order
+  uint32_t lease_ms = 0;          // how long decode keeps the blocks reserved
 };
 
 enum class MessageType : uint8_t { kHello = 1, kLayerDone = 2, kKvDone = 3, kAbort = 4, kLayerPosted = 5 };
@@ -90,8 +90,8 @@ StatusOr<ControlMessage> DecodeControlMessage(std::string_view bytes);
 
 // Handshake check: same model id and KvLayout::Compatible. FailedPrecondition
 // naming both sides otherwise.
-Status CheckCompatible(std::string_view local_model, const kv_cache::KvLayout& local,
-                       std::string_view peer_model, const kv_cache::KvLayout& peer);
+Status CheckCompatible(std::string_view local_model, const kv_cache::KvLayout& local, std::string_view peer_model,
+                       const kv_cache::KvLayout& peer);
 // True for a CheckCompatible refusal, also as it comes back to the peer in an Abort.
 bool IsHandshakeRefusal(const Status& status);
 // Logs a handshake refusal of request `request_id` on side `side` ("kv sender",

@@ -19,9 +19,7 @@ struct ProcessIdentity {
   uint64_t pid_namespace = 0;  // inode of /proc/self/ns/pid; 0 when unknown
   uint32_t pid = 0;
 
-  bool SameHost(const ProcessIdentity& other) const {
-    return !boot_id.empty() && boot_id == other.boot_id;
-  }
+  bool SameHost(const ProcessIdentity& other) const { return !boot_id.empty() && boot_id == other.boot_id; }
   // Same host and pid namespace: `pid` names the same process for both.
   bool SamePidNamespace(const ProcessIdentity& other) const {
     return SameHost(other) && pid_namespace != 0 && pid_namespace == other.pid_namespace;

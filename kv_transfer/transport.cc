@@ -7,8 +7,8 @@ namespace tandem::kv_transfer {
 Status CheckRange(uint64_t offset, uint64_t length, uint64_t region_length, const char* side) {
   if (length == 0) return InvalidArgumentError(fmt::format("empty {} range", side));
   if (offset > region_length || length > region_length - offset) {
-    return InvalidArgumentError(fmt::format("{} range [{}, +{}) out of region bounds ({} bytes)", side,
-                                            offset, length, region_length));
+    return InvalidArgumentError(
+        fmt::format("{} range [{}, +{}) out of region bounds ({} bytes)", side, offset, length, region_length));
   }
   return Status::Ok();
 }

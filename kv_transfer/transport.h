@@ -50,10 +50,10 @@ struct TransportCapabilities {
   bool progress_driven = false;
 };
 
-using RegionId = uint64_t;        // a local registered region
-using RemoteRegionId = uint64_t;  // a peer's region loaded from its descriptor
-using PeerId = uint64_t;          // a connected peer
-using TransferId = uint64_t;      // one posted batch
+using RegionId = uint64_t;                     // a local registered region
+using RemoteRegionId = uint64_t;               // a peer's region loaded from its descriptor
+using PeerId = uint64_t;                       // a connected peer
+using TransferId = uint64_t;                   // one posted batch
 inline constexpr uint64_t kInvalidHandle = 0;  // no valid handle is 0
 
 struct RegisteredRegion {
@@ -97,8 +97,7 @@ class Transport {
 
   // Registers [addr, addr+length). InvalidArgument for an empty range or a kind
   // the backend cannot register. The memory must outlive the registration.
-  virtual StatusOr<RegisteredRegion> RegisterMemory(void* addr, size_t length,
-                                                    MemoryKind kind) = 0;
+  virtual StatusOr<RegisteredRegion> RegisterMemory(void* addr, size_t length, MemoryKind kind) = 0;
   // NotFound for an unknown id. REQUIRES: no transfer using it is in flight.
   virtual Status UnregisterMemory(RegionId region) = 0;
 

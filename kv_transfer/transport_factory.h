@@ -29,8 +29,7 @@ struct TransportOptions {
   int cuda_device = 0;         // "cuda_ipc", "nccl": CUDA device ordinal of the node's KV pool
 };
 
-inline StatusOr<std::unique_ptr<Transport>> MakeTransport(const std::string& name,
-                                                         const TransportOptions& options) {
+inline StatusOr<std::unique_ptr<Transport>> MakeTransport(const std::string& name, const TransportOptions& options) {
   if (name == "ucx") {
 #ifdef TANDEM_HAVE_UCX
     UcxConfig ucx;
@@ -51,8 +50,9 @@ inline StatusOr<std::unique_ptr<Transport>> MakeTransport(const std::string& nam
     TANDEM_ASSIGN_OR_RETURN(auto t, CudaIpcTransport::Create(config));
     return std::unique_ptr<Transport>(std::move(t));
 #else
-    return UnimplementedError("this build has no cuda_ipc transport (built without TANDEM_CUDA, or the "
-                              "binary does not link tandem_kv_transfer_cuda_ipc)");
+    return UnimplementedError(
+        "this build has no cuda_ipc transport (built without TANDEM_CUDA, or the "
+        "binary does not link tandem_kv_transfer_cuda_ipc)");
 #endif
   }
   if (name == "nccl") {
@@ -62,8 +62,9 @@ inline StatusOr<std::unique_ptr<Transport>> MakeTransport(const std::string& nam
     TANDEM_ASSIGN_OR_RETURN(auto t, NcclTransport::Create(config));
     return std::unique_ptr<Transport>(std::move(t));
 #else
-    return UnimplementedError("this build has no nccl transport (built without TANDEM_CUDA or NCCL, or the "
-                              "binary does not link tandem_kv_transfer_nccl)");
+    return UnimplementedError(
+        "this build has no nccl transport (built without TANDEM_CUDA or NCCL, or the "
+        "binary does not link tandem_kv_transfer_nccl)");
 #endif
   }
   if (name == "local") return InvalidArgumentError("transport 'local' needs an in-process fabric (tests only)");

@@ -63,8 +63,8 @@ Status ByteReader::Bytes(std::string* v, size_t max_bytes, const char* what) {
   TANDEM_RETURN_IF_ERROR(U32(&len, what));
   if (len > max_bytes) {
     pos_ = in_.size();
-    return InvalidArgumentError(std::string(what) + " too long: " + std::to_string(len) +
-                                " bytes (limit " + std::to_string(max_bytes) + ")");
+    return InvalidArgumentError(std::string(what) + " too long: " + std::to_string(len) + " bytes (limit " +
+                                std::to_string(max_bytes) + ")");
   }
   if (remaining() < len) {
     pos_ = in_.size();
@@ -88,14 +88,13 @@ void WriteHeader(ByteWriter& w, const WireHeader& h) {
   w.U8(h.kind);
 }
 
-Status ReadHeader(ByteReader& r, uint32_t expected_magic, uint16_t expected_version,
-                  WireHeader* h) {
+Status ReadHeader(ByteReader& r, uint32_t expected_magic, uint16_t expected_version, WireHeader* h) {
   TANDEM_RETURN_IF_ERROR(r.U32(&h->magic, "magic"));
   if (h->magic != expected_magic) return InvalidArgumentError("bad magic (not a kv_transfer object)");
   TANDEM_RETURN_IF_ERROR(r.U16(&h->version, "version"));
   if (h->version != expected_version) {
-    return FailedPreconditionError("unsupported wire version " + std::to_string(h->version) +
-                                   " (this build speaks " + std::to_string(expected_version) + ")");
+    return FailedPreconditionError("unsupported wire version " + std::to_string(h->version) + " (this build speaks " +
+                                   std::to_string(expected_version) + ")");
   }
   return r.U8(&h->kind, "kind");
 }

@@ -64,7 +64,6 @@ struct WireHeader {
 };
 void WriteHeader(ByteWriter& w, const WireHeader& h);
 // Reads the header and checks magic and version (== expected_version).
-Status ReadHeader(ByteReader& r, uint32_t expected_magic, uint16_t expected_version,
-                  WireHeader* h);
+Status ReadHeader(ByteReader& r, uint32_t expected_magic, uint16_t expected_version, WireHeader* h);
 
 }  // namespace tandem::kv_transfer

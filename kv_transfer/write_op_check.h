@@ -32,7 +32,7 @@ StatusOr<WriteOpRegions<typename LocalMap::mapped_type, typename RemoteMap::mapp
   }
   TANDEM_RETURN_IF_ERROR(CheckWriteOpBounds(op, local->second.length, remote->second.length));
   return WriteOpRegions<typename LocalMap::mapped_type, typename RemoteMap::mapped_type>{&local->second,
-                                                                                          &remote->second};
+                                                                                         &remote->second};
 }
 
 }  // namespace tandem::kv_transfer

@@ -87,14 +87,18 @@ PrefillActions PrefillJob::Handle(const PrefillEvent& event) {
   };
   switch (event.kind) {
     case E::kConnected:
-      if (state_ == S::kAccepted) state_ = S::kConnected;
-      else if (state_ == S::kStaged) open();
+      if (state_ == S::kAccepted)
+        state_ = S::kConnected;
+      else if (state_ == S::kStaged)
+        open();
       break;
     case E::kStepBegan:
       if (state_ != S::kAccepted && state_ != S::kConnected) break;
       source_held_ = true;
-      if (state_ == S::kAccepted) state_ = S::kStaged;
-      else open();
+      if (state_ == S::kAccepted)
+        state_ = S::kStaged;
+      else
+        open();
       break;
     case E::kConnectFailed:
     case E::kStageFailed:
@@ -129,8 +133,7 @@ PrefillActions PrefillJob::Handle(const PrefillEvent& event) {
       if (engine_done_) break;
       engine_done_ = true;
       if (live && !first_token_) {
-        Fail(event.status.ok() ? InternalError("the engine ended the prefill without a token") : event.status,
-             &out);
+        Fail(event.status.ok() ? InternalError("the engine ended the prefill without a token") : event.status, &out);
       }
       break;
   }

@@ -71,8 +71,8 @@ enum class PrefillAction : uint8_t {
 
 struct PrefillEvent {
   PrefillEventKind kind;
-  Status status;        // for failures, kSendDone and kEngineFinished
-  TokenId token = 0;    // for kFirstToken
+  Status status;      // for failures, kSendDone and kEngineFinished
+  TokenId token = 0;  // for kFirstToken
 };
 
 struct PrefillActions {

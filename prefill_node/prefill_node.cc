@@ -81,9 +81,10 @@ Status PrefillNode::Init(PrefillNodeOptions options) {
       for (auto it = jobs_.begin(); it != jobs_.end();) {
         auto next = std::next(it);
         if (it->second.decode_conn == c) {
-          HandleLocked(it->first, it->second,
-                       {PrefillEventKind::kDecodeClosed, UnavailableError("decode connection closed: " + why.ToString())},
-                       &retries);
+          HandleLocked(
+              it->first, it->second,
+              {PrefillEventKind::kDecodeClosed, UnavailableError("decode connection closed: " + why.ToString())},
+              &retries);
         }
         it = next;
       }
@@ -93,7 +94,6 @@ Status PrefillNode::Init(PrefillNodeOptions options) {
   TANDEM_ASSIGN_OR_RETURN(peers_, net::RpcClient::Create(host_.loop(), config_.ClientConfig(), peer_handlers));
   return Status::Ok();
 }
-
 
 void PrefillNode::Stop() {
   if (stopped_) return;
@@ -190,7 +190,8 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
   const int prompt_blocks = (prompt_len + block_size - 1) / block_size;
   if (res.prefix_hit_tokens() < 0 || res.prefix_hit_tokens() % block_size != 0 ||
       res.prefix_hit_tokens() >= prompt_len + block_size) {
-    return responder.Fail(InvalidArgumentError("reservation.prefix_hit_tokens is not a block multiple within the prompt"));
+    return responder.Fail(
+        InvalidArgumentError("reservation.prefix_hit_tokens is not a block multiple within the prompt"));
   }
   int64_t needed = 0;
   for (const proto::BlockRun& run : res.needed_runs()) {
@@ -225,13 +226,14 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
     }
     Job* job = nullptr;
     Status refusal;
-    switch (jobs_.Admit(id, epoch, Clock::Real().NowNanos(),
-                        [this, prefill, responder] { HandlePrefill(prefill, responder); }, &job, &refusal)) {
-      case node::RequestTable<Job>::Admission::kRefused:
-        return responder.Fail(refusal);
+    switch (jobs_.Admit(
+        id, epoch, Clock::Real().NowNanos(), [this, prefill, responder] { HandlePrefill(prefill, responder); }, &job,
+        &refusal)) {
+      case node::RequestTable<Job>::Admission::kRefused: return responder.Fail(refusal);
       case node::RequestTable<Job>::Admission::kSuperseding:
         // The older epoch ends first; the queued retry answers the router then.
-        HandleLocked(id, *job, {PrefillEventKind::kCancel, CancelledError("superseded by epoch " + std::to_string(epoch))},
+        HandleLocked(id, *job,
+                     {PrefillEventKind::kCancel, CancelledError("superseded by epoch " + std::to_string(epoch))},
                      &retries);
         break;
       case node::RequestTable<Job>::Admission::kAdmitted: {
@@ -311,9 +313,7 @@ void PrefillNode::RunLocked(uint64_t id, Job& job, const PrefillActions& actions
       case PrefillAction::kCancelSession:
         poll_.Post([this, id, status = actions.status] { sender_->Cancel(id, status); });
         break;
-      case PrefillAction::kEngineCancel:
-        engine_->Cancel(id);
-        break;
+      case PrefillAction::kEngineCancel: engine_->Cancel(id); break;
       case PrefillAction::kReleaseSource:
         // Staged: layer copies still queued into these blocks land before any later
         // copy into them (one in-order copy stream). Either way the sender never
@@ -328,9 +328,7 @@ void PrefillNode::RunLocked(uint64_t id, Job& job, const PrefillActions& actions
           if (auto out = outgoing_.find(id); out != outgoing_.end() && out->second.epoch == epoch) outgoing_.erase(out);
         });
         break;
-      case PrefillAction::kSendKvDone:
-        SendKvDone(id, job, actions.status);
-        break;
+      case PrefillAction::kSendKvDone: SendKvDone(id, job, actions.status); break;
       case PrefillAction::kErase: {
         Retries waiting = jobs_.Erase(id);  // `job` is gone from here on
         retries->insert(retries->end(), std::make_move_iterator(waiting.begin()),
@@ -348,8 +346,8 @@ void PrefillNode::SendKvDone(uint64_t id, const Job& job, const Status& status) 
   done.set_epoch(job.epoch);
   done.set_first_token(job.machine.first_token().value_or(0));
   *done.mutable_status() = proto::ToErrorInfo(status);
-  const int64_t bytes =
-      static_cast<int64_t>(job.num_blocks) * source_layout_.num_layers * static_cast<int64_t>(source_layout_.BytesPerBlockLayer());
+  const int64_t bytes = static_cast<int64_t>(job.num_blocks) * source_layout_.num_layers *
+                        static_cast<int64_t>(source_layout_.BytesPerBlockLayer());
   if (status.ok()) {
     done.set_bytes_sent(bytes);
     bytes_sent_ += static_cast<uint64_t>(bytes);
@@ -416,9 +414,10 @@ void PrefillNode::OnLayer(int layer) {
       if (!status.ok()) break;
     }
   }
-  StatusOr<std::shared_ptr<runtime::CopyFence>> fence =
-      !status.ok() ? StatusOr<std::shared_ptr<runtime::CopyFence>>(status)
-                   : direct_ ? backend.MarkCompute() : copy_queue_->Mark();
+  StatusOr<std::shared_ptr<runtime::CopyFence>> fence = !status.ok()
+                                                            ? StatusOr<std::shared_ptr<runtime::CopyFence>>(status)
+                                                        : direct_ ? backend.MarkCompute()
+                                                                  : copy_queue_->Mark();
   for (const Copying& c : copying_) {
     if (!fence.ok()) {
       Handle(c.id, c.epoch, {PrefillEventKind::kStepFailed, fence.status()});

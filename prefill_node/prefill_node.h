@@ -82,11 +82,11 @@ class PrefillNode {
   struct Job {
     Epoch epoch = 0;
     PrefillJob machine;
-    std::string target;              // decode's KvTarget
-    int first_block = 0;             // first prompt block decode needs
-    int num_blocks = 0;              // blocks decode needs
+    std::string target;   // decode's KvTarget
+    int first_block = 0;  // first prompt block decode needs
+    int num_blocks = 0;   // blocks decode needs
     int prompt_len = 0;
-    std::vector<BlockId> source;     // staging ids (staged) or the prompt's device ids (direct)
+    std::vector<BlockId> source;  // staging ids (staged) or the prompt's device ids (direct)
     std::shared_ptr<net::RpcConnection> decode_conn;
   };
   using Retries = std::vector<std::function<void()>>;
@@ -136,12 +136,12 @@ class PrefillNode {
 
   node::NodeConfig config_;
   std::unique_ptr<engine::Engine> engine_;
-  bool direct_ = false;                                  // set by Init
-  kv_cache::KvLayout source_layout_;                     // the pool's or the staging arena's
-  std::unique_ptr<runtime::HostCopyQueue> copy_queue_;   // staged: engine thread after Init
-  std::unique_ptr<node::HostBlockArena> staging_;        // staged only
+  bool direct_ = false;                                 // set by Init
+  kv_cache::KvLayout source_layout_;                    // the pool's or the staging arena's
+  std::unique_ptr<runtime::HostCopyQueue> copy_queue_;  // staged: engine thread after Init
+  std::unique_ptr<node::HostBlockArena> staging_;       // staged only
   bool staging_pinned_ = false;
-  std::vector<Copying> copying_;                         // engine thread
+  std::vector<Copying> copying_;  // engine thread
   node::PollThread poll_;
   // Owned by the poll thread after Init.
   std::unique_ptr<kv_transfer::Transport> transport_;

@@ -12,9 +12,10 @@ double SecondsSince(Nanos t) { return static_cast<double>(Clock::Real().NowNanos
 }  // namespace
 
 Status PrefillNode::InitTransfer(PrefillNodeOptions& options) {
-  TANDEM_ASSIGN_OR_RETURN(transport_, options.make_transport
-                                          ? options.make_transport()
-                                          : kv_transfer::MakeTransport(config_.transport, {.ucx_transports = config_.ucx_transports,
+  TANDEM_ASSIGN_OR_RETURN(transport_,
+                          options.make_transport
+                              ? options.make_transport()
+                              : kv_transfer::MakeTransport(config_.transport, {.ucx_transports = config_.ucx_transports,
                                                                                .cuda_device = config_.engine.device}));
   // The engine thread has not started: the backend is still ours to call.
   runtime::Backend& backend = engine_->backend();
@@ -35,17 +36,17 @@ Status PrefillNode::InitTransfer(PrefillNodeOptions& options) {
     TANDEM_ASSIGN_OR_RETURN(copy_queue_, backend.CreateHostCopyQueue());
     TANDEM_RETURN_IF_ERROR(backend.PinHostMemory(staging_->base(), staging_->size_bytes()));
     staging_pinned_ = true;
-    TANDEM_ASSIGN_OR_RETURN(kv_transfer::RegisteredRegion region,
-                            transport_->RegisterMemory(staging_->base(), staging_->size_bytes(),
-                                                       kv_transfer::MemoryKind::kHost));
+    TANDEM_ASSIGN_OR_RETURN(
+        kv_transfer::RegisteredRegion region,
+        transport_->RegisterMemory(staging_->base(), staging_->size_bytes(), kv_transfer::MemoryKind::kHost));
     source_region_ = region.id;
   }
   kv_transfer::KvSenderConfig sc;
   sc.model_id = config_.engine.model_name;
   sc.layout = source_layout_;
   TANDEM_RETURN_IF_ERROR(sc.Validate());
-  sender_ = std::make_unique<kv_transfer::KvSender>(
-      sc, *transport_, Clock::Real(), [this](RequestId id, std::string bytes) {
+  sender_ =
+      std::make_unique<kv_transfer::KvSender>(sc, *transport_, Clock::Real(), [this](RequestId id, std::string bytes) {
         std::shared_ptr<net::RpcConnection> conn;
         proto::KvControl control;
         {

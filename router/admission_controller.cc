@@ -9,8 +9,7 @@ AdmissionController::AdmissionController(int32_t max_running, int32_t max_queued
   TANDEM_CHECK(max_running > 0 && max_queued >= 0);
 }
 
-AdmissionController::Outcome AdmissionController::Acquire(std::function<void()> on_admitted,
-                                                          Ticket* ticket) {
+AdmissionController::Outcome AdmissionController::Acquire(std::function<void()> on_admitted, Ticket* ticket) {
   std::lock_guard<std::mutex> lock(mu_);
   if (running_ < max_running_ && queue_.empty()) {
     ++running_;

@@ -43,9 +43,9 @@ class AdmissionController {
   const int32_t max_running_;
   const int32_t max_queued_;
   mutable std::mutex mu_;
-  int32_t running_ = 0;        // guarded by mu_
-  std::deque<Waiter> queue_;   // guarded by mu_
-  Ticket next_ticket_ = 1;     // guarded by mu_
+  int32_t running_ = 0;       // guarded by mu_
+  std::deque<Waiter> queue_;  // guarded by mu_
+  Ticket next_ticket_ = 1;    // guarded by mu_
 };
 
 }  // namespace tandem::router

@@ -22,21 +22,14 @@ ApiError BadRequest(std::string message, std::string param, std::string code) {
 
 ApiError ApiErrorFromStatus(const Status& status, std::string param) {
   ApiError error;
-  error.message = status.message().empty() ? std::string(StatusCodeName(status.code()))
-                                           : status.message();
+  error.message = status.message().empty() ? std::string(StatusCodeName(status.code())) : status.message();
   error.param = std::move(param);
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kFailedPrecondition:
-    case StatusCode::kUnimplemented:
-      error.http_status = 400;
-      break;
-    case StatusCode::kNotFound:
-      error.http_status = 404;
-      break;
-    case StatusCode::kPermissionDenied:
-      error.http_status = 403;
-      break;
+    case StatusCode::kUnimplemented: error.http_status = 400; break;
+    case StatusCode::kNotFound: error.http_status = 404; break;
+    case StatusCode::kPermissionDenied: error.http_status = 403; break;
     case StatusCode::kResourceExhausted:
       error.http_status = 429;
       error.type = "rate_limit_error";

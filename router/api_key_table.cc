@@ -23,8 +23,7 @@ std::optional<std::string> ApiKeyTable::Authenticate(std::string_view header) co
   if (header.size() <= kScheme.size()) return std::nullopt;
   // The scheme name is case-insensitive (RFC 7235).
   for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(header[i])) !=
-        std::tolower(static_cast<unsigned char>(kScheme[i]))) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != std::tolower(static_cast<unsigned char>(kScheme[i]))) {
       return std::nullopt;
     }
   }

@@ -15,16 +15,13 @@ ApiError ContextError(std::string message, std::string param) {
 }
 
 int64_t UnixSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
 
 CompletionCall::CompletionCall(RouterContext* context, std::shared_ptr<ResponseSink> sink,
-                               boost::asio::any_io_executor strand, ApiKind kind,
-                               std::string tenant)
+                               boost::asio::any_io_executor strand, ApiKind kind, std::string tenant)
     : context_(context),
       sink_(std::move(sink)),
       strand_(strand),
@@ -60,8 +57,7 @@ std::optional<ApiError> CompletionCall::Prepare(const std::string& body) {
                                        : ParseCompletionRequest(json, limits, &request_);
   if (error) return error;
   if (!request_.model.empty() && request_.model != context_->ModelName()) {
-    ApiError not_found = BadRequest("The model `" + request_.model + "` does not exist.", "model",
-                                    "model_not_found");
+    ApiError not_found = BadRequest("The model `" + request_.model + "` does not exist.", "model", "model_not_found");
     not_found.http_status = 404;
     return not_found;
   }
@@ -97,9 +93,8 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
     longest = std::max<int64_t>(longest, static_cast<int64_t>(prompt.size()));
   }
   if (longest >= context_tokens) {
-    return ContextError("This model's maximum context length is " +
-                            std::to_string(context_tokens) + " tokens. However, your prompt has " +
-                            std::to_string(longest) + " tokens.",
+    return ContextError("This model's maximum context length is " + std::to_string(context_tokens) +
+                            " tokens. However, your prompt has " + std::to_string(longest) + " tokens.",
                         prompt_param);
   }
   const int64_t room = context_tokens - longest;
@@ -108,11 +103,10 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
     // OpenAI defaults: 16 for completions, the rest of the context for chat.
     max_tokens = kind_ == ApiKind::kChat ? room : std::min<int64_t>(16, room);
   } else if (max_tokens > room) {
-    return ContextError("This model's maximum context length is " +
-                            std::to_string(context_tokens) + " tokens. However, you requested " +
-                            std::to_string(longest + max_tokens) + " tokens (" +
-                            std::to_string(longest) + " in the prompt, " +
-                            std::to_string(max_tokens) + " for the completion).",
+    return ContextError("This model's maximum context length is " + std::to_string(context_tokens) +
+                            " tokens. However, you requested " + std::to_string(longest + max_tokens) + " tokens (" +
+                            std::to_string(longest) + " in the prompt, " + std::to_string(max_tokens) +
+                            " for the completion).",
                         kind_ == ApiKind::kChat && !request.max_tokens ? "messages" : "max_tokens");
   }
   GenerateRequest& base = spec_.base;
@@ -164,8 +158,7 @@ void CompletionCall::Admit() {
         if (ec || !self || self->state_ != State::kQueued) return;
         if (!self->context_->admission.CancelQueued(self->ticket_)) return;  // admitted meanwhile
         self->context_->metrics.OnRejected("overloaded");
-        ApiError error = ApiErrorFromStatus(
-            ResourceExhaustedError("timed out waiting for capacity; retry later"));
+        ApiError error = ApiErrorFromStatus(ResourceExhaustedError("timed out waiting for capacity; retry later"));
         self->Fail(error, self->context_->config.retry_after_s);
       });
       return;
@@ -196,23 +189,19 @@ void CompletionCall::StartJob() {
     const bool usage_null = request_.include_usage;
     events.on_text = [self, usage_null](int32_t index, const std::string& text) {
       self->BeginStream();
-      self->sink_->WriteStream(
-          SseJsonEvent(StreamChunk(self->meta_, index, text, std::nullopt, false, usage_null)));
+      self->sink_->WriteStream(SseJsonEvent(StreamChunk(self->meta_, index, text, std::nullopt, false, usage_null)));
     };
     events.on_choice_done = [self, usage_null](int32_t index, FinishReason reason) {
       self->BeginStream();
-      self->sink_->WriteStream(
-          SseJsonEvent(StreamChunk(self->meta_, index, "", reason, false, usage_null)));
+      self->sink_->WriteStream(SseJsonEvent(StreamChunk(self->meta_, index, "", reason, false, usage_null)));
     };
   }
   events.on_tokens = [self](int32_t index, int32_t count) { self->RecordTokens(index, count); };
   events.on_done = [self](const Status& status) { self->OnJobDone(status); };
   boost::asio::any_io_executor strand = strand_;
-  GenerationJob::Post post = [strand](std::function<void()> fn) {
-    boost::asio::post(strand, std::move(fn));
-  };
-  job_ = GenerationJob::Create(context_->deps.backend, context_->deps.codec, std::move(post),
-                               std::move(spec_), std::move(events));
+  GenerationJob::Post post = [strand](std::function<void()> fn) { boost::asio::post(strand, std::move(fn)); };
+  job_ = GenerationJob::Create(context_->deps.backend, context_->deps.codec, std::move(post), std::move(spec_),
+                               std::move(events));
   if (deadline_ns_ > 0) {
     // The deadline counts from arrival, so time spent queued is part of it.
     std::weak_ptr<CompletionCall> weak = self;
@@ -256,8 +245,8 @@ void CompletionCall::OnJobDone(const Status& status) {
     context_->metrics.OnChoiceFinished(FinishReasonName(choice.finish_reason));
   }
   const Nanos now = Clock::Real().NowNanos();
-  context_->metrics.OnRequestFinished(job_->usage().prompt_tokens, job_->usage().completion_tokens,
-                                      job_->num_choices(), static_cast<double>(now - arrival_ns_) * 1e-9,
+  context_->metrics.OnRequestFinished(job_->usage().prompt_tokens, job_->usage().completion_tokens, job_->num_choices(),
+                                      static_cast<double>(now - arrival_ns_) * 1e-9,
                                       first_token_seen_ ? static_cast<double>(now - first_token_ns_) * 1e-9 : 0.0);
   if (streaming_) {
     if (request_.include_usage) sink->WriteStream(SseJsonEvent(UsageChunk(meta_, job_->usage())));

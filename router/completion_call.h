@@ -38,8 +38,8 @@ class ResponseSink {
 
 class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
  public:
-  CompletionCall(RouterContext* context, std::shared_ptr<ResponseSink> sink,
-                 boost::asio::any_io_executor strand, ApiKind kind, std::string tenant);
+  CompletionCall(RouterContext* context, std::shared_ptr<ResponseSink> sink, boost::asio::any_io_executor strand,
+                 ApiKind kind, std::string tenant);
 
   // Handles the request body; everything after is asynchronous.
   void Run(const std::string& body);
@@ -78,12 +78,12 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   JobSpec spec_;
   ResponseMeta meta_;
   std::shared_ptr<GenerationJob> job_;
-  Nanos arrival_ns_ = 0;                // Run() began
-  Nanos queued_ns_ = 0;                 // admission was asked
-  Nanos deadline_ns_ = 0;               // Clock::Real() time the request must end by; 0 = none
+  Nanos arrival_ns_ = 0;   // Run() began
+  Nanos queued_ns_ = 0;    // admission was asked
+  Nanos deadline_ns_ = 0;  // Clock::Real() time the request must end by; 0 = none
   bool first_token_seen_ = false;
-  Nanos first_token_ns_ = 0;            // when the first token of any choice arrived
-  std::vector<Nanos> last_batch_ns_;    // per choice: when its previous tokens arrived
+  Nanos first_token_ns_ = 0;          // when the first token of any choice arrived
+  std::vector<Nanos> last_batch_ns_;  // per choice: when its previous tokens arrived
   boost::asio::steady_timer queue_timer_;
   boost::asio::steady_timer deadline_timer_;
 };

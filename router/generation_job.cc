@@ -12,25 +12,20 @@ RequestId NextRequestId() {
 
 }  // namespace
 
-std::shared_ptr<GenerationJob> GenerationJob::Create(InferenceBackend* backend,
-                                                     const TextCodec* codec, Post post,
+std::shared_ptr<GenerationJob> GenerationJob::Create(InferenceBackend* backend, const TextCodec* codec, Post post,
                                                      JobSpec spec, JobEvents events) {
   return std::shared_ptr<GenerationJob>(
       new GenerationJob(backend, codec, std::move(post), std::move(spec), std::move(events)));
 }
 
-GenerationJob::GenerationJob(InferenceBackend* backend, const TextCodec* codec, Post post,
-                             JobSpec spec, JobEvents events)
-    : backend_(backend),
-      codec_(codec),
-      post_(std::move(post)),
-      spec_(std::move(spec)),
-      events_(std::move(events)) {
+GenerationJob::GenerationJob(InferenceBackend* backend, const TextCodec* codec, Post post, JobSpec spec,
+                             JobEvents events)
+    : backend_(backend), codec_(codec), post_(std::move(post)), spec_(std::move(spec)), events_(std::move(events)) {
   for (size_t p = 0; p < spec_.prompts.size(); ++p) {
     usage_.prompt_tokens += static_cast<int64_t>(spec_.prompts[p].size());
     for (int32_t i = 0; i < spec_.n; ++i) {
-      choices_.push_back(Choice{NextRequestId(), static_cast<int32_t>(p), codec_->NewDecoder(),
-                                Utf8Assembler(), StopMatcher(spec_.stop), false});
+      choices_.push_back(Choice{NextRequestId(), static_cast<int32_t>(p), codec_->NewDecoder(), Utf8Assembler(),
+                                StopMatcher(spec_.stop), false});
     }
   }
   outputs_.resize(choices_.size());

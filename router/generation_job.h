@@ -46,8 +46,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  public:
   using Post = std::function<void(std::function<void()>)>;
 
-  static std::shared_ptr<GenerationJob> Create(InferenceBackend* backend, const TextCodec* codec,
-                                               Post post, JobSpec spec, JobEvents events);
+  static std::shared_ptr<GenerationJob> Create(InferenceBackend* backend, const TextCodec* codec, Post post,
+                                               JobSpec spec, JobEvents events);
 
   // Submits every choice to the backend.
   void Start();
@@ -70,8 +70,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int32_t cached = 0;  // prompt tokens served from the prefix cache (on_cached / on_finish)
   };
 
-  GenerationJob(InferenceBackend* backend, const TextCodec* codec, Post post, JobSpec spec,
-                JobEvents events);
+  GenerationJob(InferenceBackend* backend, const TextCodec* codec, Post post, JobSpec spec, JobEvents events);
   StreamCallbacks MakeCallbacks(int32_t index);
   void OnTokens(int32_t index, const std::vector<TokenId>& token_ids);
   void OnFinish(int32_t index, const GenerateResult& result);

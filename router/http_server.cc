@@ -36,13 +36,12 @@ Status HttpServer::Start() {
   if (!ec) acceptor_.bind(endpoint, ec);
   if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
-    return UnavailableError("cannot listen on " + config.listen_host + ":" +
-                            std::to_string(config.listen_port) + ": " + ec.message());
+    return UnavailableError("cannot listen on " + config.listen_host + ":" + std::to_string(config.listen_port) + ": " +
+                            ec.message());
   }
   port_ = acceptor_.local_endpoint(ec).port();
   if (context_->keys.open()) {
-    TANDEM_LOG_WARN("no API keys configured: the API on {}:{} is open to every client",
-                    config.listen_host, port_);
+    TANDEM_LOG_WARN("no API keys configured: the API on {}:{} is open to every client", config.listen_host, port_);
   } else {
     TANDEM_LOG_INFO("{} API key(s) configured", config.api_keys.size());
   }
@@ -56,20 +55,18 @@ Status HttpServer::Start() {
 }
 
 void HttpServer::DoAccept() {
-  acceptor_.async_accept(net::make_strand(io_context_),
-                         [this](boost::system::error_code ec, tcp::socket socket) {
-                           if (!ec) {
-                             auto session =
-                                 std::make_shared<HttpSession>(std::move(socket), context_.get());
-                             {
-                               std::lock_guard<std::mutex> lock(sessions_mu_);
-                               std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
-                               sessions_.push_back(session);
-                             }
-                             session->Start();
-                           }
-                           if (acceptor_.is_open()) DoAccept();
-                         });
+  acceptor_.async_accept(net::make_strand(io_context_), [this](boost::system::error_code ec, tcp::socket socket) {
+    if (!ec) {
+      auto session = std::make_shared<HttpSession>(std::move(socket), context_.get());
+      {
+        std::lock_guard<std::mutex> lock(sessions_mu_);
+        std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
+        sessions_.push_back(session);
+      }
+      session->Start();
+    }
+    if (acceptor_.is_open()) DoAccept();
+  });
 }
 
 void HttpServer::Stop() {

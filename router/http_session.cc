@@ -50,9 +50,7 @@ void HttpSession::DoRead() {
   parser_->body_limit(static_cast<uint64_t>(context_->config.max_body_bytes));
   stream_.expires_after(std::chrono::milliseconds(context_->config.header_read_timeout_ms));
   http::async_read_header(stream_, buffer_, *parser_,
-                          [self = shared_from_this()](beast::error_code ec, size_t) {
-                            self->OnHeader(ec);
-                          });
+                          [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
 }
 
 void HttpSession::OnHeader(beast::error_code ec) {
@@ -117,18 +115,15 @@ void HttpSession::Route() {
   const bool post = request.method() == http::verb::post;
   if (target == "/v1/completions" || target == "/v1/chat/completions") {
     if (!post) return WriteError(MakeError(405, "use POST for " + std::string(target)));
-    return RouteInference(request, target == "/v1/chat/completions" ? ApiKind::kChat
-                                                                     : ApiKind::kCompletion);
+    return RouteInference(request, target == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
   }
-  if (target == "/health/live" || target == "/health/ready" || target == "/metrics" ||
-      target == "/v1/models") {
+  if (target == "/health/live" || target == "/health/ready" || target == "/metrics" || target == "/v1/models") {
     if (!get) return WriteError(MakeError(405, "use GET for " + std::string(target)));
   }
   if (target == "/health/live") return WriteResponse(200, "application/json", R"({"status":"ok"})", -1, false);
   if (target == "/health/ready") {
     if (context_->Ready()) return WriteResponse(200, "application/json", R"({"status":"ready"})", -1, false);
-    return WriteResponse(503, "application/json", R"({"status":"not ready"})",
-                         context_->config.retry_after_s, false);
+    return WriteResponse(503, "application/json", R"({"status":"not ready"})", context_->config.retry_after_s, false);
   }
   if (target == "/metrics") {
     std::string text = context_->deps.metrics_text ? context_->deps.metrics_text() : "";
@@ -150,12 +145,11 @@ void HttpSession::Route() {
 }
 
 void HttpSession::RouteInference(const Request& request, ApiKind kind) {
-  std::optional<std::string> tenant =
-      context_->keys.Authenticate(View(request[http::field::authorization]));
+  std::optional<std::string> tenant = context_->keys.Authenticate(View(request[http::field::authorization]));
   if (!tenant) return WriteError(MakeError(401, "invalid or missing API key", "invalid_api_key"));
   ++call_seq_;
-  call_ = std::make_shared<CompletionCall>(context_, shared_from_this(), stream_.get_executor(),
-                                           kind, std::move(*tenant));
+  call_ =
+      std::make_shared<CompletionCall>(context_, shared_from_this(), stream_.get_executor(), kind, std::move(*tenant));
   WatchDisconnect();
   std::shared_ptr<CompletionCall> call = call_;  // Run may end the call synchronously
   call->Run(request.body());
@@ -170,8 +164,8 @@ void HttpSession::WriteError(const ApiError& error, int retry_after_s, bool forc
   WriteResponse(error.http_status, "application/json", error.ToBody(), retry_after_s, force_close);
 }
 
-void HttpSession::WriteResponse(int http_status, std::string content_type, std::string body,
-                                int retry_after_s, bool force_close) {
+void HttpSession::WriteResponse(int http_status, std::string content_type, std::string body, int retry_after_s,
+                                bool force_close) {
   if (closed_) return;
   auto response = std::make_shared<http::response<http::string_body>>();
   response->result(static_cast<unsigned>(http_status));
@@ -186,8 +180,7 @@ void HttpSession::WriteResponse(int http_status, std::string content_type, std::
   response->prepare_payload();
   stream_.expires_after(std::chrono::milliseconds(context_->config.write_timeout_ms));
   http::async_write(stream_, *response,
-                    [self = shared_from_this(), response, force_close](beast::error_code ec,
-                                                                       size_t) {
+                    [self = shared_from_this(), response, force_close](beast::error_code ec, size_t) {
                       if (ec) return self->Close();
                       // After an early error the request may be partly unread;
                       // closing with unread data would reset the connection and
@@ -212,9 +205,7 @@ void HttpSession::BeginStream() {
   writing_ = true;
   stream_.expires_after(std::chrono::milliseconds(context_->config.write_timeout_ms));
   http::async_write_header(stream_, *stream_serializer_,
-                           [self = shared_from_this()](beast::error_code ec, size_t) {
-                             self->OnStreamWritten(ec);
-                           });
+                           [self = shared_from_this()](beast::error_code ec, size_t) { self->OnStreamWritten(ec); });
 }
 
 void HttpSession::WriteStream(std::string data) {
@@ -232,9 +223,7 @@ void HttpSession::EndStream(bool close_connection) {
 void HttpSession::FlushStream() {
   if (closed_) return;
   stream_.expires_after(std::chrono::milliseconds(context_->config.write_timeout_ms));
-  auto done = [self = shared_from_this()](beast::error_code ec, size_t) {
-    self->OnStreamWritten(ec);
-  };
+  auto done = [self = shared_from_this()](beast::error_code ec, size_t) { self->OnStreamWritten(ec); };
   if (!pending_.empty()) {
     in_flight_.swap(pending_);
     pending_.clear();
@@ -274,18 +263,15 @@ void HttpSession::OnStreamWritten(beast::error_code ec) {
 
 void HttpSession::WatchDisconnect() {
   // One watch per call: a watch armed for an earlier call ends quietly.
-  stream_.socket().async_wait(tcp::socket::wait_read,
-                              [self = shared_from_this(), seq = call_seq_](beast::error_code ec) {
-                                self->OnReadable(ec, seq);
-                              });
+  stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), seq = call_seq_](
+                                                          beast::error_code ec) { self->OnReadable(ec, seq); });
 }
 
 void HttpSession::OnReadable(beast::error_code ec, uint64_t seq) {
   if (ec || !call_ || closed_ || seq != call_seq_) return;
   char byte = 0;
   beast::error_code peek_ec;
-  const size_t n =
-      stream_.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, peek_ec);
+  const size_t n = stream_.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, peek_ec);
   if (peek_ec == net::error::would_block) return WatchDisconnect();
   if (peek_ec || n == 0) {
     AbortCall();
@@ -303,12 +289,11 @@ void HttpSession::DrainAndClose() {
 }
 
 void HttpSession::DrainSome() {
-  stream_.async_read_some(net::buffer(drain_buffer_),
-                          [self = shared_from_this()](beast::error_code ec, size_t n) {
-                            self->drained_bytes_ += n;
-                            if (ec || self->drained_bytes_ > kMaxDrainBytes) return self->Close();
-                            self->DrainSome();
-                          });
+  stream_.async_read_some(net::buffer(drain_buffer_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    self->drained_bytes_ += n;
+    if (ec || self->drained_bytes_ > kMaxDrainBytes) return self->Close();
+    self->DrainSome();
+  });
 }
 
 void HttpSession::AbortCall() {

@@ -46,8 +46,7 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   void OnBody(boost::beast::error_code ec);
   void Route();
   void RouteInference(const Request& request, ApiKind kind);
-  void WriteResponse(int http_status, std::string content_type, std::string body,
-                     int retry_after_s, bool force_close);
+  void WriteResponse(int http_status, std::string content_type, std::string body, int retry_after_s, bool force_close);
   void WriteError(const ApiError& error, int retry_after_s = -1, bool force_close = false);
   void FlushStream();
   void OnStreamWritten(boost::beast::error_code ec);
@@ -74,8 +73,7 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
 
   // Streaming state: at most one write in flight; later data waits in pending_.
   std::optional<boost::beast::http::response<boost::beast::http::empty_body>> stream_header_;
-  std::optional<boost::beast::http::response_serializer<boost::beast::http::empty_body>>
-      stream_serializer_;
+  std::optional<boost::beast::http::response_serializer<boost::beast::http::empty_body>> stream_serializer_;
   std::string pending_;
   std::string in_flight_;
   bool writing_ = false;

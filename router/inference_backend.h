@@ -37,11 +37,11 @@ struct GenerateRequest {
   RequestId request_id = 0;               // unique per router process
   std::vector<TokenId> prompt_token_ids;  // non-empty, each in [0, vocab)
   SamplingParams sampling;
-  int32_t max_tokens = 16;                // >= 1; prompt + max_tokens <= context
-  std::vector<TokenId> stop_token_ids;    // extra ids that end the sequence (besides EOS)
-  bool ignore_eos = false;                // keep going past EOS until max_tokens
-  std::string tenant_id;                  // the cache salt is derived from it
-  Nanos deadline_ns = 0;                  // Clock::Real() time; 0 = none
+  int32_t max_tokens = 16;              // >= 1; prompt + max_tokens <= context
+  std::vector<TokenId> stop_token_ids;  // extra ids that end the sequence (besides EOS)
+  bool ignore_eos = false;              // keep going past EOS until max_tokens
+  std::string tenant_id;                // the cache salt is derived from it
+  Nanos deadline_ns = 0;                // Clock::Real() time; 0 = none
 };
 
 enum class FinishReason {

@@ -9,8 +9,7 @@
 
 namespace tandem::router {
 
-std::optional<ApiError> ParseJsonBody(std::string_view body, int32_t max_depth,
-                                      nlohmann::json* out) {
+std::optional<ApiError> ParseJsonBody(std::string_view body, int32_t max_depth, nlohmann::json* out) {
   if (body.empty()) return BadRequest("request body is empty; expected a JSON object");
   if (JsonNestingDepth(body, max_depth) > max_depth) {
     return BadRequest("JSON nesting is deeper than " + std::to_string(max_depth) + " levels");

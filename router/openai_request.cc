@@ -16,8 +16,7 @@ const json* Find(const json& body, const char* name) {
   return &*it;
 }
 
-Error ReadInt(const json& body, const char* name, int64_t lo, int64_t hi,
-              std::optional<int64_t>* out) {
+Error ReadInt(const json& body, const char* name, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
   const json* v = Find(body, name);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number_integer()) return BadRequest(std::string(name) + " must be an integer", name);
@@ -26,8 +25,8 @@ Error ReadInt(const json& body, const char* name, int64_t lo, int64_t hi,
   }
   const int64_t x = v->get<int64_t>();
   if (x < lo || x > hi) {
-    return BadRequest(std::string(name) + " must be in [" + std::to_string(lo) + ", " +
-                          std::to_string(hi) + "], got " + std::to_string(x),
+    return BadRequest(std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                          std::to_string(x),
                       name);
   }
   *out = x;
@@ -35,15 +34,14 @@ Error ReadInt(const json& body, const char* name, int64_t lo, int64_t hi,
 }
 
 // Reads a number into *out when present; range [lo, hi], lo excluded when lo_open.
-Error ReadFloat(const json& body, const char* name, double lo, double hi, bool lo_open,
-                float* out) {
+Error ReadFloat(const json& body, const char* name, double lo, double hi, bool lo_open, float* out) {
   const json* v = Find(body, name);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number()) return BadRequest(std::string(name) + " must be a number", name);
   const double x = v->get<double>();
   if (!std::isfinite(x) || x > hi || x < lo || (lo_open && x == lo)) {
-    return BadRequest(std::string(name) + " must be in " + (lo_open ? "(" : "[") +
-                          std::to_string(lo) + ", " + std::to_string(hi) + "]",
+    return BadRequest(std::string(name) + " must be in " + (lo_open ? "(" : "[") + std::to_string(lo) + ", " +
+                          std::to_string(hi) + "]",
                       name);
   }
   *out = static_cast<float>(x);
@@ -63,16 +61,13 @@ Error ReadTokenId(const json& v, int32_t vocab_size, const std::string& param, T
   const bool in_range = !v.is_number_unsigned() || v.get<uint64_t>() < uint64_t{1} << 31;
   const int64_t id = in_range ? v.get<int64_t>() : -1;
   if (!in_range || id < 0 || id >= vocab_size) {
-    return BadRequest(param + " is not a valid token id (vocabulary size " +
-                          std::to_string(vocab_size) + ")",
-                      param);
+    return BadRequest(param + " is not a valid token id (vocabulary size " + std::to_string(vocab_size) + ")", param);
   }
   *out = static_cast<TokenId>(id);
   return std::nullopt;
 }
 
-Error ReadTokenList(const json& v, int32_t vocab_size, const std::string& param,
-                    std::vector<TokenId>* out) {
+Error ReadTokenList(const json& v, int32_t vocab_size, const std::string& param, std::vector<TokenId>* out) {
   if (v.empty()) return BadRequest(param + " must not be empty", param);
   out->reserve(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
@@ -105,16 +100,15 @@ Error ReadStop(const json& body, const RequestLimits& limits, ApiRequest* out) {
       return BadRequest("stop must be a string or a list of strings", "stop");
     }
     if (static_cast<int64_t>(items.size()) > limits.max_stop_strings) {
-      return BadRequest("stop has more than " + std::to_string(limits.max_stop_strings) +
-                            " entries", "stop");
+      return BadRequest("stop has more than " + std::to_string(limits.max_stop_strings) + " entries", "stop");
     }
     for (const json& item : items) {
       if (!item.is_string()) return BadRequest("stop must be a string or a list of strings", "stop");
       std::string s = item.get<std::string>();
       if (s.empty()) return BadRequest("stop strings must not be empty", "stop");
       if (static_cast<int64_t>(s.size()) > limits.max_stop_string_bytes) {
-        return BadRequest("a stop string is longer than " +
-                              std::to_string(limits.max_stop_string_bytes) + " bytes", "stop");
+        return BadRequest("a stop string is longer than " + std::to_string(limits.max_stop_string_bytes) + " bytes",
+                          "stop");
       }
       out->stop.push_back(std::move(s));
     }
@@ -177,8 +171,8 @@ Error ReadCommon(const json& body, const RequestLimits& limits, ApiRequest* out)
   if (best_of && *best_of != out->n) return BadRequest("best_of is not supported", "best_of");
   if (Error e = ReadInt(body, "top_k", -1, limits.vocab_size, &top_k)) return e;
   out->sampling.top_k = top_k && *top_k > 0 ? static_cast<int32_t>(*top_k) : 0;
-  if (Error e = ReadInt(body, "seed", std::numeric_limits<int64_t>::min(),
-                        std::numeric_limits<int64_t>::max(), &seed)) {
+  if (Error e =
+          ReadInt(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed)) {
     return e;
   }
   if (seed) out->sampling.seed = static_cast<uint64_t>(*seed);
@@ -225,8 +219,7 @@ Error ReadPrompts(const json& body, const RequestLimits& limits, ApiRequest* out
     return std::nullopt;
   }
   if (static_cast<int64_t>(v->size()) > limits.max_prompts) {
-    return BadRequest("prompt has more than " + std::to_string(limits.max_prompts) + " entries",
-                      "prompt");
+    return BadRequest("prompt has more than " + std::to_string(limits.max_prompts) + " entries", "prompt");
   }
   for (size_t i = 0; i < v->size(); ++i) {
     const json& item = (*v)[i];
@@ -245,9 +238,7 @@ Error ReadPrompts(const json& body, const RequestLimits& limits, ApiRequest* out
   return std::nullopt;
 }
 
-
-Error ReadContent(const json& message, const std::string& param, const std::string& role,
-                  std::string* out) {
+Error ReadContent(const json& message, const std::string& param, const std::string& role, std::string* out) {
   const json* content = Find(message, "content");
   if (content == nullptr) {
     if (role == "assistant") return std::nullopt;  // e.g. a message with only tool_calls
@@ -266,8 +257,7 @@ Error ReadContent(const json& message, const std::string& param, const std::stri
     if (!part.is_object()) return BadRequest(part_param + " must be an object", part_param);
     const json* type = Find(part, "type");
     if (type == nullptr || !type->is_string() || *type != "text") {
-      return BadRequest(part_param + ".type: only \"text\" content parts are supported",
-                        part_param + ".type");
+      return BadRequest(part_param + ".type: only \"text\" content parts are supported", part_param + ".type");
     }
     const json* text = Find(part, "text");
     if (text == nullptr || !text->is_string()) {
@@ -285,8 +275,7 @@ Error ReadMessages(const json& body, const RequestLimits& limits, ApiRequest* ou
   if (!v->is_array()) return BadRequest("messages must be a list of message objects", "messages");
   if (v->empty()) return BadRequest("messages must not be empty", "messages");
   if (static_cast<int64_t>(v->size()) > limits.max_messages) {
-    return BadRequest("messages has more than " + std::to_string(limits.max_messages) + " entries",
-                      "messages");
+    return BadRequest("messages has more than " + std::to_string(limits.max_messages) + " entries", "messages");
   }
   out->messages = json::array();
   for (size_t i = 0; i < v->size(); ++i) {
@@ -299,10 +288,8 @@ Error ReadMessages(const json& body, const RequestLimits& limits, ApiRequest* ou
     }
     std::string role_name = role->get<std::string>();
     if (role_name == "developer") role_name = "system";
-    if (role_name != "system" && role_name != "user" && role_name != "assistant" &&
-        role_name != "tool") {
-      return BadRequest(param + ".role must be one of system, user, assistant, tool",
-                        param + ".role");
+    if (role_name != "system" && role_name != "user" && role_name != "assistant" && role_name != "tool") {
+      return BadRequest(param + ".role must be one of system, user, assistant, tool", param + ".role");
     }
     std::string content;
     if (Error e = ReadContent(m, param + ".content", role_name, &content)) return e;
@@ -322,20 +309,17 @@ Error ReadMessages(const json& body, const RequestLimits& limits, ApiRequest* ou
 
 }  // namespace
 
-std::optional<ApiError> ParseCompletionRequest(const json& body, const RequestLimits& limits,
-                                               ApiRequest* out) {
+std::optional<ApiError> ParseCompletionRequest(const json& body, const RequestLimits& limits, ApiRequest* out) {
   out->kind = ApiKind::kCompletion;
   if (Error e = ReadCommon(body, limits, out)) return e;
   if (Error e = ReadPrompts(body, limits, out)) return e;
   if (static_cast<int64_t>(out->prompts.size()) * out->n > limits.max_prompts) {
-    return BadRequest("number of prompts times n exceeds " + std::to_string(limits.max_prompts),
-                      "n");
+    return BadRequest("number of prompts times n exceeds " + std::to_string(limits.max_prompts), "n");
   }
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseChatRequest(const json& body, const RequestLimits& limits,
-                                         ApiRequest* out) {
+std::optional<ApiError> ParseChatRequest(const json& body, const RequestLimits& limits, ApiRequest* out) {
   out->kind = ApiKind::kChat;
   if (Error e = ReadCommon(body, limits, out)) return e;
   if (Error e = ReadMessages(body, limits, out)) return e;

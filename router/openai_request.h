@@ -35,12 +35,12 @@ struct ApiRequest {
   bool add_generation_prompt = true;  // kChat
   std::optional<int32_t> max_tokens;  // max_tokens / max_completion_tokens; >= 1
   bool ignore_eos = false;
-  std::vector<std::string> stop;      // non-empty strings
+  std::vector<std::string> stop;  // non-empty strings
   std::vector<TokenId> stop_token_ids;
   int32_t n = 1;
   SamplingParams sampling;
   bool stream = false;
-  bool include_usage = false;         // stream_options.include_usage
+  bool include_usage = false;  // stream_options.include_usage
 };
 
 struct RequestLimits {
@@ -55,13 +55,11 @@ struct RequestLimits {
 
 // Parses a request body: rejects nesting deeper than max_depth, malformed or
 // truncated JSON, invalid UTF-8, lone surrogate escapes, and a non-object top level.
-std::optional<ApiError> ParseJsonBody(std::string_view body, int32_t max_depth,
-                                      nlohmann::json* out);
+std::optional<ApiError> ParseJsonBody(std::string_view body, int32_t max_depth, nlohmann::json* out);
 
 // Validate a parsed body for /v1/completions and /v1/chat/completions.
-std::optional<ApiError> ParseCompletionRequest(const nlohmann::json& body,
-                                               const RequestLimits& limits, ApiRequest* out);
-std::optional<ApiError> ParseChatRequest(const nlohmann::json& body, const RequestLimits& limits,
-                                         ApiRequest* out);
+std::optional<ApiError> ParseCompletionRequest(const nlohmann::json& body, const RequestLimits& limits,
+                                               ApiRequest* out);
+std::optional<ApiError> ParseChatRequest(const nlohmann::json& body, const RequestLimits& limits, ApiRequest* out);
 
 }  // namespace tandem::router

@@ -6,13 +6,9 @@ namespace tandem::router {
 
 using nlohmann::json;
 
-std::string NewResponseId(ApiKind kind) {
-  return (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHexId();
-}
+std::string NewResponseId(ApiKind kind) { return (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHexId(); }
 
-const char* FinishReasonName(FinishReason reason) {
-  return reason == FinishReason::kStop ? "stop" : "length";
-}
+const char* FinishReasonName(FinishReason reason) { return reason == FinishReason::kStop ? "stop" : "length"; }
 
 json UsageJson(const Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens},
@@ -29,8 +25,7 @@ json Envelope(const ResponseMeta& meta, const char* object) {
 
 }  // namespace
 
-json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices,
-                    const Usage& usage) {
+json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices, const Usage& usage) {
   const bool chat = meta.kind == ApiKind::kChat;
   json body = Envelope(meta, chat ? "chat.completion" : "text_completion");
   json list = json::array();
@@ -64,16 +59,14 @@ json StreamChunk(const ResponseMeta& meta, int32_t index, const std::string& tex
     choice["text"] = text;
   }
   choice["logprobs"] = nullptr;
-  choice["finish_reason"] =
-      finish_reason ? json(FinishReasonName(*finish_reason)) : json(nullptr);
+  choice["finish_reason"] = finish_reason ? json(FinishReasonName(*finish_reason)) : json(nullptr);
   chunk["choices"] = json::array({std::move(choice)});
   if (usage_null) chunk["usage"] = nullptr;
   return chunk;
 }
 
 json UsageChunk(const ResponseMeta& meta, const Usage& usage) {
-  json chunk = Envelope(meta, meta.kind == ApiKind::kChat ? "chat.completion.chunk"
-                                                           : "text_completion");
+  json chunk = Envelope(meta, meta.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
   chunk["choices"] = json::array();
   chunk["usage"] = UsageJson(usage);
   return chunk;

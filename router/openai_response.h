@@ -24,8 +24,8 @@ struct Usage {
 // What every body and chunk of one response shares.
 struct ResponseMeta {
   ApiKind kind = ApiKind::kCompletion;
-  std::string id;        // "cmpl-..." or "chatcmpl-..."
-  int64_t created = 0;   // unix seconds
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // unix seconds
   std::string model;
 };
 
@@ -40,15 +40,13 @@ const char* FinishReasonName(FinishReason reason);
 nlohmann::json UsageJson(const Usage& usage);
 
 // The non-streaming body; choices[i] has index i.
-nlohmann::json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices,
-                              const Usage& usage);
+nlohmann::json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices, const Usage& usage);
 
 // One streaming chunk for choice `index`: `text` as delta, `finish_reason`
 // when set, the assistant role when `with_role` (chat's first chunk), and
 // "usage": null when `usage_null` (include_usage streams).
 nlohmann::json StreamChunk(const ResponseMeta& meta, int32_t index, const std::string& text,
-                           std::optional<FinishReason> finish_reason, bool with_role,
-                           bool usage_null);
+                           std::optional<FinishReason> finish_reason, bool with_role, bool usage_null);
 
 // The final include_usage chunk: empty choices, the usage object.
 nlohmann::json UsageChunk(const ResponseMeta& meta, const Usage& usage);

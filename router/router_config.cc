@@ -7,9 +7,8 @@ namespace {
 
 Status CheckRange(const char* name, int64_t value, int64_t lo, int64_t hi) {
   if (value < lo || value > hi) {
-    return InvalidArgumentError(std::string("router config: ") + name + " = " +
-                                std::to_string(value) + " is outside [" + std::to_string(lo) +
-                                ", " + std::to_string(hi) + "]");
+    return InvalidArgumentError(std::string("router config: ") + name + " = " + std::to_string(value) +
+                                " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   return Status::Ok();
 }
@@ -55,8 +54,7 @@ Status RouterConfig::Validate() const {
   TANDEM_RETURN_IF_ERROR(CheckRange("body_read_timeout_ms", body_read_timeout_ms, 1, 3'600'000));
   TANDEM_RETURN_IF_ERROR(CheckRange("write_timeout_ms", write_timeout_ms, 1, 3'600'000));
   TANDEM_RETURN_IF_ERROR(CheckRange("request_timeout_ms", request_timeout_ms, 0, 86'400'000));
-  TANDEM_RETURN_IF_ERROR(
-      CheckRange("max_concurrent_requests", max_concurrent_requests, 1, 1'000'000));
+  TANDEM_RETURN_IF_ERROR(CheckRange("max_concurrent_requests", max_concurrent_requests, 1, 1'000'000));
   TANDEM_RETURN_IF_ERROR(CheckRange("max_queued_requests", max_queued_requests, 0, 10'000'000));
   TANDEM_RETURN_IF_ERROR(CheckRange("max_queue_wait_ms", max_queue_wait_ms, 1, 3'600'000));
   TANDEM_RETURN_IF_ERROR(CheckRange("retry_after_s", retry_after_s, 0, 3600));

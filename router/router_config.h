@@ -59,10 +59,10 @@ struct RouterConfig {
   int32_t retry_after_s = 1;
 
   // Request shape limits (each violation is a 400 naming the parameter).
-  int32_t max_n = 16;                // most choices per request (`n`)
-  int32_t max_prompts = 64;          // most prompts in one /v1/completions batch
-  int32_t max_messages = 1024;       // most chat messages
-  int32_t max_stop_strings = 16;     // most entries of `stop`
+  int32_t max_n = 16;                   // most choices per request (`n`)
+  int32_t max_prompts = 64;             // most prompts in one /v1/completions batch
+  int32_t max_messages = 1024;          // most chat messages
+  int32_t max_stop_strings = 16;        // most entries of `stop`
   int32_t max_stop_string_bytes = 256;  // longest single stop string
 
   // Model name served on the API. Empty = the model id given to HttpServer.

@@ -19,10 +19,10 @@ namespace tandem::router {
 
 // The model behind the API (from the model's config and tokenizer).
 struct ServedModel {
-  std::string id;                      // name clients put in "model"
-  int32_t max_context_tokens = 4096;   // prompt + completion limit
-  int32_t vocab_size = 32000;          // token ids must be < this
-  int64_t created = 0;                 // unix seconds shown by /v1/models
+  std::string id;                     // name clients put in "model"
+  int32_t max_context_tokens = 4096;  // prompt + completion limit
+  int32_t vocab_size = 32000;         // token ids must be < this
+  int64_t created = 0;                // unix seconds shown by /v1/models
 };
 
 // Everything the server needs from the rest of the process. Pointers are not

@@ -4,8 +4,7 @@
 
 namespace tandem::router {
 
-RouterMetrics::RouterMetrics(metrics::MetricsRegistry* registry, const std::string& model_name,
-                             int32_t max_model_len)
+RouterMetrics::RouterMetrics(metrics::MetricsRegistry* registry, const std::string& model_name, int32_t max_model_len)
     : model_name_(model_name) {
   if (registry == nullptr) return;
   metrics::MetricsRegistry& r = *registry;

@@ -33,8 +33,8 @@ class RouterMetrics {
   void OnChoiceFinished(const char* finished_reason) const;
   // A request answered in full: its usage, arrival to last token (e2e) and
   // first to last token (decode) over its `num_choices` parallel choices.
-  void OnRequestFinished(int64_t prompt_tokens, int64_t completion_tokens, int32_t num_choices,
-                         double e2e_seconds, double decode_seconds) const;
+  void OnRequestFinished(int64_t prompt_tokens, int64_t completion_tokens, int32_t num_choices, double e2e_seconds,
+                         double decode_seconds) const;
 
  private:
   std::string model_name_;
@@ -43,7 +43,7 @@ class RouterMetrics {
   metrics::Histogram* tpot_ = nullptr;          // vLLM's older per-token name: the ITL samples again
   metrics::Histogram* request_tpot_ = nullptr;  // per request: decode time / (tokens per choice - 1)
   metrics::Histogram* e2e_ = nullptr;
-  metrics::Histogram* queue_ = nullptr;         // stage="router"
+  metrics::Histogram* queue_ = nullptr;  // stage="router"
   metrics::Histogram* request_prompt_tokens_ = nullptr;
   metrics::Histogram* request_generation_tokens_ = nullptr;
   metrics::Gauge* running_ = nullptr;

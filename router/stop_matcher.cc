@@ -6,8 +6,7 @@
 
 namespace tandem::router {
 
-StopMatcher::StopMatcher(std::vector<std::string> stop_strings)
-    : stop_strings_(std::move(stop_strings)) {
+StopMatcher::StopMatcher(std::vector<std::string> stop_strings) : stop_strings_(std::move(stop_strings)) {
   for (const std::string& s : stop_strings_) TANDEM_CHECK(!s.empty()) << "empty stop string";
 }
 
@@ -36,8 +35,7 @@ StopMatcher::Output StopMatcher::Add(std::string_view text) {
   for (const std::string& stop : stop_strings_) {
     const size_t max_len = std::min(stop.size() - 1, pending_.size());
     for (size_t len = max_len; len > hold; --len) {
-      if (std::string_view(pending_).substr(pending_.size() - len) ==
-          std::string_view(stop).substr(0, len)) {
+      if (std::string_view(pending_).substr(pending_.size() - len) == std::string_view(stop).substr(0, len)) {
         hold = len;
         break;
       }

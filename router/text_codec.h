@@ -40,8 +40,7 @@ class TextCodec {
   // Renders normalized chat messages: a JSON array of objects with string
   // "role" and string "content" (plus optional "name", "tool_call_id").
   // A template error is InvalidArgument with the template's message.
-  virtual StatusOr<std::string> RenderChat(const nlohmann::json& messages,
-                                           const ChatRenderOptions& options) const = 0;
+  virtual StatusOr<std::string> RenderChat(const nlohmann::json& messages, const ChatRenderOptions& options) const = 0;
   virtual std::unique_ptr<TextDecoder> NewDecoder() const = 0;
 };
 

@@ -7,8 +7,7 @@ namespace {
 
 class DetokenizerAdapter : public TextDecoder {
  public:
-  explicit DetokenizerAdapter(const tokenizer::Tokenizer& tok)
-      : detokenizer_(tok, /*skip_special_tokens=*/true) {}
+  explicit DetokenizerAdapter(const tokenizer::Tokenizer& tok) : detokenizer_(tok, /*skip_special_tokens=*/true) {}
   std::string Add(TokenId token_id) override { return detokenizer_.Add(token_id); }
   std::string Finish() override { return detokenizer_.Finish(); }
 
@@ -25,8 +24,7 @@ TokenizerTextCodec::TokenizerTextCodec(const tokenizer::Tokenizer* tokenizer,
   TANDEM_CHECK(tokenizer_ != nullptr);
 }
 
-StatusOr<std::vector<TokenId>> TokenizerTextCodec::Encode(std::string_view text,
-                                                          bool add_special) const {
+StatusOr<std::vector<TokenId>> TokenizerTextCodec::Encode(std::string_view text, bool add_special) const {
   return tokenizer_->Encode(text, add_special);
 }
 

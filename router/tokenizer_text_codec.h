@@ -17,15 +17,13 @@ class TokenizerTextCodec : public TextCodec {
   // `chat_template` may be null: chat requests then get a 400. `base_options`
   // carries bos/eos token strings and extra template variables; its
   // add_generation_prompt is replaced per request.
-  TokenizerTextCodec(const tokenizer::Tokenizer* tokenizer,
-                     const tokenizer::ChatTemplate* chat_template,
+  TokenizerTextCodec(const tokenizer::Tokenizer* tokenizer, const tokenizer::ChatTemplate* chat_template,
                      tokenizer::ChatRenderOptions base_options = {});
 
   StatusOr<std::vector<TokenId>> Encode(std::string_view text, bool add_special) const override;
   // Every template failure (syntax, raise_exception, render limits) is
   // InvalidArgument carrying the template's message, so the client gets a 400.
-  StatusOr<std::string> RenderChat(const nlohmann::json& messages,
-                                   const ChatRenderOptions& options) const override;
+  StatusOr<std::string> RenderChat(const nlohmann::json& messages, const ChatRenderOptions& options) const override;
   // Skips special tokens.
   std::unique_ptr<TextDecoder> NewDecoder() const override;
 

@@ -62,8 +62,7 @@ size_t AppendSanitized(std::string_view text, std::string* out) {
         out->append(kReplacement);
         i += length;
         break;
-      case Scan::kIncomplete:
-        return i;
+      case Scan::kIncomplete: return i;
     }
   }
   return i;

@@ -16,8 +16,7 @@ __device__ __forceinline__ uint64_t Mix64(uint64_t x) {
   return x;
 }
 
-__global__ void FillRandomKernel(__nv_bfloat16* dst, size_t count, uint64_t seed, float center,
-                                 float spread) {
+__global__ void FillRandomKernel(__nv_bfloat16* dst, size_t count, uint64_t seed, float center, float spread) {
   for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < count;
        e += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const uint64_t h = Mix64(seed * 0x9e3779b97f4a7c15ull + e);

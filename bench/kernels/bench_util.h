@@ -9,14 +9,13 @@
 #include "common/base/status.h"
 #include "common/cuda/device_buffer.h"
 
-#define BENCH_OK(expr)                                                    \
-  do {                                                                    \
-    const auto& _s = (expr);                                              \
-    if (!::tandem::internal::GetStatus(_s).ok()) {                        \
-      std::fprintf(stderr, "%s failed: %s\n", #expr,                      \
-                   ::tandem::internal::GetStatus(_s).ToString().c_str()); \
-      std::exit(1);                                                       \
-    }                                                                     \
+#define BENCH_OK(expr)                                                                                      \
+  do {                                                                                                      \
+    const auto& _s = (expr);                                                                                \
+    if (!::tandem::internal::GetStatus(_s).ok()) {                                                          \
+      std::fprintf(stderr, "%s failed: %s\n", #expr, ::tandem::internal::GetStatus(_s).ToString().c_str()); \
+      std::exit(1);                                                                                         \
+    }                                                                                                       \
   } while (0)
 
 namespace tandem::bench {

@@ -70,8 +70,7 @@ void FillRandomBf16(DeviceBuffer& buf, uint32_t seed) {
   const size_t total = buf.size_bytes();
   while (done < total) {
     const size_t n = std::min(total - done, host.size() * 2);
-    BENCH_OK(cuda::CudaStatus(cudaMemcpy(buf.as<char>() + done, host.data(), n,
-                                         cudaMemcpyHostToDevice), "fill"));
+    BENCH_OK(cuda::CudaStatus(cudaMemcpy(buf.as<char>() + done, host.data(), n, cudaMemcpyHostToDevice), "fill"));
     done += n;
   }
 }
@@ -86,11 +85,10 @@ Ceilings MeasureCeilings(cudaStream_t stream) {
   DeviceBuffer a = Alloc(bytes), b = Alloc(bytes), sink = Alloc(1 << 20);
   FillRandomBf16(a, 1);
   Ceilings c;
-  float ms = MedianMs([&] { cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream); },
-                      3, 15, stream);
+  float ms =
+      MedianMs([&] { cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream); }, 3, 15, stream);
   c.copy_gbs = 2.0 * bytes / (ms * 1e-3) / 1e9;
-  ms = MedianMs([&] { BENCH_OK(bench::LaunchStreamingRead(a.data(), bytes, sink.data(), stream)); },
-                3, 15, stream);
+  ms = MedianMs([&] { BENCH_OK(bench::LaunchStreamingRead(a.data(), bytes, sink.data(), stream)); }, 3, 15, stream);
   c.read_gbs = bytes / (ms * 1e-3) / 1e9;
   return c;
 }
@@ -121,15 +119,15 @@ std::vector<int32_t> ContextLens(int batch, int ctx, int jitter) {
   return lens;
 }
 
-void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, int num_sms,
-                 const DecodeOptions& opt, cudaStream_t stream, FILE* csv) {
-  std::printf("\n%-6s %-6s %-4s %-4s %-4s %-3s %-3s %-7s %-9s %-9s %-6s %-7s %-7s\n", "batch", "ctx", "hq",
-              "hkv", "hd", "bs", "st", "splits", "KV_MB", "time_us", "GB/s", "/copy", "/read");
+void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, int num_sms, const DecodeOptions& opt,
+                 cudaStream_t stream, FILE* csv) {
+  std::printf("\n%-6s %-6s %-4s %-4s %-4s %-3s %-3s %-7s %-9s %-9s %-6s %-7s %-7s\n", "batch", "ctx", "hq", "hkv", "hd",
+              "bs", "st", "splits", "KV_MB", "time_us", "GB/s", "/copy", "/read");
   if (csv) std::fprintf(csv, "batch,ctx,hq,hkv,hd,bs,kv_bytes,time_us,gbs,copy_gbs,read_gbs\n");
   for (const auto& s : shapes) {
     if (64 * opt.jitter >= s.ctx) {
-      std::fprintf(stderr, "--jitter %d: lengths %d +- %d would not be positive, shape skipped\n", opt.jitter,
-                   s.ctx, 64 * opt.jitter);
+      std::fprintf(stderr, "--jitter %d: lengths %d +- %d would not be positive, shape skipped\n", opt.jitter, s.ctx,
+                   64 * opt.jitter);
       continue;
     }
     const int max_ctx = s.ctx + 64 * opt.jitter;
@@ -171,8 +169,8 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
     const float ms = MedianMs([&] { BENCH_OK(kernels::LaunchDecodeAttention(p, stream)); }, 3, opt.reps, stream);
     const double kv_bytes = static_cast<double>(s.batch) * s.ctx * block_bytes / s.bs;
     const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
-    std::printf("%-6d %-6d %-4d %-4d %-4d %-3d %-3d %-7d %-9.1f %-9.1f %-6.0f %-7.3f %-7.3f\n", s.batch, s.ctx,
-                s.hq, s.hkv, s.hd, s.bs, s.stages, p.num_splits, kv_bytes / 1e6, ms * 1e3, gbs, gbs / ceil.copy_gbs,
+    std::printf("%-6d %-6d %-4d %-4d %-4d %-3d %-3d %-7d %-9.1f %-9.1f %-6.0f %-7.3f %-7.3f\n", s.batch, s.ctx, s.hq,
+                s.hkv, s.hd, s.bs, s.stages, p.num_splits, kv_bytes / 1e6, ms * 1e3, gbs, gbs / ceil.copy_gbs,
                 gbs / ceil.read_gbs);
     if (csv && s.stages == 0 && s.splits == 0)
       std::fprintf(csv, "%d,%d,%d,%d,%d,%d,%.0f,%.3f,%.1f,%.1f,%.1f\n", s.batch, s.ctx, s.hq, s.hkv, s.hd, s.bs,
@@ -182,8 +180,8 @@ void BenchDecode(const std::vector<DecodeShape>& shapes, const Ceilings& ceil, i
 
 void BenchPrefill(const std::vector<int>& lens, cudaStream_t stream) {
   const int hq = 32, hkv = 8, hd = 128, bs = 16;
-  std::printf("\n%-8s %-10s %-8s   (prefill attention, 1 sequence, causal, Hq 32 / Hkv 8 / hd 128)\n",
-              "tokens", "time_us", "TFLOP/s");
+  std::printf("\n%-8s %-10s %-8s   (prefill attention, 1 sequence, causal, Hq 32 / Hkv 8 / hd 128)\n", "tokens",
+              "time_us", "TFLOP/s");
   for (int n : lens) {
     const int blocks = (n + bs - 1) / bs;
     DeviceBuffer pool = Alloc(static_cast<size_t>(blocks) * 2 * hkv * bs * hd * 2);
@@ -240,9 +238,9 @@ void BenchSampling(cudaStream_t stream) {
     cudaMemcpy(doff.data(), offs.data(), rows * 8, cudaMemcpyHostToDevice);
     kernels::ArgmaxParams ap{dl.as<float>(), vocab, out.as<int32_t>(), rows, vocab};
     const float am = MedianMs([&] { BENCH_OK(kernels::LaunchArgmax(ap, stream)); }, 2, 10, stream);
-    kernels::SamplingParams sp{dl.as<float>(), vocab, out.as<int32_t>(), dt.as<float>(),
-                               dk.as<int32_t>(), dp.as<float>(), dm.as<float>(),
-                               ds.as<uint64_t>(), doff.as<uint64_t>(), rows, vocab};
+    kernels::SamplingParams sp{dl.as<float>(), vocab,          out.as<int32_t>(), dt.as<float>(),      dk.as<int32_t>(),
+                               dp.as<float>(), dm.as<float>(), ds.as<uint64_t>(), doff.as<uint64_t>(), rows,
+                               vocab};
     const float sm = MedianMs([&] { BENCH_OK(kernels::LaunchSampling(sp, stream)); }, 2, 10, stream);
     std::printf("%-6d %-10.1f %-10.1f   (top_k 50, top_p 0.9, T 0.8)\n", rows, am * 1e3, sm * 1e3);
   }
@@ -266,8 +264,8 @@ int Main(int argc, char** argv) {
       opt.reps = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       DecodeShape s{};
-      if (std::sscanf(argv[++i], "%d,%d,%d,%d,%d,%d,%d,%d", &s.batch, &s.ctx, &s.hq, &s.hkv, &s.hd, &s.bs,
-                      &s.stages, &s.splits) < 6) {
+      if (std::sscanf(argv[++i], "%d,%d,%d,%d,%d,%d,%d,%d", &s.batch, &s.ctx, &s.hq, &s.hkv, &s.hd, &s.bs, &s.stages,
+                      &s.splits) < 6) {
         std::fprintf(stderr, "--shape wants BATCH,CTX,HQ,HKV,HD,BS[,STAGES[,SPLITS]], got %s\n", argv[i]);
         return 2;
       }
@@ -286,15 +284,12 @@ int Main(int argc, char** argv) {
   auto stream = cuda::CudaStream::Create();
   BENCH_OK(stream.status());
   const Ceilings ceil = MeasureCeilings(stream->get());
-  std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
-              prop.l2CacheSize >> 20);
-  std::printf("ceilings: D2D copy %.0f GB/s (read+write), streaming read %.0f GB/s\n",
-              ceil.copy_gbs, ceil.read_gbs);
+  std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  std::printf("ceilings: D2D copy %.0f GB/s (read+write), streaming read %.0f GB/s\n", ceil.copy_gbs, ceil.read_gbs);
   std::vector<DecodeShape> shapes = {
-      {1, 1024, 32, 8, 128, 16},   {1, 32768, 32, 8, 128, 16},  {8, 8192, 32, 8, 128, 16},
-      {8, 32768, 32, 8, 128, 16},  {64, 1024, 32, 8, 128, 16},  {64, 4096, 32, 8, 128, 16},
-      {256, 1024, 32, 8, 128, 16}, {256, 4096, 32, 8, 128, 16}, {64, 4096, 32, 8, 128, 64},
-      {64, 4096, 32, 8, 128, 32},  {64, 4096, 32, 32, 128, 16}, {64, 8192, 16, 8, 64, 16},
+      {1, 1024, 32, 8, 128, 16},  {1, 32768, 32, 8, 128, 16}, {8, 8192, 32, 8, 128, 16},   {8, 32768, 32, 8, 128, 16},
+      {64, 1024, 32, 8, 128, 16}, {64, 4096, 32, 8, 128, 16}, {256, 1024, 32, 8, 128, 16}, {256, 4096, 32, 8, 128, 16},
+      {64, 4096, 32, 8, 128, 64}, {64, 4096, 32, 8, 128, 32}, {64, 4096, 32, 32, 128, 16}, {64, 8192, 16, 8, 64, 16},
       {64, 4096, 64, 8, 128, 16}};
   if (quick) shapes.resize(3);
   if (!only.empty()) shapes = only;

@@ -38,8 +38,7 @@ using cuda::DeviceBuffer;
 
 // Median over `batches` of (batch milliseconds / calls), after one untimed batch.
 // `fn(i)` queues call i of a batch.
-double MedianUsPerCall(const std::function<void(int)>& fn, int calls, cudaStream_t stream,
-                       int batches = 7) {
+double MedianUsPerCall(const std::function<void(int)>& fn, int calls, cudaStream_t stream, int batches = 7) {
   auto start = cuda::CudaEvent::Create(), stop = cuda::CudaEvent::Create();
   BENCH_OK(start.status());
   BENCH_OK(stop.status());
@@ -79,13 +78,11 @@ Operands MakeOperands(const Shape& s, cudaStream_t stream) {
   for (size_t c = 0; c < copies; ++c) {
     o.w.push_back(Alloc(o.w_bytes));
     // nn.Linear-like scale; the values do not change the speed, only the check.
-    BENCH_OK(bench::LaunchFillRandomBf16(o.w.back().as<__nv_bfloat16>(), o.w_bytes / 2, 11 + c,
-                                           0.f, 0.05f, stream));
+    BENCH_OK(bench::LaunchFillRandomBf16(o.w.back().as<__nv_bfloat16>(), o.w_bytes / 2, 11 + c, 0.f, 0.05f, stream));
   }
   const size_t y_bytes = static_cast<size_t>(kernels::kSkinnyGemmMaxM) * s.n * 4;
   o.x = Alloc(static_cast<size_t>(kernels::kSkinnyGemmMaxM) * s.k * 2);
-  BENCH_OK(bench::LaunchFillRandomBf16(o.x.as<__nv_bfloat16>(), o.x.size_bytes() / 2, 7, 0.f, 1.f,
-                                         stream));
+  BENCH_OK(bench::LaunchFillRandomBf16(o.x.as<__nv_bfloat16>(), o.x.size_bytes() / 2, 7, 0.f, 1.f, stream));
   o.y_ours = Alloc(y_bytes);
   o.y_cublas = Alloc(y_bytes);
   o.sink = Alloc(4096 * 16);
@@ -107,8 +104,7 @@ kernels::SkinnyGemmParams OursParams(const Shape& s, const Operands& o, int m, i
   return p;
 }
 
-double TimeOurs(const Shape& s, const Operands& o, int m, kernels::SkinnyGemmTiling tiling,
-                cudaStream_t stream) {
+double TimeOurs(const Shape& s, const Operands& o, int m, kernels::SkinnyGemmTiling tiling, cudaStream_t stream) {
   return MedianUsPerCall(
       [&](int i) {
         auto p = OursParams(s, o, m, i % static_cast<int>(o.w.size()));
@@ -118,8 +114,7 @@ double TimeOurs(const Shape& s, const Operands& o, int m, kernels::SkinnyGemmTil
       o.calls, stream);
 }
 
-double TimeCublas(const Shape& s, const Operands& o, int m, const cuda::CublasHandle& handle,
-                  cudaStream_t stream) {
+double TimeCublas(const Shape& s, const Operands& o, int m, const cuda::CublasHandle& handle, cudaStream_t stream) {
   return MedianUsPerCall(
       [&](int i) {
         cuda::GemmParams g;
@@ -185,8 +180,8 @@ int Main(int argc, char** argv) {
     const size_t bytes = size_t{2} << 30;
     DeviceBuffer a = Alloc(bytes), sink = Alloc(4096 * 16);
     BENCH_OK(bench::LaunchFillRandomBf16(a.as<__nv_bfloat16>(), bytes / 2, 1, 0.f, 1.f, st));
-    const double us = MedianUsPerCall(
-        [&](int) { BENCH_OK(bench::LaunchStreamingRead(a.data(), bytes, sink.data(), st)); }, 3, st);
+    const double us =
+        MedianUsPerCall([&](int) { BENCH_OK(bench::LaunchStreamingRead(a.data(), bytes, sink.data(), st)); }, 3, st);
     read_gbs = bytes / (us * 1e-6) / 1e9;
   }
   std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
@@ -222,9 +217,7 @@ int Main(int argc, char** argv) {
     Operands o = MakeOperands(s, st);
     // The streaming-read kernel over the same bytes, same rotation: the ceiling at this size.
     const double read_same_us = MedianUsPerCall(
-        [&](int i) {
-          BENCH_OK(bench::LaunchStreamingRead(o.w[i % o.w.size()].data(), o.w_bytes, o.sink.data(), st));
-        },
+        [&](int i) { BENCH_OK(bench::LaunchStreamingRead(o.w[i % o.w.size()].data(), o.w_bytes, o.sink.data(), st)); },
         o.calls, st);
     for (int m : ms) {
       if (sweep) {
@@ -241,20 +234,20 @@ int Main(int argc, char** argv) {
     }
   }
 
-  std::printf("\nskinny GEMM vs cuBLAS, weights rotated beyond L2; ratios to the %.0f GB/s streaming read\n",
-              read_gbs);
-  std::printf("%-8s %-6s %-6s %-3s %-8s %-9s %-6s %-6s %-9s %-6s %-7s %-7s %-8s\n", "shape", "n", "k", "m",
-              "W_MB", "ours_us", "GB/s", "/read", "cublas_us", "/read", "speedup", "/rd_sz", "diff");
+  std::printf("\nskinny GEMM vs cuBLAS, weights rotated beyond L2; ratios to the %.0f GB/s streaming read\n", read_gbs);
+  std::printf("%-8s %-6s %-6s %-3s %-8s %-9s %-6s %-6s %-9s %-6s %-7s %-7s %-8s\n", "shape", "n", "k", "m", "W_MB",
+              "ours_us", "GB/s", "/read", "cublas_us", "/read", "speedup", "/rd_sz", "diff");
   for (const Row& r : rows) {
     const double bytes = static_cast<double>(r.shape->n) * r.shape->k * 2;
     const double ours = bytes / (r.ours_us * 1e-6) / 1e9, cublas = bytes / (r.cublas_us * 1e-6) / 1e9;
     const double same = bytes / (r.read_same_us * 1e-6) / 1e9;
-    std::printf("%-8s %-6d %-6d %-3d %-8.1f %-9.2f %-6.0f %-6.3f %-9.2f %-6.3f %-7.2f %-7.3f %-8.1e\n",
-                r.shape->name, r.shape->n, r.shape->k, r.m, bytes / 1e6, r.ours_us, ours, ours / read_gbs,
-                r.cublas_us, cublas / read_gbs, r.cublas_us / r.ours_us, ours / same, r.diff);
+    std::printf("%-8s %-6d %-6d %-3d %-8.1f %-9.2f %-6.0f %-6.3f %-9.2f %-6.3f %-7.2f %-7.3f %-8.1e\n", r.shape->name,
+                r.shape->n, r.shape->k, r.m, bytes / 1e6, r.ours_us, ours, ours / read_gbs, r.cublas_us,
+                cublas / read_gbs, r.cublas_us / r.ours_us, ours / same, r.diff);
   }
-  std::printf("speedup = cuBLAS time / ours; /rd_sz = ours over the streaming read of the same bytes "
-              "(same rotation); lm_head writes fp32 logits\n");
+  std::printf(
+      "speedup = cuBLAS time / ours; /rd_sz = ours over the streaming read of the same bytes "
+      "(same rotation); lm_head writes fp32 logits\n");
   return 0;
 }
 

@@ -81,7 +81,7 @@ struct Row {
   double gbps = 0;
   std::string ceiling;  // what it is compared to
   double ceiling_gbps = 0;
-  std::string target;   // e.g. ">= 0.80", or empty
+  std::string target;  // e.g. ">= 0.80", or empty
 };
 
 inline void PrintTable(const std::vector<Row>& rows) {

@@ -258,9 +258,10 @@ int Main(int argc, char** argv) {
   Ceilings(prompt_bytes, reps, &rows, &d2d);
   for (const char* mode : {"contiguous", "scattered"}) {
     KvResult r = RunKvSessions(mode, reps);
-    std::printf("cuda_ipc KvSender -> KvReceiver, 2 processes on GPU 0, %s destination blocks: best %.1f GB/s, "
-                "median %.1f GB/s (%.2f / %.2f of D2D)%s\n",
-                mode, r.best, r.median, r.best / d2d, r.median / d2d, r.ok ? "" : " FAILED");
+    std::printf(
+        "cuda_ipc KvSender -> KvReceiver, 2 processes on GPU 0, %s destination blocks: best %.1f GB/s, "
+        "median %.1f GB/s (%.2f / %.2f of D2D)%s\n",
+        mode, r.best, r.median, r.best / d2d, r.median / d2d, r.ok ? "" : " FAILED");
     rows.push_back(Row{std::string("cuda_ipc KV 4K prompt, ") + mode + " (median)", prompt_bytes, r.median,
                        "D2D memcpy", d2d, std::string(mode) == "contiguous" ? ">= 0.80" : ">= 0.50"});
   }

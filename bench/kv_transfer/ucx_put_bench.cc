@@ -117,8 +117,8 @@ void RunInitiator(const std::string& tls, int from_target) {
     }
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     double gbps = static_cast<double>(done) / s / 1e9, ceiling = MemcpyGbps(size);
-    std::printf("%-5s | %8zu KiB | %7.2f GB/s | memcpy %6.2f GB/s | ratio %.2f%s\n", tls.c_str(),
-                size >> 10, gbps, ceiling, gbps / ceiling, failed ? " | FAILED" : "");
+    std::printf("%-5s | %8zu KiB | %7.2f GB/s | memcpy %6.2f GB/s | ratio %.2f%s\n", tls.c_str(), size >> 10, gbps,
+                ceiling, gbps / ceiling, failed ? " | FAILED" : "");
   }
   (void)(*t)->UnloadRemoteRegion(remote);
   (void)(*t)->Disconnect(peer);

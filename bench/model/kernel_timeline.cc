@@ -139,8 +139,8 @@ Status PrintReplayTimeline(const std::function<Status()>& relaunch, const std::s
     a.early += t.early;
     a.k = t.k;
   }
-  std::printf("\ntimeline %s: %zu kernels, %.3f ms (end of the previous replay to the end of this one)\n",
-              what.c_str(), per, (prev_end - all[first - 1].end_ns) / 1e6);
+  std::printf("\ntimeline %s: %zu kernels, %.3f ms (end of the previous replay to the end of this one)\n", what.c_str(),
+              per, (prev_end - all[first - 1].end_ns) / 1e6);
   std::vector<std::pair<std::string, Agg>> rows(agg.begin(), agg.end());
   std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.second.path > y.second.path; });
   std::printf("  %-52s %5s %9s %8s %8s %8s %5s %7s %7s\n", "kernel x blocks", "n", "path ms", "path us", "dur us",

@@ -17,13 +17,13 @@
 namespace tandem::bench {
 
 struct KernelRecord {
-  std::string name;        // demangled, namespaces and parameter list dropped
-  uint64_t start_ns = 0;   // first block started (a PDL launch: may precede the previous end)
-  uint64_t end_ns = 0;     // last block ended
-  int grid = 0;            // blocks
-  int registers = 0;       // per thread
-  int shared_bytes = 0;    // static + dynamic per block
-  int smem_config = 0;     // the SM's shared memory carveout the driver chose for it (bytes)
+  std::string name;       // demangled, namespaces and parameter list dropped
+  uint64_t start_ns = 0;  // first block started (a PDL launch: may precede the previous end)
+  uint64_t end_ns = 0;    // last block ended
+  int grid = 0;           // blocks
+  int registers = 0;      // per thread
+  int shared_bytes = 0;   // static + dynamic per block
+  int smem_config = 0;    // the SM's shared memory carveout the driver chose for it (bytes)
 };
 
 // Starts recording kernels. Errors: Unavailable without CUPTI; Internal from CUPTI.

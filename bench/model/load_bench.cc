@@ -169,12 +169,14 @@ Status Run(const Flags& f) {
   if (files.empty()) return NotFoundError(f.model + ": no .safetensors files");
   TANDEM_ASSIGN_OR_RETURN(auto cache, PageCacheState(files));
   std::printf("load_bench: %s onto %s (device %d), %d fill threads (of %u hardware threads), %d MiB chunks (CUDA)\n",
-              f.model.c_str(), f.backend.c_str(), f.device, f.threads, std::thread::hardware_concurrency(),
-              f.chunk_mb);
-  std::printf("page cache before the load: %.1f %% of %.2f GB resident (%s). Run it twice: the second run sees a "
-              "warm cache; a cold one needs `sync; echo 3 | sudo tee /proc/sys/vm/drop_caches` first.\n",
-              100.0 * cache.second / cache.first, cache.first / 1e9,
-              cache.second >= 0.99 * cache.first ? "warm" : cache.second < 0.01 * cache.first ? "cold" : "partly warm");
+              f.model.c_str(), f.backend.c_str(), f.device, f.threads, std::thread::hardware_concurrency(), f.chunk_mb);
+  std::printf(
+      "page cache before the load: %.1f %% of %.2f GB resident (%s). Run it twice: the second run sees a "
+      "warm cache; a cold one needs `sync; echo 3 | sudo tee /proc/sys/vm/drop_caches` first.\n",
+      100.0 * cache.second / cache.first, cache.first / 1e9,
+      cache.second >= 0.99 * cache.first  ? "warm"
+      : cache.second < 0.01 * cache.first ? "cold"
+                                          : "partly warm");
   const Clock::time_point start = Clock::now();
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Backend> backend, CreateBackend(f));
   const double backend_s = Since(start);

@@ -59,13 +59,13 @@ constexpr int kVocab = 128256, kBlock = 16;
 constexpr int kQkv = (kHeads + 2 * kKvHeads) * kHeadDim;
 constexpr float kEps = 1e-5f;
 
-#define CHECK_OK(expr)                                                                  \
-  do {                                                                                  \
-    ::tandem::Status _s = (expr);                                                       \
-    if (!_s.ok()) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, _s.ToString().c_str());   \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define CHECK_OK(expr)                                                                \
+  do {                                                                                \
+    ::tandem::Status _s = (expr);                                                     \
+    if (!_s.ok()) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, _s.ToString().c_str()); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
   } while (0)
 
 template <typename T>
@@ -136,8 +136,8 @@ class Batch {
     for (int i = 0; i < seqs; ++i) {
       for (int j = 0; j < q_len; ++j) tokens_[i].push_back((i * 7919 + j * 104729) % kVocab);
       for (int k = 0; k < (ctx + kBlock - 1) / kBlock; ++k) tables_[i].push_back(i * blocks_per_seq + k);
-      chunks_.push_back({.tokens = tokens_[i], .start_position = ctx - q_len, .block_table = tables_[i],
-                         .want_logits = true});
+      chunks_.push_back(
+          {.tokens = tokens_[i], .start_position = ctx - q_len, .block_table = tables_[i], .want_logits = true});
     }
   }
   Batch(const Batch&) = delete;  // chunks_ points into tokens_ and tables_
@@ -260,8 +260,8 @@ Ceilings MeasureCeilings(CudaBackend& b) {
     constexpr int kBackToBack = 10;  // per timed sample: launch gaps hidden, as in a decode step
     const double ms = MedianMs(s, 1, 15, [&] {
       for (int i = 0; i < kBackToBack; ++i) {
-        cuda::GemmParams g{.x = x.tensor().data, .w = (i % 2 ? w1 : w0).tensor().data, .y = y.tensor().data,
-                           .m = 1, .n = n, .k = k};
+        cuda::GemmParams g{
+            .x = x.tensor().data, .w = (i % 2 ? w1 : w0).tensor().data, .y = y.tensor().data, .m = 1, .n = n, .k = k};
         CHECK_OK(cuda::GemmBf16(h, g, s));
       }
     });
@@ -315,10 +315,10 @@ std::vector<SwapRow> MeasureSwaps(CudaBackend& b, const PagedKvCache& cache) {
     void* host = tiers->HostBlock(0, 0);
     void* dev = cache.pool().data;
     return wall_gbs([&] {
-      CHECK_OK(cuda::CudaStatus(cudaMemcpyAsync(kind == cudaMemcpyDeviceToHost ? host : dev,
-                                                kind == cudaMemcpyDeviceToHost ? dev : host,
-                                                static_cast<size_t>(bytes), kind, tiers->copy_stream()),
-                                "pinned copy"));
+      CHECK_OK(cuda::CudaStatus(
+          cudaMemcpyAsync(kind == cudaMemcpyDeviceToHost ? host : dev, kind == cudaMemcpyDeviceToHost ? dev : host,
+                          static_cast<size_t>(bytes), kind, tiers->copy_stream()),
+          "pinned copy"));
     });
   };
   const double d2h = pinned(cudaMemcpyDeviceToHost), h2d = pinned(cudaMemcpyHostToDevice);
@@ -368,8 +368,8 @@ int Run(const Options& opt) {
   const int64_t kv_tokens = opt.quick ? 256 * 1024 : 64 * 8192;  // the largest decode config that fits
   const int num_blocks = static_cast<int>(kv_tokens / kBlock);
   PagedKvCache cache = Must(PagedKvCache::Create(&b, model->KvLayoutFor(num_blocks)));
-  CHECK_OK(LaunchFillRandomBf16(static_cast<__nv_bfloat16*>(cache.pool().data), cache.pool().NumBytes() / 2,
-                                g_seed++, 0.f, 1.f, s));
+  CHECK_OK(LaunchFillRandomBf16(static_cast<__nv_bfloat16*>(cache.pool().data), cache.pool().NumBytes() / 2, g_seed++,
+                                0.f, 1.f, s));
   CHECK_OK(b.Synchronize());
   const double kv_token_bytes = static_cast<double>(cache.layout().BytesPerToken());
   std::printf("weights streamed per decode step: %.3f GB; KV pool %.1f GB (%d blocks of %d)\n", streamed / 1e9,

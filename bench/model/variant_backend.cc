@@ -36,15 +36,10 @@ Status VariantBackend::PagedAttention(const PagedAttentionParams& p) {
 Status VariantBackend::RopeKvWriteAndAttention(const RopeKvWriteParams& rope, const PagedAttentionParams& attn) {
   switch (variant_) {
     case OpVariant::kServer:
-    case OpVariant::kSiluKernel:
-      return cuda_->RopeKvWriteAndAttention(rope, attn);
-    case OpVariant::kUnfusedRope:
-      TANDEM_RETURN_IF_ERROR(cuda_->RopeKvWrite(rope));
-      return cuda_->PagedAttention(attn);
-    case OpVariant::kNoAttention:
-      return cuda_->RopeKvWrite(rope);
-    case OpVariant::kGemmsOnly:
-      return Status::Ok();
+    case OpVariant::kSiluKernel: return cuda_->RopeKvWriteAndAttention(rope, attn);
+    case OpVariant::kUnfusedRope: TANDEM_RETURN_IF_ERROR(cuda_->RopeKvWrite(rope)); return cuda_->PagedAttention(attn);
+    case OpVariant::kNoAttention: return cuda_->RopeKvWrite(rope);
+    case OpVariant::kGemmsOnly: return Status::Ok();
   }
   return InternalError("VariantBackend: unknown variant");
 }

@@ -55,8 +55,8 @@ Stats Summarize(std::vector<int64_t> ns) {
 }
 
 void PrintRow(const char* name, const char* what, Stats s) {
-  std::printf("| %-28s | %-22s | %8.2f | %8.2f | %8.2f | %6.3f |\n", name, what, s.median_us, s.p99_us,
-              s.mean_us, s.median_us / 100.0);
+  std::printf("| %-28s | %-22s | %8.2f | %8.2f | %8.2f | %6.3f |\n", name, what, s.median_us, s.p99_us, s.mean_us,
+              s.median_us / 100.0);
 }
 
 // Builds a scheduler whose `seqs` sequences are running with `context` tokens in
@@ -163,8 +163,8 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--context")) a.context = std::max(16, std::atoi(argv[i + 1]));
   }
   std::printf("scheduler CPU time per step (thread CPU time), %d steps, target 100 us\n\n", a.steps);
-  std::printf("| %-28s | %-22s | %8s | %8s | %8s | %6s |\n", "scenario", "measured", "p50 us", "p99 us",
-              "mean us", "p50/target");
+  std::printf("| %-28s | %-22s | %8s | %8s | %8s | %6s |\n", "scenario", "measured", "p50 us", "p99 us", "mean us",
+              "p50/target");
   std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(30, '-').c_str(), std::string(24, '-').c_str(),
               std::string(10, '-').c_str(), std::string(10, '-').c_str(), std::string(10, '-').c_str(),
               std::string(8, '-').c_str());

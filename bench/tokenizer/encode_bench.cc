@@ -18,8 +18,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Measure(const tandem::tokenizer::Tokenizer& t, const std::vector<std::string>& texts,
-               double seconds, size_t* tokens_out) {
+double Measure(const tandem::tokenizer::Tokenizer& t, const std::vector<std::string>& texts, double seconds,
+               size_t* tokens_out) {
   size_t bytes = 0, tokens = 0;
   const auto start = Clock::now();
   double elapsed = 0;

@@ -27,10 +27,9 @@ struct Voidify {
 
 }  // namespace tandem::internal
 
-#define TANDEM_CHECK(cond)                    \
-  (cond) ? (void)0                            \
-         : ::tandem::internal::Voidify() &    \
-               ::tandem::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
+#define TANDEM_CHECK(cond) \
+  (cond) ? (void)0         \
+         : ::tandem::internal::Voidify() & ::tandem::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
 
 #define TANDEM_CHECK_OP_(a, op, b) TANDEM_CHECK((a)op(b)) << "(" << (a) << " vs " << (b) << ") "
 #define TANDEM_CHECK_EQ(a, b) TANDEM_CHECK_OP_(a, ==, b)
@@ -40,8 +39,8 @@ struct Voidify {
 #define TANDEM_CHECK_GT(a, b) TANDEM_CHECK_OP_(a, >, b)
 #define TANDEM_CHECK_GE(a, b) TANDEM_CHECK_OP_(a, >=, b)
 // Aborts if a Status expression is not OK (for statuses that can only fail on a bug).
-#define TANDEM_CHECK_OK(expr)                                     \
-  do {                                                            \
-    const auto& _tandem_chk = (expr);                             \
-    TANDEM_CHECK(_tandem_chk.ok()) << _tandem_chk.ToString();     \
+#define TANDEM_CHECK_OK(expr)                                 \
+  do {                                                        \
+    const auto& _tandem_chk = (expr);                         \
+    TANDEM_CHECK(_tandem_chk.ok()) << _tandem_chk.ToString(); \
   } while (0)

@@ -23,8 +23,7 @@ class Clock {
 class SystemClock final : public Clock {
  public:
   Nanos NowNanos() const override {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
 };

@@ -115,7 +115,9 @@ class [[nodiscard]] StatusOr {
 namespace internal {
 inline const Status& GetStatus(const Status& s) { return s; }
 template <typename T>
-const Status& GetStatus(const StatusOr<T>& s) { return s.status(); }
+const Status& GetStatus(const StatusOr<T>& s) {
+  return s.status();
+}
 }  // namespace internal
 
 }  // namespace tandem
@@ -125,10 +127,10 @@ const Status& GetStatus(const StatusOr<T>& s) { return s.status(); }
 
 // Returns the status from the enclosing function if `expr` (a Status or StatusOr) is not OK.
 // The Status is copied (cheap) so `expr` may be `Foo().status()` on a temporary.
-#define TANDEM_RETURN_IF_ERROR(expr)                                         \
-  do {                                                                       \
-    ::tandem::Status _tandem_st = ::tandem::internal::GetStatus((expr));     \
-    if (!_tandem_st.ok()) return _tandem_st;                                 \
+#define TANDEM_RETURN_IF_ERROR(expr)                                     \
+  do {                                                                   \
+    ::tandem::Status _tandem_st = ::tandem::internal::GetStatus((expr)); \
+    if (!_tandem_st.ok()) return _tandem_st;                             \
   } while (0)
 
 // `lhs = value of expr`, or return its error. lhs may declare: `auto x`.

@@ -66,8 +66,8 @@ Status ConfigBinder::CheckRecord(const Entry& e, const Record& record, const std
     bool known = false;
     for (const std::string& k : e.record_keys) known |= k == key;
     if (!known) {
-      return InvalidArgumentError(where + ": '" + e.name + "' item has an unknown key '" + key + "' (keys: " +
-                                  JoinNames(e.record_keys) + ")");
+      return InvalidArgumentError(where + ": '" + e.name + "' item has an unknown key '" + key +
+                                  "' (keys: " + JoinNames(e.record_keys) + ")");
     }
   }
   return Status::Ok();
@@ -149,8 +149,7 @@ void ConfigBinder::Field(const std::string& name, std::string& value, const std:
   e.get = [&value] { return value; };
 }
 
-void ConfigBinder::Field(const std::string& name, std::vector<std::string>& value,
-                         const std::string& help) {
+void ConfigBinder::Field(const std::string& name, std::vector<std::string>& value, const std::string& help) {
   Entry& e = Add(name, help);
   e.is_list = true;
   e.set = [&value](const std::string& s) {
@@ -258,8 +257,8 @@ Status ConfigBinder::Apply() {
   return Status::Ok();
 }
 
-std::optional<int> ConfigBinder::ParseCommandLine(const std::string& program, const std::string& description,
-                                                  int argc, const char* const* argv) {
+std::optional<int> ConfigBinder::ParseCommandLine(const std::string& program, const std::string& description, int argc,
+                                                  const char* const* argv) {
   CLI::App app{program + ": " + description, program};
   AddFlags(app);
   try {

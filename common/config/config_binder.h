@@ -80,8 +80,8 @@ class ConfigBinder {
     std::string name;
     std::string help;
     bool is_list = false;
-    std::vector<std::string> record_keys;  // non-empty: a Records field
-    std::function<Status(const std::string&)> set;       // from one scalar
+    std::vector<std::string> record_keys;           // non-empty: a Records field
+    std::function<Status(const std::string&)> set;  // from one scalar
     std::function<void(const std::vector<std::string>&)> set_list;
     std::function<void(const std::vector<Record>&)> set_records;
     std::function<std::string()> get;

@@ -23,7 +23,5 @@ int DeviceCount();
 
 }  // namespace tandem::cuda
 
-#define TANDEM_RETURN_IF_CUDA_ERROR(expr) \
-  TANDEM_RETURN_IF_ERROR(::tandem::cuda::CudaStatus((expr), #expr))
-#define TANDEM_RETURN_IF_CUBLAS_ERROR(expr) \
-  TANDEM_RETURN_IF_ERROR(::tandem::cuda::CublasStatus((expr), #expr))
+#define TANDEM_RETURN_IF_CUDA_ERROR(expr) TANDEM_RETURN_IF_ERROR(::tandem::cuda::CudaStatus((expr), #expr))
+#define TANDEM_RETURN_IF_CUBLAS_ERROR(expr) TANDEM_RETURN_IF_ERROR(::tandem::cuda::CublasStatus((expr), #expr))

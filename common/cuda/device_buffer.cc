@@ -19,8 +19,7 @@ StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
   if (err != cudaSuccess) {
     cudaGetLastError();
     buf.data_ = nullptr;
-    return ResourceExhaustedError("cudaMalloc(" + std::to_string(bytes) +
-                                  " bytes): " + cudaGetErrorString(err));
+    return ResourceExhaustedError("cudaMalloc(" + std::to_string(bytes) + " bytes): " + cudaGetErrorString(err));
   }
   buf.bytes_ = bytes;
   return buf;
@@ -37,8 +36,7 @@ StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
   if (err != cudaSuccess) {
     cudaGetLastError();
     buf.data_ = nullptr;
-    return ResourceExhaustedError("cudaHostAlloc(" + std::to_string(bytes) +
-                                  " bytes): " + cudaGetErrorString(err));
+    return ResourceExhaustedError("cudaHostAlloc(" + std::to_string(bytes) + " bytes): " + cudaGetErrorString(err));
   }
   buf.bytes_ = bytes;
   return buf;

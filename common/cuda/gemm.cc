@@ -18,8 +18,7 @@ StatusOr<CublasHandle> CublasHandle::Create() {
 
 Status GemmBf16(const CublasHandle& handle, const GemmParams& p, cudaStream_t stream) {
   if (handle.get() == nullptr) return InvalidArgumentError("GemmBf16: null cuBLAS handle");
-  if (p.x == nullptr || p.w == nullptr || p.y == nullptr)
-    return InvalidArgumentError("GemmBf16: null x, w or y");
+  if (p.x == nullptr || p.w == nullptr || p.y == nullptr) return InvalidArgumentError("GemmBf16: null x, w or y");
   if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX)
     return InvalidArgumentError("GemmBf16: sizes must be in [1, INT_MAX]");
   cudaDataType_t y_type;
@@ -38,9 +37,9 @@ Status GemmBf16(const CublasHandle& handle, const GemmParams& p, cudaStream_t st
   // Column-major view: yᵀ[n, m] = w[n, k] · xᵀ[k, m]; row-major w is a column-major
   // [k, n] matrix, so it enters transposed.
   const int m = static_cast<int>(p.n), n = static_cast<int>(p.m), k = static_cast<int>(p.k);
-  TANDEM_RETURN_IF_CUBLAS_ERROR(cublasGemmEx(
-      handle.get(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &p.alpha, p.w, CUDA_R_16BF, k, p.x,
-      CUDA_R_16BF, k, &p.beta, p.y, y_type, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  TANDEM_RETURN_IF_CUBLAS_ERROR(cublasGemmEx(handle.get(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &p.alpha, p.w,
+                                             CUDA_R_16BF, k, p.x, CUDA_R_16BF, k, &p.beta, p.y, y_type, m,
+                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return Status::Ok();
 }
 

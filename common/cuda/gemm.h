@@ -37,14 +37,14 @@ class CublasHandle {
 };
 
 struct GemmParams {
-  const void* x = nullptr;  // [m, k] bf16, row-major, leading dimension k
-  const void* w = nullptr;  // [n, k] bf16, row-major, leading dimension k
-  void* y = nullptr;        // [m, n] row-major, leading dimension n; dtype y_dtype
-  int64_t m = 0;            // rows of x (tokens)
-  int64_t n = 0;            // output features
-  int64_t k = 0;            // input features
+  const void* x = nullptr;       // [m, k] bf16, row-major, leading dimension k
+  const void* w = nullptr;       // [n, k] bf16, row-major, leading dimension k
+  void* y = nullptr;             // [m, n] row-major, leading dimension n; dtype y_dtype
+  int64_t m = 0;                 // rows of x (tokens)
+  int64_t n = 0;                 // output features
+  int64_t k = 0;                 // input features
   DType y_dtype = DType::kBF16;  // kBF16 or kF32 (fp32 logits for the sampler)
-  float alpha = 1.0f;       // y = alpha * x·wᵀ + beta * y
+  float alpha = 1.0f;            // y = alpha * x·wᵀ + beta * y
   float beta = 0.0f;
 };
 

@@ -12,8 +12,7 @@ using kv_cache::KvTier;
 
 StatusOr<std::unique_ptr<CudaKvTierStorage>> CudaKvTierStorage::Create(void* device_pool,
                                                                        const kv_cache::KvLayout& device_layout,
-                                                                       int num_host_blocks,
-                                                                       cudaStream_t compute_stream,
+                                                                       int num_host_blocks, cudaStream_t compute_stream,
                                                                        size_t copy_engine_min_bytes) {
   TANDEM_RETURN_IF_ERROR(device_layout.Validate());
   if (device_pool == nullptr || num_host_blocks < 0) {

@@ -36,10 +36,8 @@ class CudaKvTierStorage final : public kv_cache::KvTierStorage {
   // `device_pool` holds device_layout.TotalBytes() and must outlive this; `compute_stream`
   // is the stream the model runs on. num_host_blocks may be 0 (no host tier).
   // copy_engine_min_bytes: see the file comment (tests lower it to reach both paths).
-  static StatusOr<std::unique_ptr<CudaKvTierStorage>> Create(void* device_pool,
-                                                             const kv_cache::KvLayout& device_layout,
-                                                             int num_host_blocks,
-                                                             cudaStream_t compute_stream,
+  static StatusOr<std::unique_ptr<CudaKvTierStorage>> Create(void* device_pool, const kv_cache::KvLayout& device_layout,
+                                                             int num_host_blocks, cudaStream_t compute_stream,
                                                              size_t copy_engine_min_bytes = kCopyEngineMinBytes);
   ~CudaKvTierStorage() override;
   CudaKvTierStorage(const CudaKvTierStorage&) = delete;

@@ -14,9 +14,7 @@ StatusOr<CudaStream> CudaStream::Create() {
   return s;
 }
 
-Status CudaStream::Synchronize() const {
-  return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-}
+Status CudaStream::Synchronize() const { return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
 CudaEvent::~CudaEvent() {
   if (event_ != nullptr) cudaEventDestroy(event_);
@@ -24,8 +22,7 @@ CudaEvent::~CudaEvent() {
 
 StatusOr<CudaEvent> CudaEvent::Create(bool timing) {
   CudaEvent e;
-  TANDEM_RETURN_IF_CUDA_ERROR(
-      cudaEventCreateWithFlags(&e.event_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  TANDEM_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&e.event_, timing ? cudaEventDefault : cudaEventDisableTiming));
   return e;
 }
 
@@ -33,9 +30,7 @@ Status CudaEvent::Record(cudaStream_t stream) const {
   return CudaStatus(cudaEventRecord(event_, stream), "cudaEventRecord");
 }
 
-Status CudaEvent::Synchronize() const {
-  return CudaStatus(cudaEventSynchronize(event_), "cudaEventSynchronize");
-}
+Status CudaEvent::Synchronize() const { return CudaStatus(cudaEventSynchronize(event_), "cudaEventSynchronize"); }
 
 StatusOr<float> CudaEvent::ElapsedMs(const CudaEvent& start, const CudaEvent& stop) {
   float ms = 0;

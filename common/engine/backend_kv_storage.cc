@@ -41,11 +41,11 @@ Status BackendKvTierStorage::CopyOne(const BlockCopy& copy) {
     if (copy.src_tier == KvTier::kHost && copy.dst_tier == KvTier::kHost) {
       std::memmove(HostBlock(layer, copy.dst_block), HostBlock(layer, copy.src_block), bytes);
     } else if (copy.src_tier == KvTier::kHost) {
-      TANDEM_RETURN_IF_ERROR(backend_->CopyToDevice(HostBlock(layer, copy.src_block), bytes,
-                                                    DeviceBlock(layer, copy.dst_block)));
+      TANDEM_RETURN_IF_ERROR(
+          backend_->CopyToDevice(HostBlock(layer, copy.src_block), bytes, DeviceBlock(layer, copy.dst_block)));
     } else if (copy.dst_tier == KvTier::kHost) {
-      TANDEM_RETURN_IF_ERROR(backend_->CopyToHost(DeviceBlock(layer, copy.src_block),
-                                                  HostBlock(layer, copy.dst_block), bytes));
+      TANDEM_RETURN_IF_ERROR(
+          backend_->CopyToHost(DeviceBlock(layer, copy.src_block), HostBlock(layer, copy.dst_block), bytes));
     } else {
       TANDEM_RETURN_IF_ERROR(backend_->CopyToHost(DeviceBlock(layer, copy.src_block), bounce_.data(), bytes));
       TANDEM_RETURN_IF_ERROR(backend_->CopyToDevice(bounce_.data(), bytes, DeviceBlock(layer, copy.dst_block)));

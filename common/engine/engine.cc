@@ -20,8 +20,7 @@ Engine::Engine(const EngineConfig& config, const Clock& clock) : config_(config)
 
 Engine::~Engine() { Stop(); }
 
-StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
-                                                 std::unique_ptr<runtime::Backend> backend,
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config, std::unique_ptr<runtime::Backend> backend,
                                                  const Clock& clock) {
   TANDEM_RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<Engine> engine(new Engine(config, clock));
@@ -33,8 +32,7 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
   const auto start = std::chrono::steady_clock::now();
   backend_ = std::move(backend);
   TANDEM_ASSIGN_OR_RETURN(model_config_, model::LoadModelConfig(config_.model_dir));
-  TANDEM_ASSIGN_OR_RETURN(model::GenerationConfig generation,
-                          model::LoadGenerationConfig(config_.model_dir));
+  TANDEM_ASSIGN_OR_RETURN(model::GenerationConfig generation, model::LoadGenerationConfig(config_.model_dir));
   eos_token_ids_ = model_config_.eos_token_ids;
   for (int id : generation.eos_token_ids) {
     if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end()) {
@@ -47,8 +45,7 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
   }
   TANDEM_RETURN_IF_ERROR(config_.scheduler.Validate());
 
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<model::ModelWeights> weights,
-                          model::ModelWeights::Open(config_.model_dir));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<model::ModelWeights> weights, model::ModelWeights::Open(config_.model_dir));
   const double open_s = SecondsSince(start);
   runtime::RuntimeOptions options;
   options.max_num_tokens = config_.scheduler.max_num_batched_tokens;
@@ -76,8 +73,7 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
   device_kv_ = std::make_unique<runtime::PagedKvCache>(std::move(pool));
   const double kv_s = SecondsSince(kv_start);
   const auto host_start = std::chrono::steady_clock::now();
-  TANDEM_ASSIGN_OR_RETURN(storage_, backend_->CreateKvTierStorage(device_kv_->pool(), layout,
-                                                                   config_.num_host_blocks));
+  TANDEM_ASSIGN_OR_RETURN(storage_, backend_->CreateKvTierStorage(device_kv_->pool(), layout, config_.num_host_blocks));
   if (storage_ == nullptr) {
     storage_ = std::make_unique<BackendKvTierStorage>(backend_.get(), device_kv_.get(), config_.num_host_blocks);
   }
@@ -97,10 +93,10 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
                   config_.model_name, model_config_.num_layers, num_blocks, config_.num_host_blocks, max_len);
   kv_cache::KvLayout host_layout = layout;
   host_layout.num_blocks = config_.num_host_blocks;
-  TANDEM_LOG_INFO("engine: ready in {:.2f} s (opening the model {:.2f} s, model {:.2f} s; device KV pool {:.2f} GB "
-                  "allocated in {:.2f} s, host KV tier {:.2f} GB in {:.2f} s)",
-                  SecondsSince(start), open_s, model_s, layout.TotalBytes() / 1e9, kv_s,
-                  host_layout.TotalBytes() / 1e9, host_s);
+  TANDEM_LOG_INFO(
+      "engine: ready in {:.2f} s (opening the model {:.2f} s, model {:.2f} s; device KV pool {:.2f} GB "
+      "allocated in {:.2f} s, host KV tier {:.2f} GB in {:.2f} s)",
+      SecondsSince(start), open_s, model_s, layout.TotalBytes() / 1e9, kv_s, host_layout.TotalBytes() / 1e9, host_s);
   return Status::Ok();
 }
 
@@ -127,8 +123,7 @@ StatusOr<scheduler::SequenceParams> Engine::Admit(const EngineRequest& request, 
   params.priority = request.priority;
   params.hold_kv_after_finish = request.hold_kv_after_finish;
   TANDEM_ASSIGN_OR_RETURN(params.max_tokens,
-                          runtime::EffectiveMaxTokens(request.sampling,
-                                                      static_cast<int>(request.prompt_tokens.size()),
+                          runtime::EffectiveMaxTokens(request.sampling, static_cast<int>(request.prompt_tokens.size()),
                                                       config_.scheduler.max_model_len));
   params.stop_token_ids = request.sampling.stop_token_ids;
   if (!request.sampling.ignore_eos) {

@@ -41,7 +41,7 @@ struct EngineRequest {
   std::string tenant_salt;             // prefix-cache isolation (derived by the router)
   std::vector<TokenId> prompt_tokens;  // at least one
   scheduler::Priority priority = scheduler::Priority::kInteractive;
-  runtime::SamplingParams sampling;    // max_tokens, stop ids, seed ... (validated on Submit)
+  runtime::SamplingParams sampling;  // max_tokens, stop ids, seed ... (validated on Submit)
   // Keep the KV blocks after a normal finish (stop, length) until ReleaseHeld or
   // Cancel: a prefill node reads them out of the device pool after the step.
   bool hold_kv_after_finish = false;
@@ -54,9 +54,9 @@ struct RequestTimes {
   bool admitted = false;            // it got its KV
   bool first_token = false;         // it has a first token
   bool remote_first_token = false;  // that token came with CompleteReservation (prefilled elsewhere)
-  double queued_seconds = 0;   // arrival to admission (to the end, when never admitted)
-  double prefill_seconds = 0;  // admission to the first token (a reservation: waiting for the remote KV)
-  double decode_seconds = 0;   // first token to last token
+  double queued_seconds = 0;        // arrival to admission (to the end, when never admitted)
+  double prefill_seconds = 0;       // admission to the first token (a reservation: waiting for the remote KV)
+  double decode_seconds = 0;        // first token to last token
 };
 
 // What happened to one request in one step.
@@ -66,11 +66,12 @@ struct EngineOutput {
   bool finished = false;
   // With finished: "stop", "length", "cancelled", "lease_expired", "aborted", "rejected".
   std::string finish_reason;
-  Status status;                // non-OK when rejected or aborted
-  int num_prompt_tokens = 0;    // with finished
-  int num_generated_tokens = 0; // with finished
-  int num_cached_tokens = 0;    // with a request's first token and with finished: prompt tokens served from the prefix cache
-  RequestTimes times;           // with finished
+  Status status;                 // non-OK when rejected or aborted
+  int num_prompt_tokens = 0;     // with finished
+  int num_generated_tokens = 0;  // with finished
+  int num_cached_tokens =
+      0;               // with a request's first token and with finished: prompt tokens served from the prefix cache
+  RequestTimes times;  // with finished
 };
 
 using OutputSink = std::function<void(std::vector<EngineOutput>&&)>;
@@ -92,8 +93,7 @@ struct ForwardObserver {
 class Engine {
  public:
   // Loads the model from config.model_dir onto `backend` and sizes the KV tiers.
-  static StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
-                                                  std::unique_ptr<runtime::Backend> backend,
+  static StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config, std::unique_ptr<runtime::Backend> backend,
                                                   const Clock& clock = Clock::Real());
   ~Engine();
 
@@ -105,8 +105,7 @@ class Engine {
   // Releases the KV a finished hold_kv_after_finish request still holds; unknown ids are ignored.
   void ReleaseHeld(RequestId id);
   // Holds device blocks for KV computed elsewhere; `done` runs on the engine thread.
-  void Reserve(EngineRequest request, int64_t lease_ms,
-               std::function<void(StatusOr<scheduler::Reservation>)> done);
+  void Reserve(EngineRequest request, int64_t lease_ms, std::function<void(StatusOr<scheduler::Reservation>)> done);
   // The reserved KV has landed; the request joins the running batch.
   void CompleteReservation(RequestId id, TokenId first_token);
   // Runs `fn` on the engine thread before the next step.
@@ -167,8 +166,7 @@ class Engine {
   Status RunStep(const scheduler::SchedulerOutput& step, std::vector<EngineOutput>* outputs);
   // Samples the step's rows on the backend (Backend::SampleTokens) and appends
   // the tokens; a row with no token left aborts only its request.
-  Status SampleStep(const scheduler::SchedulerOutput& step, runtime::Tensor logits,
-                    std::vector<EngineOutput>* outputs);
+  Status SampleStep(const scheduler::SchedulerOutput& step, runtime::Tensor logits, std::vector<EngineOutput>* outputs);
   void EmitFinished(const scheduler::SchedulerOutput& step, std::vector<EngineOutput>* outputs);
   void Loop();
 

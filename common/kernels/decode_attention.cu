@@ -15,7 +15,7 @@ namespace {
 
 using namespace decode_detail;  // NOLINT: this file is the implementation of that detail
 
-constexpr int kDefaultStages = 3;     // cp.async pipeline depth when params.num_stages == 0
+constexpr int kDefaultStages = 3;  // cp.async pipeline depth when params.num_stages == 0
 // Splits as short as one tile: a b=1 step's splits then have all their tiles in flight
 // before the previous kernel ends, and the merge of up to 16 splits is one round of loads
 // (H200, b=1 1K decode step, same run: 4.155 ms with splits of at least 1 tile, 4.183 with
@@ -54,8 +54,8 @@ __device__ __forceinline__ SplitRange RangeOf(const DecodeAttentionParams& p, in
 template <int kHeadDim>
 __device__ __forceinline__ void LoadQAndNewest(const DecodeAttentionParams& p, int seq, int kvh, int group,
                                                bool has_newest, int newest,
-                                               const rope_detail::LaneAngles<kHeadDim>& angles,
-                                               __nv_bfloat16* q_s, __nv_bfloat16* new_kv) {
+                                               const rope_detail::LaneAngles<kHeadDim>& angles, __nv_bfloat16* q_s,
+                                               __nv_bfloat16* new_kv) {
   using D = Dims<kHeadDim>;
   if (p.rope.qkv == nullptr) {
     LoadQ<kHeadDim>(p, seq, kvh, group, q_s);
@@ -78,22 +78,21 @@ __device__ __forceinline__ void LoadQAndNewest(const DecodeAttentionParams& p, i
   auto src = [&](int it) {
     return row + (it < group ? kvh * group + it : p.num_q_heads + (it - group) * p.num_kv_heads + kvh) * kHeadDim;
   };
-  auto finish = [&](int it, float (&x1)[kPairs], float (&x2)[kPairs]) {
+  auto finish = [&](int it, float(&x1)[kPairs], float(&x2)[kPairs]) {
     if (it < group) {
       rope_detail::NormAndRotateHead<kHeadDim>(r.q_norm_weight, r.norm_eps, true, angles, x1, x2);
       rope_detail::StoreHead<kHeadDim>(q_s + it * D::kRow, x1, x2);
       return;
     }
     const int kv = it - group;
-    rope_detail::NormAndRotateHead<kHeadDim>(kv == 0 ? r.k_norm_weight : nullptr, r.norm_eps, kv == 0, angles, x1,
-                                             x2);
+    rope_detail::NormAndRotateHead<kHeadDim>(kv == 0 ? r.k_norm_weight : nullptr, r.norm_eps, kv == 0, angles, x1, x2);
     rope_detail::StoreHead<kHeadDim>(new_kv + kv * kHeadDim, x1, x2);
     const int64_t slot = r.slot_mapping[seq];
     if (slot >= 0 && slot / r.block_size < r.num_cache_blocks) {
-      rope_detail::StoreHead<kHeadDim>(detail::KvCacheRow(r.kv_cache, slot / r.block_size, kv, kvh,
-                                                          static_cast<int>(slot % r.block_size), p.num_kv_heads,
-                                                          r.block_size, kHeadDim),
-                                       x1, x2);
+      rope_detail::StoreHead<kHeadDim>(
+          detail::KvCacheRow(r.kv_cache, slot / r.block_size, kv, kvh, static_cast<int>(slot % r.block_size),
+                             p.num_kv_heads, r.block_size, kHeadDim),
+          x1, x2);
     }
   };
   // Two items per warp and round, both loaded before either is finished: a warp with a
@@ -121,14 +120,11 @@ __device__ __forceinline__ void LoadQAndNewest(const DecodeAttentionParams& p, i
 // write) stores only that token's K/V, and every older one was written by earlier steps
 // (see DecodeAttentionParams). The newest row goes into its stage after the wait.
 template <int kHeadDim, int kStages>
-__global__ void __launch_bounds__(kThreads)
-    DecodeAttentionKernel(DecodeAttentionParams p, float scale_log2) {
+__global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentionParams p, float scale_log2) {
   using D = Dims<kHeadDim>;
   using L = Smem<kHeadDim, kStages>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto k_stage = [&](int s) {
-    return reinterpret_cast<__nv_bfloat16*>(smem_raw + s * D::kStageBytes);
-  };
+  auto k_stage = [&](int s) { return reinterpret_cast<__nv_bfloat16*>(smem_raw + s * D::kStageBytes); };
   auto v_stage = [&](int s) { return k_stage(s) + kTile * D::Tile::kRow; };
   __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw + L::kQOffset);
   float* m_s = reinterpret_cast<float*>(smem_raw + L::kStateOffset);
@@ -174,13 +170,11 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncthreads();
     }
-    ComputeTile<kHeadDim>(st, k_stage(s), v_stage(s), min(kTile, range.ctx - tile * kTile),
-                          scale_log2);
+    ComputeTile<kHeadDim>(st, k_stage(s), v_stage(s), min(kTile, range.ctx - tile * kTile), scale_log2);
   }
   CpAsyncWait<0>();
   __syncthreads();  // all warps done with the tiles: reuse the K/V space for the merge
-  MergeAndStore<kHeadDim>(p, st, seq, kvh, split, group, reinterpret_cast<float*>(smem_raw), m_s,
-                          l_s);
+  MergeAndStore<kHeadDim>(p, st, seq, kvh, split, group, reinterpret_cast<float*>(smem_raw), m_s, l_s);
 }
 
 // One output element of the merge of S <= kMax splits: every split's log-sum-exp and this
@@ -252,17 +246,15 @@ __global__ void DecodeAttentionMergeKernel(DecodeAttentionParams p) {
 }
 
 Status ValidateShapes(const DecodeAttentionParams& p) {
-  if (p.num_seqs < 0 || p.num_q_heads <= 0 || p.num_kv_heads <= 0 ||
-      p.num_q_heads % p.num_kv_heads != 0 || p.num_q_heads / p.num_kv_heads > kMaxGroup)
+  if (p.num_seqs < 0 || p.num_q_heads <= 0 || p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 ||
+      p.num_q_heads / p.num_kv_heads > kMaxGroup)
     return InvalidArgumentError("DecodeAttention: need Hq % Hkv == 0 and Hq / Hkv <= 16");
-  if (p.head_dim != 64 && p.head_dim != 128)
-    return InvalidArgumentError("DecodeAttention: head_dim must be 64 or 128");
+  if (p.head_dim != 64 && p.head_dim != 128) return InvalidArgumentError("DecodeAttention: head_dim must be 64 or 128");
   if (p.block_size < 8 || p.block_size > 64 || (p.block_size & (p.block_size - 1)) != 0)
     return InvalidArgumentError("DecodeAttention: block_size must be a power of two in [8, 64]");
   if (2ll * p.num_kv_heads * p.block_size * p.head_dim * 2 > INT32_MAX)  // IssueTile's 32-bit block offsets
     return InvalidArgumentError("DecodeAttention: a cache block (K and V of every KV head) must be under 2 GiB");
-  if (p.max_context_len < 0 ||
-      static_cast<int64_t>(p.max_blocks_per_seq) * p.block_size < p.max_context_len)
+  if (p.max_context_len < 0 || static_cast<int64_t>(p.max_blocks_per_seq) * p.block_size < p.max_context_len)
     return InvalidArgumentError("DecodeAttention: max_blocks_per_seq * block_size < max_context_len");
   if (!(p.softmax_scale > 0.f)) return InvalidArgumentError("DecodeAttention: softmax_scale <= 0");
   return Status::Ok();
@@ -306,13 +298,12 @@ int ResidentBlocksPerSm(const DecodeAttentionParams& p) {
       }
       return std::max(per_sm, 1);
     };
-    return std::array<std::array<int, 3>, 2>{
-        {{query(DecodeAttentionKernel<64, 2>, Smem<64, 2>::kBytes, 2),
-          query(DecodeAttentionKernel<64, 3>, Smem<64, 3>::kBytes, 2),
-          query(DecodeAttentionKernel<64, 4>, Smem<64, 4>::kBytes, 2)},
-         {query(DecodeAttentionKernel<128, 2>, Smem<128, 2>::kBytes, 2),
-          query(DecodeAttentionKernel<128, 3>, Smem<128, 3>::kBytes, 2),
-          query(DecodeAttentionKernel<128, 4>, Smem<128, 4>::kBytes, 2)}}};
+    return std::array<std::array<int, 3>, 2>{{{query(DecodeAttentionKernel<64, 2>, Smem<64, 2>::kBytes, 2),
+                                               query(DecodeAttentionKernel<64, 3>, Smem<64, 3>::kBytes, 2),
+                                               query(DecodeAttentionKernel<64, 4>, Smem<64, 4>::kBytes, 2)},
+                                              {query(DecodeAttentionKernel<128, 2>, Smem<128, 2>::kBytes, 2),
+                                               query(DecodeAttentionKernel<128, 3>, Smem<128, 3>::kBytes, 2),
+                                               query(DecodeAttentionKernel<128, 4>, Smem<128, 4>::kBytes, 2)}}};
   }();
   const int stages = p.num_stages == 0 ? kDefaultStages : p.num_stages;
   return table[p.head_dim == 64 ? 0 : 1][std::clamp(stages, 2, 4) - 2];

@@ -40,14 +40,14 @@ struct DecodeAttentionParams {
   float* workspace = nullptr;               // plan.workspace_bytes (unused when 1 split)
   int num_seqs = 0;
   int num_q_heads = 0;
-  int num_kv_heads = 0;                     // num_q_heads / num_kv_heads <= 16
-  int head_dim = 0;                         // 64 or 128
-  int block_size = 0;                       // 16, 32 or 64 (any power of two in [8, 64])
-  int max_blocks_per_seq = 0;               // row stride of block_tables
-  int max_context_len = 0;                  // >= every context_lens[i]; the plan's bound
-  float softmax_scale = 0.f;                // usually 1/sqrt(head_dim)
-  int num_splits = 1;                       // from the plan
-  int num_stages = 0;                       // K/V tiles in flight + 1 (2..4); 0: default (3)
+  int num_kv_heads = 0;        // num_q_heads / num_kv_heads <= 16
+  int head_dim = 0;            // 64 or 128
+  int block_size = 0;          // 16, 32 or 64 (any power of two in [8, 64])
+  int max_blocks_per_seq = 0;  // row stride of block_tables
+  int max_context_len = 0;     // >= every context_lens[i]; the plan's bound
+  float softmax_scale = 0.f;   // usually 1/sqrt(head_dim)
+  int num_splits = 1;          // from the plan
+  int num_stages = 0;          // K/V tiles in flight + 1 (2..4); 0: default (3)
   // Optional, rope.qkv != nullptr: RoPE + K/V write of each sequence's newest token fused in
   // (the decode step's LaunchRopeKvWrite, bit for bit). q is then unused: each block rotates
   // its group's query heads from rope.qkv (rope.q_out is not written), and the block whose
@@ -74,8 +74,7 @@ struct DecodeAttentionPlan {
 // `num_sms` multiprocessors: the count (>= 1 tile per split) whose blocks best fill whole
 // waves of the blocks that fit on the GPU at once (CUDA occupancy calculator; 2 per SM
 // without a GPU). Errors: InvalidArgument on bad shapes.
-StatusOr<DecodeAttentionPlan> PlanDecodeAttention(const DecodeAttentionParams& params,
-                                                  int num_sms);
+StatusOr<DecodeAttentionPlan> PlanDecodeAttention(const DecodeAttentionParams& params, int num_sms);
 
 // Workspace bytes a launch of `params` with its num_splits needs (the plan's for its count).
 size_t DecodeAttentionWorkspaceBytes(const DecodeAttentionParams& params);

@@ -20,8 +20,8 @@ using namespace detail;  // NOLINT: the shared mma/cp.async helpers
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kTile = 64;       // tokens per shared-memory tile
-constexpr int kMaxGroup = 16;   // query heads per KV head: the rows of one mma tile
+constexpr int kTile = 64;      // tokens per shared-memory tile
+constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one mma tile
 
 // Where element `col` of row `row` of a K or V tile lives in shared memory (bf16 elements
 // from the tile's start): rows of exactly kHeadDim, and the 16-byte chunk c of row r at
@@ -37,8 +37,8 @@ struct KvTile {
 
 template <int kHeadDim>
 struct Dims {
-  using Tile = KvTile<kHeadDim>;  // the K/V stages
-  static constexpr int kRow = kHeadDim + 8;  // padded smem row of q (bf16): conflict-free fragments
+  using Tile = KvTile<kHeadDim>;                // the K/V stages
+  static constexpr int kRow = kHeadDim + 8;     // padded smem row of q (bf16): conflict-free fragments
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   static constexpr int kDimTiles = kHeadDim / 8;
   static constexpr size_t kStageBytes = size_t{2} * kTile * Tile::kRow * 2;  // K and V of one tile
@@ -59,8 +59,7 @@ struct WarpState {
 
 // Copies the group's query rows into q_s (zero rows past the group). All threads.
 template <int kHeadDim>
-__device__ __forceinline__ void LoadQ(const DecodeAttentionParams& p, int seq, int kvh, int group,
-                                      __nv_bfloat16* q_s) {
+__device__ __forceinline__ void LoadQ(const DecodeAttentionParams& p, int seq, int kvh, int group, __nv_bfloat16* q_s) {
   using D = Dims<kHeadDim>;
   for (int i = threadIdx.x; i < kMaxGroup * D::kChunks; i += kThreads) {
     const int r = i / D::kChunks, c = i % D::kChunks;
@@ -98,9 +97,8 @@ __device__ __forceinline__ void InitState(WarpState<kHeadDim>& st, const __nv_bf
 // the group. Thread -> (chunk c, rows r0 + kRowsPerPass * k): the
 // unrolled loop issues all block-table reads of the tile together (one latency).
 template <int kHeadDim>
-__device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int seq, int kvh, int ctx,
-                                          int tile, int skip, __nv_bfloat16* k_stage,
-                                          __nv_bfloat16* v_stage) {
+__device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int seq, int kvh, int ctx, int tile, int skip,
+                                          __nv_bfloat16* k_stage, __nv_bfloat16* v_stage) {
   using D = Dims<kHeadDim>;
   constexpr int kRowsPerPass = kThreads / D::kChunks;
   constexpr int kPasses = kTile / kRowsPerPass;
@@ -150,8 +148,8 @@ __device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int se
     const int dst = D::Tile::Offset(tt, c * 8);
     if (tt < n_valid) {
       if (start + tt == skip) continue;
-      const __nv_bfloat16* src = p.kv_cache + page[k] * block_elems + head_off +
-                                 ((start + tt) & (p.block_size - 1)) * kHeadDim + c * 8;
+      const __nv_bfloat16* src =
+          p.kv_cache + page[k] * block_elems + head_off + ((start + tt) & (p.block_size - 1)) * kHeadDim + c * 8;
       CpAsync16L2(k_stage + dst, src);
       CpAsync16L2(v_stage + dst, src + v_off);
     } else {
@@ -165,8 +163,7 @@ __device__ __forceinline__ void IssueTile(const DecodeAttentionParams& p, int se
 // REQUIRES: the stage is complete and visible.
 template <int kHeadDim>
 __device__ __forceinline__ void ComputeTile(WarpState<kHeadDim>& st, const __nv_bfloat16* k_stage,
-                                            const __nv_bfloat16* v_stage, int tile_valid,
-                                            float scale_log2) {
+                                            const __nv_bfloat16* v_stage, int tile_valid, float scale_log2) {
   using D = Dims<kHeadDim>;
   constexpr int kRow = D::Tile::kRow;
   const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
@@ -263,8 +260,8 @@ __device__ __forceinline__ void StoreWarpState(const WarpState<kHeadDim>& st, in
 // Element d of row `row` of the warps' merged output (StoreWarpState's layout), with the
 // merged max (mx) and softmax denominator (den) for the log2-sum-exp mx + log2(den).
 template <int kHeadDim>
-__device__ __forceinline__ float MergeWarpStates(int row, int d, const float* o_s, const float* m_s,
-                                                 const float* l_s, float& mx, float& den) {
+__device__ __forceinline__ float MergeWarpStates(int row, int d, const float* o_s, const float* m_s, const float* l_s,
+                                                 float& mx, float& den) {
   mx = -INFINITY;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_s[w * kMaxGroup + row]);
@@ -287,10 +284,8 @@ __device__ __forceinline__ float MergeWarpStates(int row, int d, const float* o_
 // partial output and log2-sum-exp. All threads; o_s/m_s/l_s must not be in use by others.
 // o_s holds kWarps * kMaxGroup rows of kHeadDim floats, m_s and l_s kWarps * kMaxGroup floats.
 template <int kHeadDim>
-__device__ __forceinline__ void MergeAndStore(const DecodeAttentionParams& p,
-                                              const WarpState<kHeadDim>& st, int seq, int kvh,
-                                              int split, int group, float* o_s, float* m_s,
-                                              float* l_s) {
+__device__ __forceinline__ void MergeAndStore(const DecodeAttentionParams& p, const WarpState<kHeadDim>& st, int seq,
+                                              int kvh, int split, int group, float* o_s, float* m_s, float* l_s) {
   StoreWarpState<kHeadDim>(st, group, threadIdx.x >> 5, o_s, m_s, l_s);
   __syncthreads();
   for (int i = threadIdx.x; i < group * kHeadDim; i += kThreads) {
@@ -302,8 +297,7 @@ __device__ __forceinline__ void MergeAndStore(const DecodeAttentionParams& p,
       p.out[qh * kHeadDim + d] = __float2bfloat16(out);
     } else {
       float* o_part = p.workspace;
-      float* lse = p.workspace + static_cast<int64_t>(p.num_seqs) * p.num_q_heads *
-                                     p.num_splits * kHeadDim;
+      float* lse = p.workspace + static_cast<int64_t>(p.num_seqs) * p.num_q_heads * p.num_splits * kHeadDim;
       o_part[(qh * p.num_splits + split) * kHeadDim + d] = out;
       if (d == 0) lse[qh * p.num_splits + split] = den > 0.f ? mx + log2f(den) : -INFINITY;
     }

@@ -39,8 +39,8 @@ __device__ __forceinline__ void AllowNextKernel() {
 // kernel calls WaitForPreviousKernel as described above, and the stream's previous
 // operation is a kernel (a PDL launch orders itself after the previous kernel only).
 template <typename... Params, typename... Args>
-Status LaunchPdl(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                 cudaStream_t stream, Args&&... args) {
+Status LaunchPdl(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                 Args&&... args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;

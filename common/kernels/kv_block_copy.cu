@@ -12,8 +12,7 @@ constexpr int kInFlight = 4;  // 16-byte loads per thread before its stores (PCI
 // thread at a time.
 __global__ void __launch_bounds__(kThreads) KvBlockCopyKernel(const __grid_constant__ KvBlockCopyParams p) {
   const int i = blockIdx.x, layer = blockIdx.y;
-  const uint4* src = reinterpret_cast<const uint4*>(
-      p.src + (layer * p.src_blocks + p.src_block[i]) * p.block_bytes);
+  const uint4* src = reinterpret_cast<const uint4*>(p.src + (layer * p.src_blocks + p.src_block[i]) * p.block_bytes);
   uint4* dst = reinterpret_cast<uint4*>(p.dst + (layer * p.dst_blocks + p.dst_block[i]) * p.block_bytes);
   const int64_t n = p.block_bytes / 16;
   for (int64_t base = threadIdx.x; base < n; base += kThreads * kInFlight) {

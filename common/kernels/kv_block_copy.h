@@ -23,9 +23,9 @@ struct KvBlockCopyParams {
   std::byte* dst = nullptr;        // the same with dst_blocks
   int64_t src_blocks = 0;          // blocks per layer in each pool
   int64_t dst_blocks = 0;
-  int64_t block_bytes = 0;         // bytes of one (layer, block), a multiple of 16, pools 16-byte aligned
+  int64_t block_bytes = 0;  // bytes of one (layer, block), a multiple of 16, pools 16-byte aligned
   int num_layers = 0;
-  int count = 0;                   // pieces, [0, kKvBlockCopyMaxPieces]: every layer of each block pair
+  int count = 0;  // pieces, [0, kKvBlockCopyMaxPieces]: every layer of each block pair
   int32_t src_block[kKvBlockCopyMaxPieces];
   int32_t dst_block[kKvBlockCopyMaxPieces];
 };

@@ -6,7 +6,7 @@ namespace tandem::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kInFlight = 4;             // 16-byte loads per thread before its stores
+constexpr int kInFlight = 4;              // 16-byte loads per thread before its stores
 constexpr int64_t kTileBytes = 32 << 10;  // bytes per thread block
 
 // The launch's argument: the caller's runs plus where each run's tiles end.

@@ -33,8 +33,8 @@ __global__ void GenericAttentionKernel(GenericAttentionParams p) {
   float m = -INFINITY, l = 0.f;
   for (int j = 0; j < visible; ++j) {
     const int64_t block = table[j / p.block_size];
-    const __nv_bfloat16* k = p.kv_cache + block * 2 * half_block +
-                             (static_cast<int64_t>(kvh) * p.block_size + j % p.block_size) * hd;
+    const __nv_bfloat16* k =
+        p.kv_cache + block * 2 * half_block + (static_cast<int64_t>(kvh) * p.block_size + j % p.block_size) * hd;
     const __nv_bfloat16* v = k + half_block;
     float dot = 0.f;
 #pragma unroll
@@ -63,8 +63,7 @@ __global__ void GenericAttentionKernel(GenericAttentionParams p) {
 
 // One block per output row, copied in units of T (uint4 when everything is 16-byte aligned).
 template <typename T>
-__global__ void GatherRowsKernel(const T* src, int64_t num_src_rows, size_t row_units, const int32_t* indices,
-                                 T* out) {
+__global__ void GatherRowsKernel(const T* src, int64_t num_src_rows, size_t row_units, const int32_t* indices, T* out) {
   detail::WaitForPreviousKernel();
   detail::AllowNextKernel();
   const int i = blockIdx.x;
@@ -94,25 +93,23 @@ __global__ void AddBiasKernel(T* y, const __nv_bfloat16* bias, int64_t rows, int
 }  // namespace
 
 Status LaunchGenericAttention(const GenericAttentionParams& p, cudaStream_t stream) {
-  if (p.q == nullptr || p.kv_cache == nullptr || p.block_tables == nullptr ||
-      p.query_start == nullptr || p.context_lens == nullptr || p.out == nullptr)
+  if (p.q == nullptr || p.kv_cache == nullptr || p.block_tables == nullptr || p.query_start == nullptr ||
+      p.context_lens == nullptr || p.out == nullptr)
     return InvalidArgumentError("GenericAttention: null pointer");
-  if (p.num_seqs < 0 || p.num_q_heads <= 0 || p.num_kv_heads <= 0 ||
-      p.num_q_heads % p.num_kv_heads != 0 || p.max_q_len < 0 || p.max_blocks_per_seq <= 0 ||
-      p.block_size <= 0)
+  if (p.num_seqs < 0 || p.num_q_heads <= 0 || p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 ||
+      p.max_q_len < 0 || p.max_blocks_per_seq <= 0 || p.block_size <= 0)
     return InvalidArgumentError("GenericAttention: bad head counts or sizes");
   if (p.head_dim <= 0 || p.head_dim > 32 * kMaxPerLane)
     return InvalidArgumentError("GenericAttention: head_dim must be in [1, 256]");
   if (p.num_seqs == 0 || p.max_q_len == 0) return Status::Ok();
-  if (p.num_seqs > 65535 || p.max_q_len > 65535)
-    return InvalidArgumentError("GenericAttention: grid too large");
+  if (p.num_seqs > 65535 || p.max_q_len > 65535) return InvalidArgumentError("GenericAttention: grid too large");
   dim3 grid(p.num_q_heads, p.max_q_len, p.num_seqs);
   GenericAttentionKernel<<<grid, 32, 0, stream>>>(p);
   return cuda::LastLaunchStatus("GenericAttentionKernel");
 }
 
-Status LaunchGatherRows(const void* src, int64_t num_src_rows, size_t row_bytes,
-                        const int32_t* indices, int num_indices, void* out, cudaStream_t stream) {
+Status LaunchGatherRows(const void* src, int64_t num_src_rows, size_t row_bytes, const int32_t* indices,
+                        int num_indices, void* out, cudaStream_t stream) {
   if (src == nullptr || indices == nullptr || out == nullptr || num_indices < 0 || row_bytes == 0)
     return InvalidArgumentError("GatherRows: null pointer or bad sizes");
   if (num_indices == 0) return Status::Ok();

@@ -27,10 +27,10 @@ struct GenericAttentionParams {
   int num_seqs = 0;
   int num_q_heads = 0;
   int num_kv_heads = 0;
-  int head_dim = 0;                         // even, <= 256
-  int block_size = 0;                       // > 0
+  int head_dim = 0;    // even, <= 256
+  int block_size = 0;  // > 0
   int max_blocks_per_seq = 0;
-  int max_q_len = 0;                        // >= every query count (sizes the grid)
+  int max_q_len = 0;  // >= every query count (sizes the grid)
   float softmax_scale = 0.f;
 };
 
@@ -39,11 +39,11 @@ struct GenericAttentionParams {
 Status LaunchGenericAttention(const GenericAttentionParams& params, cudaStream_t stream);
 
 // out[i] = src[indices[i]] for rows of `row_bytes` bytes (indices out of range give zeros).
-Status LaunchGatherRows(const void* src, int64_t num_src_rows, size_t row_bytes,
-                        const int32_t* indices, int num_indices, void* out, cudaStream_t stream);
+Status LaunchGatherRows(const void* src, int64_t num_src_rows, size_t row_bytes, const int32_t* indices,
+                        int num_indices, void* out, cudaStream_t stream);
 
 // y[r, c] += bias[c] for y of `rows` x `cols`, bf16 or fp32 (y_is_f32).
-Status LaunchAddBias(void* y, bool y_is_f32, const __nv_bfloat16* bias, int64_t rows,
-                     int64_t cols, cudaStream_t stream);
+Status LaunchAddBias(void* y, bool y_is_f32, const __nv_bfloat16* bias, int64_t rows, int64_t cols,
+                     cudaStream_t stream);
 
 }  // namespace tandem::kernels

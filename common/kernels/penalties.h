@@ -36,8 +36,8 @@ static_assert(sizeof(PenaltyEntry) == 12, "PenaltyEntry is copied byte for byte 
 
 // One row that has a penalty list.
 struct PenaltyRow {
-  int32_t row = 0;              // row index into the logits
-  int32_t entry_begin = 0;      // its entries: [entry_begin, entry_begin + num_entries)
+  int32_t row = 0;          // row index into the logits
+  int32_t entry_begin = 0;  // its entries: [entry_begin, entry_begin + num_entries)
   int32_t num_entries = 0;
   float repetition_penalty = 1.f;  // 1 = off; applied to tokens in the prompt or the output
   float presence_penalty = 0.f;    // applied to tokens with output_count > 0
@@ -47,13 +47,13 @@ struct PenaltyRow {
 static_assert(sizeof(PenaltyRow) == 24, "PenaltyRow is copied byte for byte from the host");
 
 struct PenaltyParams {
-  float* logits = nullptr;               // [num_logits_rows, logits_stride], updated in place
-  int64_t logits_stride = 0;             // >= vocab
+  float* logits = nullptr;    // [num_logits_rows, logits_stride], updated in place
+  int64_t logits_stride = 0;  // >= vocab
   int num_logits_rows = 0;
   int vocab = 0;
-  const PenaltyRow* rows = nullptr;      // [num_rows], device memory; rows[i].row distinct
-  int num_rows = 0;                      // rows with a list (one thread block each)
-  const PenaltyEntry* entries = nullptr; // device memory, indexed by PenaltyRow::entry_begin
+  const PenaltyRow* rows = nullptr;       // [num_rows], device memory; rows[i].row distinct
+  int num_rows = 0;                       // rows with a list (one thread block each)
+  const PenaltyEntry* entries = nullptr;  // device memory, indexed by PenaltyRow::entry_begin
 };
 
 // Per entry, in this order: NaN -> -inf; repetition penalty (logit > 0 ? logit / p :
@@ -76,7 +76,7 @@ Status LaunchSanitizeLogits(const SanitizeLogitsParams& params, cudaStream_t str
 struct RejectMaskedParams {
   const float* logits = nullptr;  // [num_rows, logits_stride], as the selection kernel saw them
   int64_t logits_stride = 0;
-  int32_t* tokens = nullptr;      // [num_rows] chosen tokens; -1 where the row had none
+  int32_t* tokens = nullptr;  // [num_rows] chosen tokens; -1 where the row had none
   int num_rows = 0;
   int vocab = 0;
 };

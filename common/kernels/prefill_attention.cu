@@ -23,8 +23,7 @@ constexpr int kBlockN = 64;           // keys per tile
 
 // Grid: (ceil(max_q_len / kBlockM), num_q_heads, num_seqs); 32 * kWarps threads.
 template <int kHeadDim>
-__global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAttentionParams p,
-                                                                     float scale_log2) {
+__global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAttentionParams p, float scale_log2) {
   constexpr int kRow = kHeadDim + 8;
   constexpr int kChunks = kHeadDim / 8;
   constexpr int kDimTiles = kHeadDim / 8;
@@ -50,8 +49,7 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
     const int r = i / kChunks, c = i % kChunks;
     uint4* dst = reinterpret_cast<uint4*>(q_s + r * kRow + c * 8);
     if (row0 + r < q_len) {
-      CpAsync16(dst, p.q + (static_cast<int64_t>(q_begin + row0 + r) * p.num_q_heads + h) *
-                               kHeadDim + c * 8);
+      CpAsync16(dst, p.q + (static_cast<int64_t>(q_begin + row0 + r) * p.num_q_heads + h) * kHeadDim + c * 8);
     } else {
       *dst = make_uint4(0, 0, 0, 0);
     }
@@ -85,7 +83,7 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
     }
     CpAsyncCommit();
   };
-  load_tile(0);  // its loads overlap the q fragments below
+  load_tile(0);      // its loads overlap the q fragments below
   CpAsyncWait<1>();  // the q group (committed first) has landed
   __syncthreads();
 
@@ -178,8 +176,7 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
       a[2] = PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
       a[3] = PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
       // Lanes 0-7 keys 0-7, 8-15 keys 8-15 (dims j*8); lanes 16-31 the same at dims j*8 + 8.
-      const __nv_bfloat16* v0 =
-          v_s + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRow + (lane >> 4) * 8;
+      const __nv_bfloat16* v0 = v_s + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRow + (lane >> 4) * 8;
 #pragma unroll
       for (int j = 0; j < kDimTiles; j += 2) {
         uint32_t b[4];
@@ -200,12 +197,10 @@ __global__ void __launch_bounds__(32 * kWarps) PrefillAttentionKernel(PrefillAtt
   for (int r = 0; r < 2; ++r) {
     const int row = row0 + warp * 16 + g + 8 * r;
     if (row >= q_len) continue;
-    __nv_bfloat16* dst =
-        p.out + (static_cast<int64_t>(q_begin + row) * p.num_q_heads + h) * kHeadDim + t4 * 2;
+    __nv_bfloat16* dst = p.out + (static_cast<int64_t>(q_begin + row) * p.num_q_heads + h) * kHeadDim + t4 * 2;
 #pragma unroll
     for (int j = 0; j < kDimTiles; ++j)
-      *reinterpret_cast<uint32_t*>(dst + j * 8) =
-          PackBf16(o[j][2 * r] * l[r], o[j][2 * r + 1] * l[r]);
+      *reinterpret_cast<uint32_t*>(dst + j * 8) = PackBf16(o[j][2 * r] * l[r], o[j][2 * r + 1] * l[r]);
   }
 }
 
@@ -213,8 +208,7 @@ template <int kHeadDim>
 Status LaunchTyped(const PrefillAttentionParams& p, cudaStream_t stream) {
   const int smem = (kBlockM + 4 * kBlockN) * (kHeadDim + 8) * 2;  // q + two K/V tiles
   auto kernel = PrefillAttentionKernel<kHeadDim>;
-  TANDEM_RETURN_IF_CUDA_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  TANDEM_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   dim3 grid((p.max_q_len + kBlockM - 1) / kBlockM, p.num_q_heads, p.num_seqs);
   kernel<<<grid, 32 * kWarps, smem, stream>>>(p, p.softmax_scale * kLog2e);
   return cuda::LastLaunchStatus("PrefillAttentionKernel");
@@ -223,11 +217,11 @@ Status LaunchTyped(const PrefillAttentionParams& p, cudaStream_t stream) {
 }  // namespace
 
 Status LaunchPrefillAttention(const PrefillAttentionParams& p, cudaStream_t stream) {
-  if (p.q == nullptr || p.kv_cache == nullptr || p.block_tables == nullptr ||
-      p.cu_q_lens == nullptr || p.context_lens == nullptr || p.out == nullptr)
+  if (p.q == nullptr || p.kv_cache == nullptr || p.block_tables == nullptr || p.cu_q_lens == nullptr ||
+      p.context_lens == nullptr || p.out == nullptr)
     return InvalidArgumentError("PrefillAttention: null pointer");
-  if (p.num_seqs < 0 || p.num_q_heads <= 0 || p.num_kv_heads <= 0 ||
-      p.num_q_heads % p.num_kv_heads != 0 || p.max_q_len < 0 || p.max_blocks_per_seq <= 0)
+  if (p.num_seqs < 0 || p.num_q_heads <= 0 || p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 ||
+      p.max_q_len < 0 || p.max_blocks_per_seq <= 0)
     return InvalidArgumentError("PrefillAttention: bad head counts or sizes");
   if (p.block_size < 8 || p.block_size > 64 || (p.block_size & (p.block_size - 1)) != 0)
     return InvalidArgumentError("PrefillAttention: block_size must be a power of two in [8, 64]");

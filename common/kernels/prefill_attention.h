@@ -26,10 +26,10 @@ struct PrefillAttentionParams {
   int num_seqs = 0;
   int num_q_heads = 0;
   int num_kv_heads = 0;
-  int head_dim = 0;                         // 64 or 128
-  int block_size = 0;                       // power of two in [8, 64]
+  int head_dim = 0;    // 64 or 128
+  int block_size = 0;  // power of two in [8, 64]
   int max_blocks_per_seq = 0;
-  int max_q_len = 0;                        // >= every q_len (sizes the grid)
+  int max_q_len = 0;  // >= every q_len (sizes the grid)
   float softmax_scale = 0.f;
 };
 

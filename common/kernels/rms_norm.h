@@ -21,9 +21,9 @@ struct RmsNormParams {
   const __nv_bfloat16* weight = nullptr;  // [hidden]
   __nv_bfloat16* out = nullptr;           // [num_rows, hidden]; may alias a bf16 input
   int num_rows = 0;
-  int hidden = 0;                         // multiple of 8
-  float eps = 1e-5f;                      // rms_norm_eps of the model config
-  bool f32 = false;                       // input and residual are fp32 (else bf16)
+  int hidden = 0;     // multiple of 8
+  float eps = 1e-5f;  // rms_norm_eps of the model config
+  bool f32 = false;   // input and residual are fp32 (else bf16)
 };
 
 // Errors: InvalidArgument on null pointers or bad sizes; Internal on a launch failure.

@@ -40,8 +40,8 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
       dst = detail::KvCacheRow(p.kv_cache, block, kv, kh, offset, p.num_kv_heads, p.block_size, kHeadDim);
     }
     float x1[kPairs], x2[kPairs];
-    rope_detail::LoadHead<kHeadDim>(row + h * kHeadDim, is_q ? p.q_norm_weight : p.k_norm_weight, p.norm_eps,
-                                    !is_v, angles, x1, x2);
+    rope_detail::LoadHead<kHeadDim>(row + h * kHeadDim, is_q ? p.q_norm_weight : p.k_norm_weight, p.norm_eps, !is_v,
+                                    angles, x1, x2);
     rope_detail::StoreHead<kHeadDim>(dst, x1, x2);
   }
 }
@@ -105,22 +105,20 @@ __global__ void RopeKvWriteGenericKernel(RopeKvWriteParams p) {
 }  // namespace
 
 Status ValidateRopeKvWrite(const RopeKvWriteParams& p) {
-  if (p.qkv == nullptr || p.positions == nullptr || p.slot_mapping == nullptr ||
-      p.q_out == nullptr || p.kv_cache == nullptr)
+  if (p.qkv == nullptr || p.positions == nullptr || p.slot_mapping == nullptr || p.q_out == nullptr ||
+      p.kv_cache == nullptr)
     return InvalidArgumentError("RopeKvWrite: null pointer");
-  if (p.num_tokens < 0 || p.num_q_heads <= 0 || p.num_kv_heads <= 0 ||
-      p.num_q_heads % p.num_kv_heads != 0 || p.num_cache_blocks <= 0)
+  if (p.num_tokens < 0 || p.num_q_heads <= 0 || p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0 ||
+      p.num_cache_blocks <= 0)
     return InvalidArgumentError("RopeKvWrite: bad head counts or cache size");
   if (p.block_size <= 0 || (p.block_size & (p.block_size - 1)) != 0)
     return InvalidArgumentError("RopeKvWrite: block_size must be a power of two");
   if (p.qkv_stride < static_cast<int64_t>(p.num_q_heads + 2 * p.num_kv_heads) * p.head_dim)
     return InvalidArgumentError("RopeKvWrite: qkv_stride smaller than the packed heads");
   const RopeConfig& r = p.rope;
-  if (!(r.theta > 1.f) || !(r.factor > 0.f))
-    return InvalidArgumentError("RopeKvWrite: need theta > 1 and factor > 0");
+  if (!(r.theta > 1.f) || !(r.factor > 0.f)) return InvalidArgumentError("RopeKvWrite: need theta > 1 and factor > 0");
   if (r.scaling == RopeScaling::kLlama3 &&
-      !(r.high_freq_factor > r.low_freq_factor && r.low_freq_factor > 0.f &&
-        r.original_max_position > 0.f))
+      !(r.high_freq_factor > r.low_freq_factor && r.low_freq_factor > 0.f && r.original_max_position > 0.f))
     return InvalidArgumentError("RopeKvWrite: bad llama3 rope scaling");
   return Status::Ok();
 }
@@ -140,8 +138,8 @@ Status LaunchRopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
     default:
       if (p.head_dim <= 0 || p.head_dim % 2 != 0 || p.head_dim > 1024)
         return InvalidArgumentError("RopeKvWrite: head_dim must be even and <= 1024");
-      return detail::LaunchPdl("RopeKvWriteGenericKernel", RopeKvWriteGenericKernel, p.num_tokens, threads, 0,
-                               stream, p);
+      return detail::LaunchPdl("RopeKvWriteGenericKernel", RopeKvWriteGenericKernel, p.num_tokens, threads, 0, stream,
+                               p);
   }
 }
 

@@ -24,8 +24,8 @@ __device__ __forceinline__ float InvFreq(const RopeConfig& c, int j, int head_di
     const float wavelen = 2.f * 3.14159265358979f / inv;
     if (wavelen < high_wavelen) return inv;
     if (wavelen > low_wavelen) return inv / c.factor;
-    const float smooth = (c.original_max_position / wavelen - c.low_freq_factor) /
-                         (c.high_freq_factor - c.low_freq_factor);
+    const float smooth =
+        (c.original_max_position / wavelen - c.low_freq_factor) / (c.high_freq_factor - c.low_freq_factor);
     return (1.f - smooth) * inv / c.factor + smooth * inv;
   }
   return inv;
@@ -83,8 +83,8 @@ __device__ __forceinline__ void NormAndRotateHead(const __nv_bfloat16* norm_weig
 #pragma unroll
     for (int r = 0; r < kPairs; ++r) {
       x1[r] = __bfloat162float(__float2bfloat16(x1[r] * inv_rms * __bfloat162float(norm_weight[lane + 32 * r])));
-      x2[r] = __bfloat162float(
-          __float2bfloat16(x2[r] * inv_rms * __bfloat162float(norm_weight[lane + 32 * r + kHalf])));
+      x2[r] =
+          __bfloat162float(__float2bfloat16(x2[r] * inv_rms * __bfloat162float(norm_weight[lane + 32 * r + kHalf])));
     }
   }
 #pragma unroll

@@ -78,8 +78,8 @@ __device__ __forceinline__ uint64_t Weight(float l, float mx, float inv_t) {
 // Largest key threshold tau with sum_{i: key_i >= tau, key_i >= lo} w_i >= target, where
 // w_i = 1 (kMass false) or Weight(). Bisection on the key bits: 32 deterministic passes.
 template <bool kMass>
-__device__ uint32_t SelectThreshold(const float* row, int vocab, float mx, float inv_t,
-                                    uint32_t lo, uint64_t target, unsigned long long* scratch) {
+__device__ uint32_t SelectThreshold(const float* row, int vocab, float mx, float inv_t, uint32_t lo, uint64_t target,
+                                    unsigned long long* scratch) {
   uint32_t tau = 0;
   for (int bit = 31; bit >= 0; --bit) {
     const uint32_t cand = tau | (1u << bit);
@@ -155,16 +155,14 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
         }
     }
     total = BlockSumU64(total, scratch);
-    const double target_all =
-        ceil(static_cast<double>(top_p > 0.f ? top_p : 0.f) * static_cast<double>(total));
+    const double target_all = ceil(static_cast<double>(top_p > 0.f ? top_p : 0.f) * static_cast<double>(total));
     int cut = -1;
 #pragma unroll
     for (int j = 0; j < kNumCuts; ++j) {
       const uint64_t c = BlockSumU64(cnt[j], scratch);
       const uint64_t m = BlockSumU64(mass[j], scratch);
       // Kept set inside {l >= cut}: top-k needs k of them; top-p alone needs its mass.
-      const bool covers = use_top_k ? c >= static_cast<uint64_t>(top_k)
-                                    : static_cast<double>(m) >= target_all;
+      const bool covers = use_top_k ? c >= static_cast<uint64_t>(top_k) : static_cast<double>(m) >= target_all;
       if (cut < 0 && c <= kCandidateCap && covers) cut = j;
     }
     if (cut >= 0) {
@@ -187,8 +185,7 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
   }
 
   uint32_t lo = 0;
-  if (use_top_k)
-    lo = SelectThreshold<false>(vals, n, mx, inv_t, 0, static_cast<uint64_t>(top_k), scratch);
+  if (use_top_k) lo = SelectThreshold<false>(vals, n, mx, inv_t, 0, static_cast<uint64_t>(top_k), scratch);
   if (use_top_p) {
     // Mass that top-p is relative to: after top-k, or the whole row. Candidates hold all of
     // the top-k set, but not all of the row's mass.

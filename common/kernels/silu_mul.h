@@ -14,7 +14,7 @@ struct SiluMulParams {
   const __nv_bfloat16* gate_up = nullptr;  // [num_tokens, 2 * ffn]
   __nv_bfloat16* out = nullptr;            // [num_tokens, ffn]
   int num_tokens = 0;
-  int ffn = 0;                             // intermediate size, multiple of 8
+  int ffn = 0;  // intermediate size, multiple of 8
 };
 
 // Errors: InvalidArgument on null pointers or bad sizes; Internal on a launch failure.

@@ -43,7 +43,8 @@ __device__ __forceinline__ uint4 LoadStreaming(const __nv_bfloat16* ptr, bool pr
 // .nc data is only guaranteed for memory nobody writes during the kernel's lifetime.
 __device__ __forceinline__ uint4 LoadCached(const __nv_bfloat16* ptr, bool pred) {
   uint4 v;
-  asm volatile("{\n"
+  asm volatile(
+      "{\n"
       "  .reg .pred p;\n"
       "  setp.ne.b32 p, %5, 0;\n"
       "  mov.b32 %0, 0;\n  mov.b32 %1, 0;\n  mov.b32 %2, 0;\n  mov.b32 %3, 0;\n"
@@ -56,8 +57,8 @@ __device__ __forceinline__ uint4 LoadCached(const __nv_bfloat16* ptr, bool pred)
 }
 
 // d += a · b for a 16x16 (rows x k) bf16 tile a and a 16x8 (k x cols) tile b.
-__device__ __forceinline__ void Mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void Mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -71,8 +72,7 @@ __device__ __forceinline__ void Mma16816(float (&d)[4], uint32_t a0, uint32_t a1
 // k0 + 8t + (4, 5, 6, 7), is a bijection of the 32 values that both operands share.
 // The two mmas go to two accumulators: half the length of the dependent mma chain that
 // stands between one batch of loads and the next.
-__device__ __forceinline__ void MmaStep(float (&acc)[2][4], const uint4& w_lo, const uint4& w_hi,
-                                        const uint4& xv) {
+__device__ __forceinline__ void MmaStep(float (&acc)[2][4], const uint4& w_lo, const uint4& w_hi, const uint4& xv) {
   Mma16816(acc[0], w_lo.x, w_hi.x, w_lo.y, w_hi.y, xv.x, xv.y);
   Mma16816(acc[1], w_lo.z, w_hi.z, w_lo.w, w_hi.w, xv.z, xv.w);
 }
@@ -144,8 +144,7 @@ __global__ void __launch_bounds__(kThreads, 2) SkinnyGemmKernel(const SkinnyGemm
 #pragma unroll
       for (int r = 0; r < kRowTiles; ++r)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          wv[u][r][h] = LoadStreaming(w_ptr[r][h] + k0, k_ok && w_ok[r][h]);
+        for (int h = 0; h < 2; ++h) wv[u][r][h] = LoadStreaming(w_ptr[r][h] + k0, k_ok && w_ok[r][h]);
     }
     if (!waited) {
       detail::WaitForPreviousKernel();
@@ -272,18 +271,15 @@ const char* SkinnyGemmTilingName(SkinnyGemmTiling tiling) {
 Status ValidateSkinnyGemm(const SkinnyGemmParams& p) {
   if (p.x == nullptr || p.w == nullptr || p.y == nullptr)
     return InvalidArgumentError("SkinnyGemm: x, w and y must not be null");
-  if (p.m < 1 || p.m > kSkinnyGemmMaxM)
-    return InvalidArgumentError("SkinnyGemm: m must be in [1, 16]");
+  if (p.m < 1 || p.m > kSkinnyGemmMaxM) return InvalidArgumentError("SkinnyGemm: m must be in [1, 16]");
   if (p.n < 1) return InvalidArgumentError("SkinnyGemm: n must be >= 1");
   if (p.k < 8 || p.k % 8 != 0 || p.k > kMaxK)
     return InvalidArgumentError("SkinnyGemm: k must be a multiple of 8 in [8, 2^24]");
   const int64_t y_cols = p.silu_mul ? p.n / 2 : p.n;
   const int64_t ldx = p.ldx == 0 ? p.k : p.ldx, ldy = p.ldy == 0 ? y_cols : p.ldy;
-  if (ldx < p.k || ldx % 8 != 0)
-    return InvalidArgumentError("SkinnyGemm: ldx must be >= k and a multiple of 8");
+  if (ldx < p.k || ldx % 8 != 0) return InvalidArgumentError("SkinnyGemm: ldx must be >= k and a multiple of 8");
   if (ldy < y_cols) return InvalidArgumentError("SkinnyGemm: ldy must be >= n (n / 2 with silu_mul)");
-  if (!Aligned16(p.x) || !Aligned16(p.w))
-    return InvalidArgumentError("SkinnyGemm: x and w must be 16-byte aligned");
+  if (!Aligned16(p.x) || !Aligned16(p.w)) return InvalidArgumentError("SkinnyGemm: x and w must be 16-byte aligned");
   if (p.y_dtype != DType::kBF16 && p.y_dtype != DType::kF32)
     return InvalidArgumentError("SkinnyGemm: y_dtype must be bf16 or f32");
   const size_t y_elem = p.y_dtype == DType::kF32 ? 4 : 2;

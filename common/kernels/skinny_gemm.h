@@ -59,8 +59,8 @@ struct SkinnyGemmParams {
                                         // of 8 and >= k (keeps every row 16-byte aligned)
   int64_t ldy = 0;                      // elements between rows of y; 0 means n; >= n
   SkinnyGemmTiling tiling = SkinnyGemmTiling::kAuto;
-  bool accumulate = false;              // y += x · wᵀ (+ bias), one fp32 add; y_dtype kF32
-  bool silu_mul = false;                // see above: n even, y bf16 [m, n/2], bias in w's row order
+  bool accumulate = false;  // y += x · wᵀ (+ bias), one fp32 add; y_dtype kF32
+  bool silu_mul = false;    // see above: n even, y bf16 [m, n/2], bias in w's row order
 };
 
 // OK when `params` is a shape and layout LaunchSkinnyGemm takes (pointers non-null and

@@ -26,8 +26,8 @@ std::string BlockHash::ToHex() const {
   return out;
 }
 
-BlockHash HashBlock(const BlockHash& parent, std::string_view tenant_salt,
-                    std::string_view model_id, std::span<const TokenId> tokens) {
+BlockHash HashBlock(const BlockHash& parent, std::string_view tenant_salt, std::string_view model_id,
+                    std::span<const TokenId> tokens) {
   // One contiguous message and a one-shot digest: cheaper than several updates.
   thread_local std::string message;
   message.clear();
@@ -41,8 +41,7 @@ BlockHash HashBlock(const BlockHash& parent, std::string_view tenant_salt,
   TANDEM_CHECK(kSha256 != nullptr) << "OpenSSL has no SHA256";
   BlockHash out;
   unsigned int len = 0;
-  TANDEM_CHECK(EVP_Digest(message.data(), message.size(), out.bytes.data(), &len, kSha256, nullptr) == 1 &&
-               len == 32)
+  TANDEM_CHECK(EVP_Digest(message.data(), message.size(), out.bytes.data(), &len, kSha256, nullptr) == 1 && len == 32)
       << "SHA-256 failed";
   return out;
 }
@@ -55,8 +54,8 @@ int ExtendBlockHashes(std::string_view tenant_salt, std::string_view model_id, i
   while (hashes->size() < full_blocks) {
     size_t b = hashes->size();
     BlockHash parent = b == 0 ? BlockHash{} : (*hashes)[b - 1];
-    hashes->push_back(HashBlock(parent, tenant_salt, model_id,
-                                tokens.subspan(b * block_size, static_cast<size_t>(block_size))));
+    hashes->push_back(
+        HashBlock(parent, tenant_salt, model_id, tokens.subspan(b * block_size, static_cast<size_t>(block_size))));
     ++appended;
   }
   return appended;

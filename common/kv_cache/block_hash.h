@@ -39,8 +39,8 @@ struct BlockHashHasher {
 };
 
 // Hash of one full block. `tokens` must hold exactly one block of token ids.
-BlockHash HashBlock(const BlockHash& parent, std::string_view tenant_salt,
-                    std::string_view model_id, std::span<const TokenId> tokens);
+BlockHash HashBlock(const BlockHash& parent, std::string_view tenant_salt, std::string_view model_id,
+                    std::span<const TokenId> tokens);
 
 // Appends to `hashes` the hashes of the full blocks of `tokens` that are not in it
 // yet (hashes->size() blocks are taken as already hashed, chaining from the last).

@@ -206,11 +206,9 @@ Status BlockPool::CheckConsistency() const {
       return InternalError(fmt::format("bad LRU entry {}", b));
     }
   }
-  if (free != num_free_ || cached != num_cached_ || lru_len != cached ||
-      hashed != static_cast<int>(by_hash_.size())) {
-    return InternalError(fmt::format("counts: free {} vs {}, cached {} vs {}, lru {}, hashed {} vs {}",
-                                     free, num_free_, cached, num_cached_, lru_len, hashed,
-                                     by_hash_.size()));
+  if (free != num_free_ || cached != num_cached_ || lru_len != cached || hashed != static_cast<int>(by_hash_.size())) {
+    return InternalError(fmt::format("counts: free {} vs {}, cached {} vs {}, lru {}, hashed {} vs {}", free, num_free_,
+                                     cached, num_cached_, lru_len, hashed, by_hash_.size()));
   }
   return Status::Ok();
 }

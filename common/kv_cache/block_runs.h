@@ -12,9 +12,9 @@
 namespace tandem::kv_cache {
 
 struct BlockRun {
-  int table_index = 0;             // index in the block table of the run's first block
+  int table_index = 0;  // index in the block table of the run's first block
   BlockId first_block = kInvalidBlock;
-  int num_blocks = 0;              // blocks first_block .. first_block + num_blocks - 1
+  int num_blocks = 0;  // blocks first_block .. first_block + num_blocks - 1
 
   friend bool operator==(const BlockRun&, const BlockRun&) = default;
 };

@@ -15,8 +15,7 @@ void CacheReportBuffer::Publish(CacheEventLog& log, const KvCacheManager& kv) {
   bool full = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    full = !events.reset &&
-           (full_requested_ || pending_.size() + events.size() > max_pending_ + cache_blocks);
+    full = !events.reset && (full_requested_ || pending_.size() + events.size() > max_pending_ + cache_blocks);
   }
   // The engine thread is the only writer of the cache, so this list is current.
   if (full) events = CacheEvents{true, kv.CachedHashes(), {}};

@@ -44,8 +44,7 @@ int KvCacheManager::MatchPrefix(std::span<const BlockHash> hashes) const {
   return n;
 }
 
-int KvCacheManager::AcquirePrefix(std::span<const BlockHash> hashes, int max_blocks,
-                                  std::vector<BlockId>* table) {
+int KvCacheManager::AcquirePrefix(std::span<const BlockHash> hashes, int max_blocks, std::vector<BlockId>* table) {
   TANDEM_CHECK(table->empty()) << "AcquirePrefix needs an empty table";
   if (!config_.enable_prefix_caching) return 0;
   const int limit = std::min<int>(max_blocks, static_cast<int>(hashes.size()));
@@ -117,8 +116,7 @@ bool KvCacheManager::AllocateSlots(int num_tokens, std::vector<BlockId>* table) 
   return AllocateDevice(need, table->empty() ? kInvalidBlock : table->back(), table);
 }
 
-void KvCacheManager::CacheBlocks(std::span<const BlockHash> hashes, std::span<const BlockId> table,
-                                 int begin) {
+void KvCacheManager::CacheBlocks(std::span<const BlockHash> hashes, std::span<const BlockId> table, int begin) {
   if (!config_.enable_prefix_caching) return;
   TANDEM_CHECK_LE(hashes.size(), table.size());
   for (size_t i = static_cast<size_t>(begin); i < hashes.size(); ++i) {

@@ -61,10 +61,10 @@ struct KvCacheConfig {
 // free + referenced + cached + quarantined = total.
 struct KvTierCounters {
   int64_t total_blocks = 0;
-  int64_t free_blocks = 0;        // neither referenced nor cached
-  int64_t referenced_blocks = 0;  // held by sequences, reservations or held KV ("used")
-  int64_t cached_blocks = 0;      // unreferenced, hashed, reusable
-  int64_t quarantined_blocks = 0; // out of reuse until a remote writer is surely done (device only)
+  int64_t free_blocks = 0;         // neither referenced nor cached
+  int64_t referenced_blocks = 0;   // held by sequences, reservations or held KV ("used")
+  int64_t cached_blocks = 0;       // unreferenced, hashed, reusable
+  int64_t quarantined_blocks = 0;  // out of reuse until a remote writer is surely done (device only)
 };
 
 struct KvCacheCounters {

@@ -24,17 +24,15 @@ namespace tandem::kv_cache {
 inline constexpr uint32_t kKvLayoutVersion = 1;
 
 struct KvLayout {
-  int num_layers = 0;    // transformer layers
-  int num_kv_heads = 0;  // KV heads per layer (after GQA grouping)
-  int head_dim = 0;      // elements per head
-  int block_size = 16;   // tokens per block
-  int num_blocks = 0;    // blocks in this pool (differs between nodes; not part of Compatible)
+  int num_layers = 0;          // transformer layers
+  int num_kv_heads = 0;        // KV heads per layer (after GQA grouping)
+  int head_dim = 0;            // elements per head
+  int block_size = 16;         // tokens per block
+  int num_blocks = 0;          // blocks in this pool (differs between nodes; not part of Compatible)
   DType dtype = DType::kBF16;  // element type of K and V
 
   // Elements of one K (or V) half of one block of one layer: num_kv_heads * block_size * head_dim.
-  size_t ElementsPerHalfBlock() const {
-    return static_cast<size_t>(num_kv_heads) * block_size * head_dim;
-  }
+  size_t ElementsPerHalfBlock() const { return static_cast<size_t>(num_kv_heads) * block_size * head_dim; }
   // Bytes of one block of one layer (K and V).
   size_t BytesPerBlockLayer() const { return 2 * ElementsPerHalfBlock() * DTypeSize(dtype); }
   // Bytes of one layer of the whole pool.
@@ -62,8 +60,8 @@ struct KvLayout {
   Status Validate() const;
   // True when two nodes can exchange blocks: same everything but num_blocks.
   bool Compatible(const KvLayout& other) const {
-    return num_layers == other.num_layers && num_kv_heads == other.num_kv_heads &&
-           head_dim == other.head_dim && block_size == other.block_size && dtype == other.dtype;
+    return num_layers == other.num_layers && num_kv_heads == other.num_kv_heads && head_dim == other.head_dim &&
+           block_size == other.block_size && dtype == other.dtype;
   }
   std::string DebugString() const;
 };

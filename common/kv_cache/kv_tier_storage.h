@@ -50,8 +50,7 @@ class CpuKvTierStorage final : public KvTierStorage {
  public:
   // `layout.num_blocks` is ignored; each tier gets its own block count.
   // Fails on an invalid layout or when the buffers cannot be allocated.
-  static StatusOr<std::unique_ptr<CpuKvTierStorage>> Create(const KvLayout& layout,
-                                                            int num_device_blocks,
+  static StatusOr<std::unique_ptr<CpuKvTierStorage>> Create(const KvLayout& layout, int num_device_blocks,
                                                             int num_host_blocks);
 
   // The layout of one tier (num_blocks set to that tier's count).

@@ -59,9 +59,8 @@ Histogram::Histogram(std::vector<double> bounds)
 
 void Histogram::Observe(double value) {
   // le is inclusive: the first bound >= value. NaN lands in +Inf only.
-  size_t bucket = std::isnan(value)
-                      ? bounds_.size()
-                      : std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  size_t bucket =
+      std::isnan(value) ? bounds_.size() : std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
   counts_[bucket].fetch_add(1, std::memory_order_relaxed);
   AtomicAdd(sum_, value);
 }
@@ -100,8 +99,7 @@ template class Family<Counter>;
 template class Family<Gauge>;
 template class Family<Histogram>;
 
-MetricsRegistry::Entry& MetricsRegistry::AddEntry(const std::string& name, const std::string& help,
-                                                  MetricType type,
+MetricsRegistry::Entry& MetricsRegistry::AddEntry(const std::string& name, const std::string& help, MetricType type,
                                                   const std::vector<std::string>& label_names) {
   TANDEM_CHECK(IsValidMetricName(name)) << "bad metric name '" << name << "'";
   for (const std::string& label : label_names) {
@@ -137,8 +135,7 @@ Family<Gauge>& MetricsRegistry::AddGauge(const std::string& name, const std::str
 }
 
 Family<Histogram>& MetricsRegistry::AddHistogram(const std::string& name, const std::string& help,
-                                                 std::vector<double> bounds,
-                                                 std::vector<std::string> label_names) {
+                                                 std::vector<double> bounds, std::vector<std::string> label_names) {
   for (size_t i = 0; i < bounds.size(); ++i) {
     TANDEM_CHECK(std::isfinite(bounds[i])) << name << ": bucket bounds must be finite";
     TANDEM_CHECK(i == 0 || bounds[i] > bounds[i - 1]) << name << ": bounds must increase";

@@ -101,10 +101,8 @@ class MetricsRegistry {
  public:
   Family<Counter>& AddCounter(const std::string& name, const std::string& help,
                               std::vector<std::string> label_names = {});
-  Family<Gauge>& AddGauge(const std::string& name, const std::string& help,
-                          std::vector<std::string> label_names = {});
-  Family<Histogram>& AddHistogram(const std::string& name, const std::string& help,
-                                  std::vector<double> bounds,
+  Family<Gauge>& AddGauge(const std::string& name, const std::string& help, std::vector<std::string> label_names = {});
+  Family<Histogram>& AddHistogram(const std::string& name, const std::string& help, std::vector<double> bounds,
                                   std::vector<std::string> label_names = {});
 
   // Every family in registration order, in the Prometheus text format.

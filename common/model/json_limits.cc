@@ -19,8 +19,8 @@ StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes
   }
   if (!S_ISREG(st.st_mode)) return InvalidArgumentError(path + ": not a regular file");
   if (static_cast<size_t>(st.st_size) > max_bytes) {
-    return InvalidArgumentError(path + ": file is " + std::to_string(st.st_size) +
-                                " bytes, over the limit of " + std::to_string(max_bytes));
+    return InvalidArgumentError(path + ": file is " + std::to_string(st.st_size) + " bytes, over the limit of " +
+                                std::to_string(max_bytes));
   }
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!file) return UnavailableError(path + ": open failed: " + std::strerror(errno));
@@ -30,8 +30,7 @@ StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes
   return text;
 }
 
-StatusOr<nlohmann::json> ParseJsonText(std::string_view text, size_t max_bytes, int max_depth,
-                                       std::string_view what) {
+StatusOr<nlohmann::json> ParseJsonText(std::string_view text, size_t max_bytes, int max_depth, std::string_view what) {
   if (text.size() > max_bytes) {
     return InvalidArgumentError(std::string(what) + ": " + std::to_string(text.size()) +
                                 " bytes of JSON, over the limit of " + std::to_string(max_bytes));

@@ -21,7 +21,6 @@ StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes
 // Parses `text` into a JSON value without throwing: InvalidArgument when it is
 // over `max_bytes`, when its arrays/objects nest deeper than `max_depth`, or
 // when it is not JSON. `what` names the input in error messages (a file path).
-StatusOr<nlohmann::json> ParseJsonText(std::string_view text, size_t max_bytes, int max_depth,
-                                       std::string_view what);
+StatusOr<nlohmann::json> ParseJsonText(std::string_view text, size_t max_bytes, int max_depth, std::string_view what);
 
 }  // namespace tandem::model

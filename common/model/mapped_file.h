@@ -30,8 +30,7 @@ class MappedFile {
   void WillNeed(const std::byte* begin, size_t num_bytes) const;
 
  private:
-  MappedFile(std::string path, const std::byte* data, size_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+  MappedFile(std::string path, const std::byte* data, size_t size) : path_(std::move(path)), data_(data), size_(size) {}
 
   std::string path_;
   const std::byte* data_ = nullptr;

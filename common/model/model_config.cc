@@ -49,8 +49,7 @@ Status ParseFamily(const json& root, const JsonFields& fields, ModelConfig* conf
   std::string model_type;
   TANDEM_RETURN_IF_ERROR(fields.String("model_type", &model_type));
   for (const FamilyInfo& info : kFamilies) {
-    bool match = architecture.empty() ? model_type == info.model_type
-                                      : architecture == info.architecture;
+    bool match = architecture.empty() ? model_type == info.model_type : architecture == info.architecture;
     if (match) {
       config->family = info.family;
       config->architecture = std::string(info.architecture);
@@ -84,7 +83,8 @@ Status ParseDType(const JsonFields& fields, ModelConfig* config) {
 
 // `rope_scaling` (or the rope part of transformers 5 `rope_parameters`).
 Status ParseRopeScaling(const json& scaling, std::string_view key, ModelConfig* config) {
-  if (!scaling.is_object()) return InvalidArgumentError(std::string(kWhat) + ": '" + std::string(key) + "' must be an object or null");
+  if (!scaling.is_object())
+    return InvalidArgumentError(std::string(kWhat) + ": '" + std::string(key) + "' must be an object or null");
   JsonFields fields(scaling, std::string(kWhat) + ": " + std::string(key));
   std::string type;
   TANDEM_RETURN_IF_ERROR(fields.String(fields.Has("rope_type") ? "rope_type" : "type", &type));
@@ -96,8 +96,7 @@ Status ParseRopeScaling(const json& scaling, std::string_view key, ModelConfig* 
     TANDEM_RETURN_IF_ERROR(fields.Require("factor"));
   } else if (type == "llama3") {
     rope.type = RopeScalingType::kLlama3;
-    for (std::string_view k : {"factor", "low_freq_factor", "high_freq_factor",
-                               "original_max_position_embeddings"}) {
+    for (std::string_view k : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
       TANDEM_RETURN_IF_ERROR(fields.Require(k));
     }
   } else {
@@ -125,8 +124,8 @@ Status ParseRope(const json& root, const JsonFields& fields, ModelConfig* config
 }
 
 Status ParseShapes(const JsonFields& f, ModelConfig* c) {
-  for (std::string_view key : {"vocab_size", "hidden_size", "intermediate_size",
-                               "num_hidden_layers", "num_attention_heads"}) {
+  for (std::string_view key :
+       {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"}) {
     TANDEM_RETURN_IF_ERROR(f.Require(key));
   }
   TANDEM_RETURN_IF_ERROR(f.Int("vocab_size", &c->vocab_size));

@@ -20,22 +20,22 @@ enum class RopeScalingType { kNone, kLinear, kLlama3 };
 
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kNone;
-  double factor = 1.0;                       // linear and llama3
-  double low_freq_factor = 1.0;              // llama3
-  double high_freq_factor = 4.0;             // llama3
+  double factor = 1.0;                          // linear and llama3
+  double low_freq_factor = 1.0;                 // llama3
+  double high_freq_factor = 4.0;                // llama3
   int original_max_position_embeddings = 8192;  // llama3
 };
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::kLlama;
-  std::string architecture;       // e.g. "LlamaForCausalLM"
+  std::string architecture;  // e.g. "LlamaForCausalLM"
   int vocab_size = 0;
   int hidden_size = 0;
-  int intermediate_size = 0;      // FFN width
-  int num_layers = 0;             // num_hidden_layers
-  int num_heads = 0;              // num_attention_heads
-  int num_kv_heads = 0;           // num_key_value_heads (defaults to num_heads)
-  int head_dim = 0;               // head_dim, or hidden_size / num_heads
+  int intermediate_size = 0;  // FFN width
+  int num_layers = 0;         // num_hidden_layers
+  int num_heads = 0;          // num_attention_heads
+  int num_kv_heads = 0;       // num_key_value_heads (defaults to num_heads)
+  int head_dim = 0;           // head_dim, or hidden_size / num_heads
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
@@ -45,7 +45,7 @@ struct ModelConfig {
   bool qk_norm = false;              // per-head RMSNorm on q and k before RoPE (Qwen3)
   DType dtype = DType::kBF16;        // torch_dtype of the checkpoint
   std::optional<int> bos_token_id;
-  std::vector<int> eos_token_ids;    // from config.json; generation_config may add more
+  std::vector<int> eos_token_ids;  // from config.json; generation_config may add more
   // Mistral/Qwen sliding-window attention width in tokens, when the checkpoint
   // enables it (Qwen's `use_sliding_window: false` leaves this empty). The
   // runtime must refuse or handle sequences longer than this.

@@ -17,8 +17,8 @@ constexpr int kMaxHeadDim = 1024;
 
 Status CheckRange(std::string_view name, long long value, long long lo, long long hi) {
   if (value >= lo && value <= hi) return Status::Ok();
-  return InvalidArgumentError("model config: " + std::string(name) + " = " + std::to_string(value) +
-                              " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return InvalidArgumentError("model config: " + std::string(name) + " = " + std::to_string(value) + " is outside [" +
+                              std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
 Status ValidateRope(const ModelConfig& c) {
@@ -28,11 +28,9 @@ Status ValidateRope(const ModelConfig& c) {
   if (!(r.factor >= 1.0)) return InvalidArgumentError("model config: rope_scaling.factor must be >= 1");
   if (r.type != RopeScalingType::kLlama3) return Status::Ok();
   if (!(r.low_freq_factor > 0) || !(r.high_freq_factor > r.low_freq_factor)) {
-    return InvalidArgumentError(
-        "model config: llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor");
+    return InvalidArgumentError("model config: llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor");
   }
-  return CheckRange("rope_scaling.original_max_position_embeddings",
-                    r.original_max_position_embeddings, 1, 1 << 24);
+  return CheckRange("rope_scaling.original_max_position_embeddings", r.original_max_position_embeddings, 1, 1 << 24);
 }
 
 Status ValidateTokenIds(const ModelConfig& c) {
@@ -54,8 +52,7 @@ Status ModelConfig::Validate() const {
   TANDEM_RETURN_IF_ERROR(CheckRange("num_key_value_heads", num_kv_heads, 1, num_heads));
   if (num_heads % num_kv_heads != 0) {
     return InvalidArgumentError("model config: num_attention_heads (" + std::to_string(num_heads) +
-                                ") is not a multiple of num_key_value_heads (" +
-                                std::to_string(num_kv_heads) + ")");
+                                ") is not a multiple of num_key_value_heads (" + std::to_string(num_kv_heads) + ")");
   }
   TANDEM_RETURN_IF_ERROR(CheckRange("head_dim", head_dim, 2, kMaxHeadDim));
   if (head_dim % 2 != 0) return InvalidArgumentError("model config: head_dim must be even for RoPE");

@@ -22,8 +22,8 @@ constexpr std::array<DTypeSpelling, 6> kDTypes = {{{DType::kBF16, "BF16"},
                                                    {DType::kI64, "I64"},
                                                    {DType::kU8, "U8"}}};
 // Valid in the format but not loadable here.
-constexpr std::array<std::string_view, 10> kOtherDTypes = {
-    "F64", "I8", "I16", "U16", "U32", "U64", "BOOL", "F8_E4M3", "F8_E5M2", "F4"};
+constexpr std::array<std::string_view, 10> kOtherDTypes = {"F64", "I8",   "I16",     "U16",     "U32",
+                                                           "U64", "BOOL", "F8_E4M3", "F8_E5M2", "F4"};
 
 // Names and dtypes come from untrusted input; keep error messages short.
 std::string Clip(std::string_view text) {
@@ -61,8 +61,8 @@ class HeaderParser {
                            std::to_string(size - 8) + " bytes follow");
     }
     std::string_view text(reinterpret_cast<const char*>(data) + 8, header_len);
-    StatusOr<json> root = ParseJsonText(text, kMaxSafetensorsHeaderBytes, kMaxSafetensorsHeaderDepth,
-                                        std::string(file_) + ": header");
+    StatusOr<json> root =
+        ParseJsonText(text, kMaxSafetensorsHeaderBytes, kMaxSafetensorsHeaderDepth, std::string(file_) + ": header");
     if (!root.ok()) return root.status();
     if (!root->is_object()) return Error("", "header is not a JSON object");
     SafetensorsHeader header;
@@ -90,11 +90,10 @@ class HeaderParser {
     return Status::Ok();
   }
 
-  Status ParseShape(const std::string& name, const json& value, SafetensorsEntry* entry,
-                    uint64_t* num_elements) const {
+  Status ParseShape(const std::string& name, const json& value, SafetensorsEntry* entry, uint64_t* num_elements) const {
     if (!value.is_array() || value.size() > kMaxSafetensorsRank) {
-      return Error(name, "shape must be a list of at most " + std::to_string(kMaxSafetensorsRank) +
-                             " non-negative integers");
+      return Error(name,
+                   "shape must be a list of at most " + std::to_string(kMaxSafetensorsRank) + " non-negative integers");
     }
     *num_elements = 1;
     for (const json& dim_json : value) {
@@ -110,8 +109,7 @@ class HeaderParser {
     return Status::Ok();
   }
 
-  StatusOr<SafetensorsEntry> ParseEntry(const std::string& name, const json& value,
-                                        uint64_t data_size) const {
+  StatusOr<SafetensorsEntry> ParseEntry(const std::string& name, const json& value, uint64_t data_size) const {
     if (name.empty()) return Error("", "empty tensor name");
     if (!value.is_object()) return Error(name, "entry must be an object");
     SafetensorsEntry entry;
@@ -132,9 +130,8 @@ class HeaderParser {
     }
     if (entry.begin > entry.end) return Error(name, "data_offsets begin > end");
     if (entry.end > data_size) {
-      return Error(name, "data_offsets end " + std::to_string(entry.end) +
-                             " is past the data section of " + std::to_string(data_size) +
-                             " bytes (truncated file?)");
+      return Error(name, "data_offsets end " + std::to_string(entry.end) + " is past the data section of " +
+                             std::to_string(data_size) + " bytes (truncated file?)");
     }
     uint64_t num_bytes = 0;
     if (__builtin_mul_overflow(num_elements, DTypeSize(entry.dtype), &num_bytes) ||
@@ -154,8 +151,8 @@ class HeaderParser {
     uint64_t expected = 0;
     for (const SafetensorsEntry& entry : tensors) {
       if (entry.begin < expected) {
-        return Error(entry.name, "data_offsets [" + std::to_string(entry.begin) + ", " +
-                                     std::to_string(entry.end) + ") overlap the previous tensor");
+        return Error(entry.name, "data_offsets [" + std::to_string(entry.begin) + ", " + std::to_string(entry.end) +
+                                     ") overlap the previous tensor");
       }
       if (entry.begin > expected) {
         return Error(entry.name, "gap in the data section before offset " + std::to_string(entry.begin));
@@ -163,8 +160,8 @@ class HeaderParser {
       expected = entry.end;
     }
     if (expected != data_size) {
-      return Error("", "data section has " + std::to_string(data_size) + " bytes but tensors cover " +
-                           std::to_string(expected));
+      return Error(
+          "", "data section has " + std::to_string(data_size) + " bytes but tensors cover " + std::to_string(expected));
     }
     return Status::Ok();
   }
@@ -191,8 +188,7 @@ std::string_view SafetensorsDTypeName(DType dtype) {
   return "?";
 }
 
-StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const std::byte* data, size_t size,
-                                                   std::string_view file_name) {
+StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const std::byte* data, size_t size, std::string_view file_name) {
   try {  // every access checks types first; this only guards against surprises
     return HeaderParser(file_name).Parse(data, size);
   } catch (const std::exception& e) {

@@ -46,8 +46,7 @@ struct SafetensorsHeader {
 // on: truncation, header over kMaxSafetensorsHeaderBytes, non-JSON or non-object
 // header, unknown or unsupported dtype, bad shape, offsets out of range,
 // overlapping or leaving gaps, and byte sizes that disagree with dtype x shape.
-StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const std::byte* data, size_t size,
-                                                   std::string_view file_name);
+StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const std::byte* data, size_t size, std::string_view file_name);
 
 // "BF16", "F16", "F32", "I32", "I64", "U8" <-> DType. Other safetensors dtypes
 // (F64, I8, F8_E4M3, ...) are InvalidArgument "unsupported".

@@ -16,8 +16,9 @@ uint64_t TensorSpec::NumBytes() const {
   return n;
 }
 
-StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
-    const std::string& path, std::vector<TensorSpec> tensors, std::map<std::string, std::string> metadata) {
+StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(const std::string& path,
+                                                                       std::vector<TensorSpec> tensors,
+                                                                       std::map<std::string, std::string> metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::set<std::string> names;

@@ -30,9 +30,9 @@ class SafetensorsWriter {
  public:
   // Creates `path` (truncating it) and writes the header for `tensors`.
   // InvalidArgument on an empty or duplicate name or a negative dimension.
-  static StatusOr<std::unique_ptr<SafetensorsWriter>> Create(
-      const std::string& path, std::vector<TensorSpec> tensors,
-      std::map<std::string, std::string> metadata = {{"format", "pt"}});
+  static StatusOr<std::unique_ptr<SafetensorsWriter>> Create(const std::string& path, std::vector<TensorSpec> tensors,
+                                                             std::map<std::string, std::string> metadata = {
+                                                                 {"format", "pt"}});
 
   ~SafetensorsWriter();
   SafetensorsWriter(const SafetensorsWriter&) = delete;

@@ -121,10 +121,10 @@ StatusOr<std::unique_ptr<ModelWeights>> OpenSharded(const std::string& dir) {
   for (const std::string& shard : shards) {
     std::string path = dir + "/" + shard;
     if (!FileExists(path)) {
-      return NotFoundError(index_path + ": shard '" + shard + "' (for tensor '" +
-                           std::find_if(weight_map.begin(), weight_map.end(),
-                                        [&](const auto& e) { return e.second == shard; })->first +
-                           "') does not exist");
+      return NotFoundError(
+          index_path + ": shard '" + shard + "' (for tensor '" +
+          std::find_if(weight_map.begin(), weight_map.end(), [&](const auto& e) { return e.second == shard; })->first +
+          "') does not exist");
     }
     TANDEM_RETURN_IF_ERROR(weights->AddFile(dir, shard));
   }

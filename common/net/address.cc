@@ -10,8 +10,7 @@ StatusOr<HostPort> ParseHostPort(std::string_view address) {
   std::string_view port_text;
   if (!address.empty() && address.front() == '[') {
     size_t close = address.find(']');
-    if (close == std::string_view::npos || close + 1 >= address.size() ||
-        address[close + 1] != ':') {
+    if (close == std::string_view::npos || close + 1 >= address.size() || address[close + 1] != ':') {
       return InvalidArgumentError("bad address '" + std::string(address) + "': want [v6]:port");
     }
     out.host = std::string(address.substr(1, close - 1));
@@ -27,8 +26,7 @@ StatusOr<HostPort> ParseHostPort(std::string_view address) {
   if (out.host.empty()) return InvalidArgumentError("address '" + std::string(address) + "' has no host");
   unsigned port = 0;
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port_text.empty() ||
-      port > 65535) {
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port_text.empty() || port > 65535) {
     return InvalidArgumentError("address '" + std::string(address) + "' has a bad port");
   }
   out.port = static_cast<uint16_t>(port);

@@ -58,9 +58,8 @@ Status ConnectionImpl::Enqueue(std::string frame) {
     queued_bytes_ -= frame.size();
     return ResourceExhaustedError("write queue to " + remote_address() + " is full");
   }
-  asio::post(strand_, [self = shared_from_this(), frame = std::move(frame)]() mutable {
-    self->PushWrite(std::move(frame));
-  });
+  asio::post(strand_,
+             [self = shared_from_this(), frame = std::move(frame)]() mutable { self->PushWrite(std::move(frame)); });
   return Status::Ok();
 }
 
@@ -144,8 +143,7 @@ void ConnectionImpl::Dispatch(Frame frame) {
     } else if (frame.header.kind == FrameKind::kReply) {
       HandleReply(frame);
     } else {
-      DoClose(UnavailableError("peer sent " + proto::MessageTypeName(frame.header.type) +
-                               " before answering Hello"));
+      DoClose(UnavailableError("peer sent " + proto::MessageTypeName(frame.header.type) + " before answering Hello"));
     }
     return;
   }
@@ -162,8 +160,8 @@ void ConnectionImpl::HandleReply(const Frame& frame) {
   PendingCall call = std::move(it->second);
   pending_.erase(it);
   if (call.timer) call.timer->cancel();
-  auto parsed = proto::ParseMessage(static_cast<proto::MessageType>(frame.header.type),
-                                    frame.payload, options_.rpc.max_frame_bytes);
+  auto parsed = proto::ParseMessage(static_cast<proto::MessageType>(frame.header.type), frame.payload,
+                                    options_.rpc.max_frame_bytes);
   if (!parsed.ok()) {
     call.on_reply(parsed.status());
     DoClose(parsed.status().WithContext("garbled reply"));
@@ -178,8 +176,8 @@ void ConnectionImpl::HandleReply(const Frame& frame) {
 }
 
 void ConnectionImpl::HandleRequest(const Frame& frame) {
-  auto parsed = proto::ParseMessage(static_cast<proto::MessageType>(frame.header.type),
-                                    frame.payload, options_.rpc.max_frame_bytes);
+  auto parsed = proto::ParseMessage(static_cast<proto::MessageType>(frame.header.type), frame.payload,
+                                    options_.rpc.max_frame_bytes);
   if (!parsed.ok()) {
     Reject(frame.header.correlation_id, parsed.status());
     return;
@@ -199,8 +197,8 @@ void ConnectionImpl::HandleRequest(const Frame& frame) {
 
 void ConnectionImpl::HandleOneWay(const Frame& frame) {
   if (frame.header.type == proto::MESSAGE_TYPE_PING) return;
-  auto parsed = proto::ParseMessage(static_cast<proto::MessageType>(frame.header.type),
-                                    frame.payload, options_.rpc.max_frame_bytes);
+  auto parsed = proto::ParseMessage(static_cast<proto::MessageType>(frame.header.type), frame.payload,
+                                    options_.rpc.max_frame_bytes);
   if (!parsed.ok()) {
     Reject(0, parsed.status());
     return;
@@ -211,8 +209,7 @@ void ConnectionImpl::HandleOneWay(const Frame& frame) {
 void ConnectionImpl::Reject(uint64_t correlation_id, const Status& status) {
   proto::Error error;
   *error.mutable_error() = proto::ToErrorInfo(status);
-  auto encoded = Encode(correlation_id != 0 ? FrameKind::kReply : FrameKind::kOneWay,
-                        correlation_id, error);
+  auto encoded = Encode(correlation_id != 0 ? FrameKind::kReply : FrameKind::kOneWay, correlation_id, error);
   if (encoded.ok()) {
     queued_bytes_ += encoded->size();
     PushWrite(std::move(*encoded));
@@ -254,8 +251,8 @@ void ConnectionImpl::OnKeepalive() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count();
   };
   if (rpc.idle_timeout_ms > 0 && since(last_received_) > rpc.idle_timeout_ms) {
-    DoClose(UnavailableError("peer " + remote_address() + " silent for over " +
-                             std::to_string(rpc.idle_timeout_ms) + " ms"));
+    DoClose(UnavailableError("peer " + remote_address() + " silent for over " + std::to_string(rpc.idle_timeout_ms) +
+                             " ms"));
     return;
   }
   if (rpc.keepalive_interval_ms > 0 && !writing_ && since(last_sent_) >= rpc.keepalive_interval_ms) {
@@ -268,8 +265,7 @@ void ConnectionImpl::OnKeepalive() {
   ArmKeepalive();
 }
 
-void ConnectionImpl::Call(const google::protobuf::Message& request, int64_t timeout_ms,
-                          ReplyCallback on_reply) {
+void ConnectionImpl::Call(const google::protobuf::Message& request, int64_t timeout_ms, ReplyCallback on_reply) {
   if (timeout_ms <= 0) timeout_ms = options_.default_call_timeout_ms;
   uint64_t id = next_correlation_id_++;
   auto encoded = Encode(FrameKind::kRequest, id, request);

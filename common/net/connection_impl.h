@@ -29,8 +29,7 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Strand = asio::strand<asio::io_context::executor_type>;
 
-class ConnectionImpl final : public RpcConnection,
-                             public std::enable_shared_from_this<ConnectionImpl> {
+class ConnectionImpl final : public RpcConnection, public std::enable_shared_from_this<ConnectionImpl> {
  public:
   enum class Side { kServer, kClient };
   struct Options {
@@ -55,8 +54,7 @@ class ConnectionImpl final : public RpcConnection,
   // Client side: resolve, connect, TLS, Hello; on_open runs once on the strand.
   void StartClient(const HostPort& peer, int64_t timeout_ms, OpenCallback on_open);
 
-  void Call(const google::protobuf::Message& request, int64_t timeout_ms,
-            ReplyCallback on_reply) override;
+  void Call(const google::protobuf::Message& request, int64_t timeout_ms, ReplyCallback on_reply) override;
   Status Send(const google::protobuf::Message& message) override;
   void Close(const Status& reason) override;
   bool is_open() const override { return open_.load(); }
@@ -74,8 +72,7 @@ class ConnectionImpl final : public RpcConnection,
     std::unique_ptr<asio::steady_timer> timer;
   };
 
-  StatusOr<std::string> Encode(FrameKind kind, uint64_t correlation_id,
-                               const google::protobuf::Message& message);
+  StatusOr<std::string> Encode(FrameKind kind, uint64_t correlation_id, const google::protobuf::Message& message);
   Status Enqueue(std::string frame);
   void PushWrite(std::string frame);  // strand
   void StartWrite();                  // strand

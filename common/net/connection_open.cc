@@ -38,14 +38,13 @@ void ConnectionImpl::StartServer() {
       self->StartRead();
       return;
     }
-    self->tls_->async_handshake(asio::ssl::stream_base::server,
-                                [self](const boost::system::error_code& ec) {
-                                  if (ec) {
-                                    self->DoClose(UnavailableError("TLS handshake failed: " + ec.message()));
-                                    return;
-                                  }
-                                  self->StartRead();
-                                });
+    self->tls_->async_handshake(asio::ssl::stream_base::server, [self](const boost::system::error_code& ec) {
+      if (ec) {
+        self->DoClose(UnavailableError("TLS handshake failed: " + ec.message()));
+        return;
+      }
+      self->StartRead();
+    });
   });
 }
 
@@ -70,16 +69,15 @@ void ConnectionImpl::StartClient(const HostPort& peer, int64_t timeout_ms, OpenC
             self->DoClose(UnavailableError("resolve " + peer.host + ": " + ec.message()));
             return;
           }
-          asio::async_connect(self->socket(), results,
-                              [self, peer](const boost::system::error_code& ec, const tcp::endpoint&) {
-                                if (self->closed_) return;
-                                if (ec) {
-                                  self->DoClose(UnavailableError("connect to " + FormatHostPort(peer) +
-                                                                 ": " + ec.message()));
-                                  return;
-                                }
-                                self->AfterConnect(peer);
-                              });
+          asio::async_connect(
+              self->socket(), results, [self, peer](const boost::system::error_code& ec, const tcp::endpoint&) {
+                if (self->closed_) return;
+                if (ec) {
+                  self->DoClose(UnavailableError("connect to " + FormatHostPort(peer) + ": " + ec.message()));
+                  return;
+                }
+                self->AfterConnect(peer);
+              });
         });
   });
 }

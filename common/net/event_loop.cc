@@ -13,8 +13,7 @@ struct EventLoop::WorkGuard {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard;
 };
 
-EventLoop::EventLoop(int num_threads)
-    : context_(std::make_unique<boost::asio::io_context>(num_threads)) {
+EventLoop::EventLoop(int num_threads) : context_(std::make_unique<boost::asio::io_context>(num_threads)) {
   TANDEM_CHECK(num_threads >= 1) << "EventLoop needs at least one thread";
   work_ = std::make_unique<WorkGuard>(WorkGuard{boost::asio::make_work_guard(*context_)});
   for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { Run(); });
@@ -45,8 +44,6 @@ void EventLoop::Stop() {
   threads_.clear();
 }
 
-bool EventLoop::InLoopThread() const {
-  return context_->get_executor().running_in_this_thread();
-}
+bool EventLoop::InLoopThread() const { return context_->get_executor().running_in_this_thread(); }
 
 }  // namespace tandem::net

@@ -37,8 +37,7 @@ StatusOr<FrameHeader> DecodeFrameHeader(const uint8_t* data, uint32_t max_payloa
     return InvalidArgumentError("bad frame magic (not a Tandem control connection?)");
   }
   if (data[4] != proto::kProtocolVersion) {
-    return InvalidArgumentError("unsupported protocol version " + std::to_string(data[4]) +
-                                " (this build speaks " +
+    return InvalidArgumentError("unsupported protocol version " + std::to_string(data[4]) + " (this build speaks " +
                                 std::to_string(proto::kProtocolVersion) + ")");
   }
   if (data[5] > static_cast<uint8_t>(FrameKind::kOneWay)) {
@@ -55,14 +54,12 @@ StatusOr<FrameHeader> DecodeFrameHeader(const uint8_t* data, uint32_t max_payloa
   }
   if (header.payload_bytes > max_payload_bytes) {
     return ResourceExhaustedError("frame payload of " + std::to_string(header.payload_bytes) +
-                                  " bytes exceeds the limit of " +
-                                  std::to_string(max_payload_bytes));
+                                  " bytes exceeds the limit of " + std::to_string(max_payload_bytes));
   }
   return header;
 }
 
-StatusOr<std::string> EncodeFrame(FrameKind kind, uint64_t correlation_id,
-                                  const google::protobuf::Message& message,
+StatusOr<std::string> EncodeFrame(FrameKind kind, uint64_t correlation_id, const google::protobuf::Message& message,
                                   uint32_t max_payload_bytes) {
   proto::MessageType type = proto::TypeOf(message);
   if (type == proto::MESSAGE_TYPE_UNSPECIFIED) {
@@ -70,9 +67,8 @@ StatusOr<std::string> EncodeFrame(FrameKind kind, uint64_t correlation_id,
   }
   size_t payload_bytes = message.ByteSizeLong();
   if (payload_bytes > max_payload_bytes) {
-    return InvalidArgumentError(proto::MessageTypeName(type) + " of " +
-                                std::to_string(payload_bytes) + " bytes exceeds the limit of " +
-                                std::to_string(max_payload_bytes));
+    return InvalidArgumentError(proto::MessageTypeName(type) + " of " + std::to_string(payload_bytes) +
+                                " bytes exceeds the limit of " + std::to_string(max_payload_bytes));
   }
   std::string out(kFrameHeaderBytes + payload_bytes, '\0');
   FrameHeader header;
@@ -101,8 +97,7 @@ StatusOr<std::optional<Frame>> FrameDecoder::Next() {
   if (!error_.ok()) return error_;
   if (!pending_header_) {
     if (buffered_bytes() < kFrameHeaderBytes) return std::optional<Frame>();
-    auto header = DecodeFrameHeader(reinterpret_cast<const uint8_t*>(buffer_.data()) + consumed_,
-                                    max_payload_bytes_);
+    auto header = DecodeFrameHeader(reinterpret_cast<const uint8_t*>(buffer_.data()) + consumed_, max_payload_bytes_);
     if (!header.ok()) {
       error_ = header.status();
       buffer_.clear();

@@ -61,15 +61,13 @@ StatusOr<FrameHeader> DecodeFrameHeader(const uint8_t* data, uint32_t max_payloa
 
 // Header + serialized `message` as one buffer. InvalidArgument when the message
 // is not a control-protocol class or serializes above max_payload_bytes.
-StatusOr<std::string> EncodeFrame(FrameKind kind, uint64_t correlation_id,
-                                  const google::protobuf::Message& message,
+StatusOr<std::string> EncodeFrame(FrameKind kind, uint64_t correlation_id, const google::protobuf::Message& message,
                                   uint32_t max_payload_bytes);
 
 // Incremental decoder over a byte stream (bytes arrive in any split).
 class FrameDecoder {
  public:
-  explicit FrameDecoder(uint32_t max_payload_bytes = kDefaultMaxPayloadBytes)
-      : max_payload_bytes_(max_payload_bytes) {}
+  explicit FrameDecoder(uint32_t max_payload_bytes = kDefaultMaxPayloadBytes) : max_payload_bytes_(max_payload_bytes) {}
 
   // Appends bytes read from the peer. Call Next() until it returns nullopt
   // before appending more, which bounds the buffer to one frame plus one read.

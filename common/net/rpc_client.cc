@@ -15,7 +15,7 @@ using internal::ConnectionImpl;
 struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   struct Entry {
     std::shared_ptr<ConnectionImpl> connection;
-    bool ready = false;                  // Hello done
+    bool ready = false;                    // Hello done
     std::vector<ConnectCallback> waiters;  // callers waiting for the dial
   };
 
@@ -29,8 +29,7 @@ struct RpcClient::Impl : std::enable_shared_from_this<RpcClient::Impl> {
   void Finish(const std::string& address, const std::shared_ptr<ConnectionImpl>& conn, Status status);
 };
 
-void RpcClient::Impl::Finish(const std::string& address,
-                             const std::shared_ptr<ConnectionImpl>& conn, Status status) {
+void RpcClient::Impl::Finish(const std::string& address, const std::shared_ptr<ConnectionImpl>& conn, Status status) {
   std::vector<ConnectCallback> waiters;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -52,8 +51,7 @@ void RpcClient::Impl::Finish(const std::string& address,
   }
 }
 
-StatusOr<std::unique_ptr<RpcClient>> RpcClient::Create(EventLoop& loop, RpcClientConfig config,
-                                                       RpcHandlers handlers) {
+StatusOr<std::unique_ptr<RpcClient>> RpcClient::Create(EventLoop& loop, RpcClientConfig config, RpcHandlers handlers) {
   TANDEM_RETURN_IF_ERROR(config.Validate());
   auto impl = std::make_shared<Impl>();
   impl->loop = &loop;
@@ -100,10 +98,9 @@ void RpcClient::AsyncConnect(const std::string& address, ConnectCallback on_done
       entry.waiters.push_back(std::move(on_done));
       impl_->entries.emplace(address, std::move(entry));
       std::weak_ptr<Impl> weak = impl_;
-      fresh->StartClient(*peer, impl_->config.connect_timeout_ms,
-                         [weak, address, fresh](Status status) {
-                           if (auto impl = weak.lock()) impl->Finish(address, fresh, status);
-                         });
+      fresh->StartClient(*peer, impl_->config.connect_timeout_ms, [weak, address, fresh](Status status) {
+        if (auto impl = weak.lock()) impl->Finish(address, fresh, status);
+      });
       return;
     }
   }
@@ -114,9 +111,8 @@ StatusOr<std::shared_ptr<RpcConnection>> RpcClient::Connect(const std::string& a
   TANDEM_CHECK(!impl_->loop->InLoopThread()) << "RpcClient::Connect would block an I/O thread";
   auto promise = std::make_shared<std::promise<StatusOr<std::shared_ptr<RpcConnection>>>>();
   auto future = promise->get_future();
-  AsyncConnect(address, [promise](StatusOr<std::shared_ptr<RpcConnection>> result) {
-    promise->set_value(std::move(result));
-  });
+  AsyncConnect(address,
+               [promise](StatusOr<std::shared_ptr<RpcConnection>> result) { promise->set_value(std::move(result)); });
   return future.get();
 }
 

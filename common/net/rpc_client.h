@@ -24,8 +24,7 @@ class RpcClient {
 
   // Validates config and loads TLS files (InvalidArgument on failure).
   // `handlers` serve traffic the peers send on connections this client dials.
-  static StatusOr<std::unique_ptr<RpcClient>> Create(EventLoop& loop, RpcClientConfig config,
-                                                     RpcHandlers handlers);
+  static StatusOr<std::unique_ptr<RpcClient>> Create(EventLoop& loop, RpcClientConfig config, RpcHandlers handlers);
   ~RpcClient();
   RpcClient(const RpcClient&) = delete;
   RpcClient& operator=(const RpcClient&) = delete;

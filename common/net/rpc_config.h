@@ -64,7 +64,7 @@ struct RpcConfig {
   // Server: a connection must complete TLS and Hello within this time, ms.
   int64_t hello_timeout_ms = 3000;
   // Cap on bytes queued for writing on one connection; Send/Call beyond it fail
-  // with ResourceExhausted (the peer is not reading). 
+  // with ResourceExhausted (the peer is not reading).
   uint64_t max_queued_write_bytes = 256u << 20;
   // Name sent in Hello/HelloReply, for logs ("router", "decode-0").
   std::string peer_name = "tandem";

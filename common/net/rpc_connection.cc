@@ -28,8 +28,7 @@ void Responder::Fail(const Status& status) const {
   Reply(error);
 }
 
-StatusOr<MessagePtr> RpcConnection::CallAndWait(const google::protobuf::Message& request,
-                                                int64_t timeout_ms) {
+StatusOr<MessagePtr> RpcConnection::CallAndWait(const google::protobuf::Message& request, int64_t timeout_ms) {
   TANDEM_CHECK(!OnIoThread()) << "CallAndWait would block an I/O thread";
   auto promise = std::make_shared<std::promise<StatusOr<MessagePtr>>>();
   std::future<StatusOr<MessagePtr>> future = promise->get_future();

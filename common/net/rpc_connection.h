@@ -68,8 +68,7 @@ class RpcConnection {
   // Sends a request. on_reply runs exactly once on an I/O thread. timeout_ms <= 0
   // uses the configured default. Errors before sending (closed, too large,
   // write queue full) are delivered through on_reply too.
-  virtual void Call(const google::protobuf::Message& request, int64_t timeout_ms,
-                    ReplyCallback on_reply) = 0;
+  virtual void Call(const google::protobuf::Message& request, int64_t timeout_ms, ReplyCallback on_reply) = 0;
 
   // Call + wait. REQUIRES: not on an I/O thread.
   StatusOr<MessagePtr> CallAndWait(const google::protobuf::Message& request, int64_t timeout_ms);

@@ -17,8 +17,11 @@ namespace asio = boost::asio;
 
 struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   Impl(EventLoop& loop, RpcServerConfig config, RpcHandlers handlers)
-      : loop(loop), config(std::move(config)), handlers(std::move(handlers)),
-        strand(asio::make_strand(loop.context())), acceptor(strand) {}
+      : loop(loop),
+        config(std::move(config)),
+        handlers(std::move(handlers)),
+        strand(asio::make_strand(loop.context())),
+        acceptor(strand) {}
 
   void Accept();
   size_t LiveConnections();  // REQUIRES: mu held
@@ -33,7 +36,7 @@ struct RpcServer::Impl : std::enable_shared_from_this<RpcServer::Impl> {
   uint16_t port = 0;
   std::string address;
   mutable std::mutex mu;
-  bool stopped = false;                                   // guarded by mu
+  bool stopped = false;                                    // guarded by mu
   std::vector<std::weak_ptr<ConnectionImpl>> connections;  // guarded by mu
 };
 
@@ -53,34 +56,33 @@ void RpcServer::Impl::Accept() {
   options.handlers = handlers;
   options.refusal_log = refusal_log;
   auto conn = std::make_shared<ConnectionImpl>(loop.context(), std::move(options));
-  acceptor.async_accept(conn->socket(), asio::bind_executor(strand, [self = shared_from_this(), conn](
-                                                                        const boost::system::error_code& ec) {
-    {
-      std::lock_guard<std::mutex> lock(self->mu);
-      if (self->stopped) return;
-      if (!ec) {
-        if (self->LiveConnections() >= static_cast<size_t>(self->config.max_connections)) {
-          TANDEM_LOG_WARN("control server at max_connections; dropping a new connection");
-          boost::system::error_code ignored;
-          conn->socket().close(ignored);
-        } else {
-          self->connections.push_back(conn);
-          boost::system::error_code ignored;
-          conn->socket().set_option(tcp::no_delay(true), ignored);
-          conn->StartServer();
-        }
-      } else if (ec == asio::error::operation_aborted) {
-        return;
-      } else {
-        TANDEM_LOG_WARN("accept failed: {}", ec.message());
-      }
-    }
-    self->Accept();
-  }));
+  acceptor.async_accept(conn->socket(), asio::bind_executor(strand, [self = shared_from_this(),
+                                                                     conn](const boost::system::error_code& ec) {
+                          {
+                            std::lock_guard<std::mutex> lock(self->mu);
+                            if (self->stopped) return;
+                            if (!ec) {
+                              if (self->LiveConnections() >= static_cast<size_t>(self->config.max_connections)) {
+                                TANDEM_LOG_WARN("control server at max_connections; dropping a new connection");
+                                boost::system::error_code ignored;
+                                conn->socket().close(ignored);
+                              } else {
+                                self->connections.push_back(conn);
+                                boost::system::error_code ignored;
+                                conn->socket().set_option(tcp::no_delay(true), ignored);
+                                conn->StartServer();
+                              }
+                            } else if (ec == asio::error::operation_aborted) {
+                              return;
+                            } else {
+                              TANDEM_LOG_WARN("accept failed: {}", ec.message());
+                            }
+                          }
+                          self->Accept();
+                        }));
 }
 
-StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(EventLoop& loop, RpcServerConfig config,
-                                                      RpcHandlers handlers) {
+StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(EventLoop& loop, RpcServerConfig config, RpcHandlers handlers) {
   TANDEM_RETURN_IF_ERROR(config.Validate());
   TANDEM_ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(config.listen_address));
   boost::system::error_code ec;

@@ -21,8 +21,7 @@ class RpcServer {
  public:
   // Validates config, loads TLS files, binds and starts accepting. Errors:
   // InvalidArgument (config, TLS files), Unavailable (bind/listen failed).
-  static StatusOr<std::unique_ptr<RpcServer>> Start(EventLoop& loop, RpcServerConfig config,
-                                                    RpcHandlers handlers);
+  static StatusOr<std::unique_ptr<RpcServer>> Start(EventLoop& loop, RpcServerConfig config, RpcHandlers handlers);
   ~RpcServer();  // Stop()
   RpcServer(const RpcServer&) = delete;
   RpcServer& operator=(const RpcServer&) = delete;

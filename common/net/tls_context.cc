@@ -11,13 +11,11 @@ Status Check(const boost::system::error_code& ec, const std::string& what) {
   return InvalidArgumentError("tls: " + what + ": " + ec.message());
 }
 
-StatusOr<std::shared_ptr<ssl::context>> MakeContext(ssl::context::method method,
-                                                    const TlsConfig& tls) {
+StatusOr<std::shared_ptr<ssl::context>> MakeContext(ssl::context::method method, const TlsConfig& tls) {
   auto context = std::make_shared<ssl::context>(method);
   boost::system::error_code ec;
-  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                           ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                           ssl::context::no_tlsv1_1 | ssl::context::single_dh_use,
+  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                           ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use,
                        ec);
   TANDEM_RETURN_IF_ERROR(Check(ec, "set options"));
   SSL_CTX_set_min_proto_version(context->native_handle(), TLS1_2_VERSION);

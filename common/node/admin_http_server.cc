@@ -42,9 +42,8 @@ struct AdminHttpServer::Impl {
       parser.header_limit(8 * 1024);
       parser.body_limit(0);
       stream.expires_after(std::chrono::seconds(5));
-      http::async_read(stream, buffer, parser, [self = shared_from_this()](beast::error_code ec, size_t) {
-        self->OnRead(ec);
-      });
+      http::async_read(stream, buffer, parser,
+                       [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
     }
     void OnRead(beast::error_code ec) {
       if (ec) {
@@ -79,7 +78,8 @@ struct AdminHttpServer::Impl {
 
 StatusOr<std::unique_ptr<AdminHttpServer>> AdminHttpServer::Start(const std::string& address, Handler handler) {
   size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) return InvalidArgumentError("http address must be host:port: " + address);
+  if (colon == std::string::npos || colon == 0)
+    return InvalidArgumentError("http address must be host:port: " + address);
   std::string host = address.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   int port = 0;

@@ -31,8 +31,7 @@ int WaitForTerminationSignal(int timeout_ms) {
   return sig > 0 ? sig : 0;
 }
 
-int RunUntilDrained(const std::function<void()>& begin_drain, const std::function<bool()>& idle,
-                    int drain_timeout_ms) {
+int RunUntilDrained(const std::function<void()>& begin_drain, const std::function<bool()>& idle, int drain_timeout_ms) {
   int sig = 0;
   while ((sig = WaitForTerminationSignal(500)) == 0) {
   }

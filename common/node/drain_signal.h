@@ -15,7 +15,6 @@ int WaitForTerminationSignal(int timeout_ms);
 
 // main's loop: waits for SIGTERM/SIGINT, calls begin_drain, then waits until
 // idle() or drain_timeout_ms passed (or another signal came). Returns 0.
-int RunUntilDrained(const std::function<void()>& begin_drain, const std::function<bool()>& idle,
-                    int drain_timeout_ms);
+int RunUntilDrained(const std::function<void()>& begin_drain, const std::function<bool()>& idle, int drain_timeout_ms);
 
 }  // namespace tandem::node

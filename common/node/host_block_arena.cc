@@ -10,8 +10,7 @@ namespace tandem::node {
 
 void HostBlockArena::Deleter::operator()(std::byte* p) const { std::free(p); }
 
-HostBlockArena::HostBlockArena(const kv_cache::KvLayout& layout, const Clock& clock)
-    : layout_(layout), clock_(clock) {
+HostBlockArena::HostBlockArena(const kv_cache::KvLayout& layout, const Clock& clock) : layout_(layout), clock_(clock) {
   TANDEM_CHECK(layout_.Validate().ok()) << layout_.DebugString();
   size_t bytes = (layout_.TotalBytes() + 63) / 64 * 64;
   memory_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));

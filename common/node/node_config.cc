@@ -13,7 +13,8 @@ void NodeConfig::Bind(config::ConfigBinder& b) {
   b.Field("reconnect_interval_ms", reconnect_interval_ms, "router reconnect period (ms)");
   b.Field("http_address", http_address, "HTTP /metrics and /health listener host:port (empty: off)");
   b.Field("transport", transport, "KV transport: ucx | cuda_ipc | nccl | local");
-  b.Field("kv_staging", kv_staging, "auto: KV moves pool to pool where the transport reaches it; host: always through host arenas");
+  b.Field("kv_staging", kv_staging,
+          "auto: KV moves pool to pool where the transport reaches it; host: always through host arenas");
   b.Field("ucx_transports", ucx_transports, "UCX transport list (UCX_TLS syntax)");
   b.Field("transfer_blocks", transfer_blocks, "blocks of the registered landing/staging host arena");
   b.Field("late_write_grace_ms", late_write_grace_ms, "quarantine of landing blocks after a failed transfer (ms)");

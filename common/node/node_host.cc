@@ -24,10 +24,11 @@ Status NodeHost::Start(const NodeConfig& config, engine::Engine* engine, RoleHoo
   });
   loop_ = std::make_unique<net::EventLoop>(2);
   net::RpcHandlers handlers;
-  handlers.on_request = [this](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m,
-                               net::Responder r) {
-    if (hooks_.on_request) hooks_.on_request(conn, std::move(m), std::move(r));
-    else r.Fail(UnimplementedError("no handler"));
+  handlers.on_request = [this](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m, net::Responder r) {
+    if (hooks_.on_request)
+      hooks_.on_request(conn, std::move(m), std::move(r));
+    else
+      r.Fail(UnimplementedError("no handler"));
   };
   handlers.on_message = [this](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m) {
     if (hooks_.on_message) hooks_.on_message(conn, std::move(m));
@@ -38,8 +39,8 @@ Status NodeHost::Start(const NodeConfig& config, engine::Engine* engine, RoleHoo
   TANDEM_ASSIGN_OR_RETURN(server_, net::RpcServer::Start(*loop_, config_.ServerConfig(), std::move(handlers)));
   address_ = config_.advertise_address.empty() ? server_->address() : config_.advertise_address;
   if (!config_.http_address.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(http_, AdminHttpServer::Start(config_.http_address,
-                                                          [this](const std::string& path) { return Serve(path); }));
+    TANDEM_ASSIGN_OR_RETURN(
+        http_, AdminHttpServer::Start(config_.http_address, [this](const std::string& path) { return Serve(path); }));
   }
   if (!config_.router_address.empty()) {
     RouterLinkOptions options;
@@ -50,10 +51,11 @@ Status NodeHost::Start(const NodeConfig& config, engine::Engine* engine, RoleHoo
     options.make_register = [this] { return MakeRegister(); };
     options.load = [this] { return Load(); };
     options.cache = [this](bool full) { return TakeCacheReport(full); };
-    options.on_request = [this](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m,
-                                net::Responder r) {
-      if (hooks_.on_request) hooks_.on_request(conn, std::move(m), std::move(r));
-      else r.Fail(UnimplementedError("no handler"));
+    options.on_request = [this](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m, net::Responder r) {
+      if (hooks_.on_request)
+        hooks_.on_request(conn, std::move(m), std::move(r));
+      else
+        r.Fail(UnimplementedError("no handler"));
     };
     options.on_lost = [this] {
       if (hooks_.on_router_lost) hooks_.on_router_lost();
@@ -61,8 +63,7 @@ Status NodeHost::Start(const NodeConfig& config, engine::Engine* engine, RoleHoo
     link_ = std::make_unique<RouterLink>(*loop_, std::move(options));
     TANDEM_RETURN_IF_ERROR(link_->Start());
   }
-  TANDEM_LOG_INFO("{} node {} listening on {} (http {})", config_.role, config_.node_name, address_,
-                  http_address());
+  TANDEM_LOG_INFO("{} node {} listening on {} (http {})", config_.role, config_.node_name, address_, http_address());
   return Status::Ok();
 }
 

@@ -5,8 +5,8 @@
 // into the host through RoleHooks.
 //
 // Readiness: ready = registered with the router (or no router configured) and
-// not draining; a 503 says which, with the router's last refusal if any. Draining: readiness fails at once, heartbeats say draining,
-// and the role refuses new admissions (check draining()).
+// not draining; a 503 says which, with the router's last refusal if any. Draining: readiness fails at once, heartbeats
+// say draining, and the role refuses new admissions (check draining()).
 //
 // Thread rule: Start/Stop from the owning thread; the rest is thread-safe.
 // Hooks run on I/O threads (must not block) except refresh (HTTP thread).

@@ -42,9 +42,9 @@ NodeMetrics::NodeMetrics(const NodeMetricsOptions& o) {
                                    "Prefill time of a prompt computed here (first step to first token), seconds.",
                                    m::RequestLatencyBuckets());
   if (decode) {
-    request_decode_time = histogram(m::kRequestDecodeTimeSeconds,
-                                    "Decode time of a request, first to last token, seconds.",
-                                    m::RequestLatencyBuckets());
+    request_decode_time =
+        histogram(m::kRequestDecodeTimeSeconds, "Decode time of a request, first to last token, seconds.",
+                  m::RequestLatencyBuckets());
   }
   iteration_tokens = histogram(m::kIterationTokens, "Tokens computed per engine step (prefill and decode).",
                                m::IterationTokenBuckets(o.max_num_batched_tokens));

@@ -45,7 +45,7 @@ struct NodeMetrics {
   metrics::Histogram* request_prefill_time = nullptr;  // prompts this node computed
   metrics::Histogram* iteration_tokens = nullptr;
   metrics::Histogram* kv_transfer_seconds = nullptr;
-  metrics::Counter* kv_transfer_bytes = nullptr;       // direction "sent" (prefill) or "received" (decode)
+  metrics::Counter* kv_transfer_bytes = nullptr;  // direction "sent" (prefill) or "received" (decode)
   metrics::Counter* prompt_tokens = nullptr;
   metrics::Counter* generation_tokens = nullptr;
   metrics::Counter* prefix_cache_queries = nullptr;

@@ -22,8 +22,7 @@ StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams&
 
 // A prompt the engine can take: non-empty, ids in [0, vocab_size), room for one
 // output token within max_model_len.
-Status ValidatePrompt(const google::protobuf::RepeatedField<int32_t>& token_ids, int vocab_size,
-                      int max_model_len);
+Status ValidatePrompt(const google::protobuf::RepeatedField<int32_t>& token_ids, int vocab_size, int max_model_len);
 
 // The fields every router request (Reserve, PrefillRequest) carries: a non-zero
 // id, an epoch >= 1, a tenant salt of at most kMaxTenantSaltBytes.

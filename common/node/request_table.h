@@ -36,16 +36,15 @@ class RequestTable {
 
   // What Admit decided.
   enum class Admission {
-    kAdmitted,    // a new record exists now (`*entry` points at it)
-    kRefused,     // `*refusal` says why (AlreadyExists, Cancelled, ResourceExhausted)
-    kSuperseding, // an older epoch holds the id: the caller must end it; `retry`
-                  // runs once it is erased
+    kAdmitted,     // a new record exists now (`*entry` points at it)
+    kRefused,      // `*refusal` says why (AlreadyExists, Cancelled, ResourceExhausted)
+    kSuperseding,  // an older epoch holds the id: the caller must end it; `retry`
+                   // runs once it is erased
   };
 
   // Admits (id, epoch): creates a record when the id is free and no cancel of
   // that epoch came first. `retry` is kept when an older epoch must end first.
-  Admission Admit(uint64_t id, Epoch epoch, Nanos now, std::function<void()> retry, Entry** entry,
-                  Status* refusal) {
+  Admission Admit(uint64_t id, Epoch epoch, Nanos now, std::function<void()> retry, Entry** entry, Status* refusal) {
     if (tombstones_.Buried(id, epoch, now)) {
       *refusal = CancelledError("request " + std::to_string(id) + " epoch " + std::to_string(epoch) +
                                 " was cancelled before it arrived");

@@ -13,8 +13,7 @@ namespace {
 constexpr auto kRefusalLogInterval = std::chrono::seconds(10);
 }  // namespace
 
-RouterLink::RouterLink(net::EventLoop& loop, RouterLinkOptions options)
-    : loop_(loop), options_(std::move(options)) {
+RouterLink::RouterLink(net::EventLoop& loop, RouterLinkOptions options) : loop_(loop), options_(std::move(options)) {
   interval_ms_.store(options_.heartbeat_interval_ms);
 }
 
@@ -123,9 +122,9 @@ bool RouterLink::TryRegister() {
   conn->Call(request, 5000, [this, conn, registered](StatusOr<net::MessagePtr> reply) {
     const proto::RegisterReply* r = reply.ok() ? proto::MessageAs<proto::RegisterReply>(**reply) : nullptr;
     if (r == nullptr) {
-      registered->set_value(reply.ok() ? InternalError("router answered RegisterRequest with " +
-                                                       (*reply)->GetTypeName())
-                                       : reply.status());
+      registered->set_value(reply.ok()
+                                ? InternalError("router answered RegisterRequest with " + (*reply)->GetTypeName())
+                                : reply.status());
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);

@@ -31,8 +31,7 @@ StatusOr<kv_cache::KvLayout> FromKvLayoutInfo(const KvLayoutInfo& info) {
   layout.dtype = static_cast<DType>(info.dtype());
   TANDEM_RETURN_IF_ERROR(layout.Validate().WithContext("peer KV layout"));
   // Caps far above any real model keep size arithmetic on a peer's numbers from overflowing.
-  if (layout.num_layers > 4096 || layout.num_kv_heads > 4096 || layout.head_dim > 16384 ||
-      layout.block_size > 4096) {
+  if (layout.num_layers > 4096 || layout.num_kv_heads > 4096 || layout.head_dim > 16384 || layout.block_size > 4096) {
     return InvalidArgumentError("peer KV layout is implausibly large: " + layout.DebugString());
   }
   return layout;

@@ -62,8 +62,7 @@ MessageType TypeOf(const google::protobuf::Message& message) {
   return MESSAGE_TYPE_UNSPECIFIED;
 }
 
-StatusOr<std::unique_ptr<google::protobuf::Message>> ParseMessage(MessageType type,
-                                                                  std::string_view payload,
+StatusOr<std::unique_ptr<google::protobuf::Message>> ParseMessage(MessageType type, std::string_view payload,
                                                                   size_t max_bytes) {
   if (payload.size() > max_bytes) {
     return InvalidArgumentError("control message of " + std::to_string(payload.size()) +
@@ -71,8 +70,7 @@ StatusOr<std::unique_ptr<google::protobuf::Message>> ParseMessage(MessageType ty
   }
   std::unique_ptr<google::protobuf::Message> message = NewMessage(type);
   if (message == nullptr) {
-    return InvalidArgumentError("unknown control message type " +
-                                std::to_string(static_cast<uint32_t>(type)));
+    return InvalidArgumentError("unknown control message type " + std::to_string(static_cast<uint32_t>(type)));
   }
   // Protobuf bounds recursion depth itself (default 100); our messages nest 3 deep.
   if (!message->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {

@@ -38,8 +38,7 @@ const T* MessageAs(const google::protobuf::Message& message) {
 
 // Parses `payload` as the class of `type`. InvalidArgument for an unknown type,
 // a payload larger than max_bytes, or bytes that are not a valid message.
-StatusOr<std::unique_ptr<google::protobuf::Message>> ParseMessage(MessageType type,
-                                                                  std::string_view payload,
+StatusOr<std::unique_ptr<google::protobuf::Message>> ParseMessage(MessageType type, std::string_view payload,
                                                                   size_t max_bytes);
 
 // A short name for logs: "RESERVE", "TOKENS", or "UNKNOWN(<n>)".

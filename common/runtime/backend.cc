@@ -18,9 +18,7 @@ class ReadyFence final : public CopyFence {
 class SyncHostCopyQueue final : public HostCopyQueue {
  public:
   explicit SyncHostCopyQueue(Backend* backend) : backend_(backend) {}
-  Status Enqueue(Tensor src, void* dst, size_t num_bytes) override {
-    return backend_->CopyToHost(src, dst, num_bytes);
-  }
+  Status Enqueue(Tensor src, void* dst, size_t num_bytes) override { return backend_->CopyToHost(src, dst, num_bytes); }
   Status EnqueueToDevice(const void* src, Tensor dst, size_t num_bytes) override {
     return backend_->CopyToDevice(src, num_bytes, dst);
   }
@@ -60,9 +58,11 @@ StatusOr<std::shared_ptr<CopyFence>> Backend::MarkCompute() {
 }
 
 Status Backend::LinearAsOps(const LinearParams& p, const std::function<Status(const LinearParams&)>& product) {
-  TANDEM_RETURN_IF_ERROR(
-      product({.x = p.x, .weight = p.weight, .bias = p.bias, .out = p.silu_mul ? p.scratch : p.out,
-               .accumulate = p.accumulate}));
+  TANDEM_RETURN_IF_ERROR(product({.x = p.x,
+                                  .weight = p.weight,
+                                  .bias = p.bias,
+                                  .out = p.silu_mul ? p.scratch : p.out,
+                                  .accumulate = p.accumulate}));
   if (!p.silu_mul) return Status::Ok();
   return SiluAndMul(p.scratch, p.out);
 }

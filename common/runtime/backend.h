@@ -130,8 +130,9 @@ class Backend : public Ops {
   // `num_host_blocks` host blocks, when this backend has one better than a
   // copy through CopyToHost/CopyToDevice (async copies on a GPU); nullptr
   // when it has none.
-  virtual StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CreateKvTierStorage(
-      Tensor device_pool, const kv_cache::KvLayout& layout, int num_host_blocks) {
+  virtual StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CreateKvTierStorage(Tensor device_pool,
+                                                                                 const kv_cache::KvLayout& layout,
+                                                                                 int num_host_blocks) {
     return std::unique_ptr<kv_cache::KvTierStorage>();
   }
 

@@ -26,8 +26,8 @@ Status CheckChunk(const SeqChunk& c, size_t index, const BatchLimits& limits) {
   }
   for (int b = 0; b < BlocksFor(static_cast<int>(end), limits.block_size); ++b) {
     if (c.block_table[b] < 0 || c.block_table[b] >= limits.num_blocks) {
-      return InvalidArgumentError(fmt::format("chunk {}: block id {} out of range [0, {})", index, c.block_table[b],
-                                              limits.num_blocks));
+      return InvalidArgumentError(
+          fmt::format("chunk {}: block id {} out of range [0, {})", index, c.block_table[b], limits.num_blocks));
     }
   }
   for (TokenId t : c.tokens) {

@@ -16,22 +16,22 @@
 namespace tandem::runtime {
 
 struct SeqChunk {
-  std::span<const TokenId> tokens{};        // new tokens of this step (non-empty)
-  int start_position = 0;                 // position of tokens[0]; the cache holds [0, start_position)
-  std::span<const BlockId> block_table{};   // blocks covering at least [0, start_position + tokens.size())
-  bool want_logits = false;               // one logits row, for the last token
-  bool all_logits = false;                // with want_logits: a row for every token (prompt logprobs, tests)
+  std::span<const TokenId> tokens{};       // new tokens of this step (non-empty)
+  int start_position = 0;                  // position of tokens[0]; the cache holds [0, start_position)
+  std::span<const BlockId> block_table{};  // blocks covering at least [0, start_position + tokens.size())
+  bool want_logits = false;                // one logits row, for the last token
+  bool all_logits = false;                 // with want_logits: a row for every token (prompt logprobs, tests)
 };
 
 // Limits of a step, from the model, the KV cache and the runtime options.
 struct BatchLimits {
   int vocab_size = 0;
   int block_size = 16;
-  int num_blocks = 0;          // blocks in the KV pool
-  int max_model_len = 0;       // positions must stay below this
-  int max_num_tokens = 0;      // sum of chunk lengths
-  int max_num_seqs = 0;        // chunks per step
-  int max_logits_rows = 0;     // logits rows per step
+  int num_blocks = 0;       // blocks in the KV pool
+  int max_model_len = 0;    // positions must stay below this
+  int max_num_tokens = 0;   // sum of chunk lengths
+  int max_num_seqs = 0;     // chunks per step
+  int max_logits_rows = 0;  // logits rows per step
   // Decode-only steps (every chunk one token, at most one logits row) get padding
   // sequences up to DecodeBatchBucket, so a CUDA graph captured for a bucket serves every
   // batch size in it. A padding sequence has one token (id 0, position 0) that attends to
@@ -49,8 +49,8 @@ int DecodeBatchBucket(int seqs, int max_seqs);
 int TableWidthBucket(int blocks, int max_width);
 
 struct BatchPlan {
-  int num_tokens = 0;       // N (padding sequences included)
-  int num_seqs = 0;         // S (padding sequences included, after the real ones)
+  int num_tokens = 0;  // N (padding sequences included)
+  int num_seqs = 0;    // S (padding sequences included, after the real ones)
   int num_padding_seqs = 0;
   int num_logits_rows = 0;  // R
   int max_query_len = 0;

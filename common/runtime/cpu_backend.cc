@@ -29,9 +29,7 @@ float Dot(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-CpuBackend::~CpuBackend() {
-  TANDEM_CHECK_EQ(live_buffers_, 0) << "CpuBackend destroyed with live buffers";
-}
+CpuBackend::~CpuBackend() { TANDEM_CHECK_EQ(live_buffers_, 0) << "CpuBackend destroyed with live buffers"; }
 
 StatusOr<Buffer> CpuBackend::Allocate(DType dtype, const std::vector<int64_t>& shape) {
   if (shape.size() > kMaxTensorDims) return InvalidArgumentError("Allocate: too many dims");

@@ -109,8 +109,8 @@ Status CudaBackend::Init() {
   TANDEM_ASSIGN_OR_RETURN(impl_->cublas_workspace, cuda::DeviceBuffer::Allocate(options_.cublas_workspace_bytes));
   TANDEM_RETURN_IF_CUBLAS_ERROR(cublasSetStream(impl_->cublas.get(), stream_));
   if (options_.cublas_workspace_bytes > 0) {
-    TANDEM_RETURN_IF_CUBLAS_ERROR(cublasSetWorkspace(impl_->cublas.get(), impl_->cublas_workspace.data(),
-                                                     options_.cublas_workspace_bytes));
+    TANDEM_RETURN_IF_CUBLAS_ERROR(
+        cublasSetWorkspace(impl_->cublas.get(), impl_->cublas_workspace.data(), options_.cublas_workspace_bytes));
   }
   TANDEM_ASSIGN_OR_RETURN(impl_->staging, cuda::PinnedBuffer::Allocate(options_.staging_bytes));
   return Status::Ok();
@@ -174,8 +174,8 @@ Status CudaBackend::CopyToDevice(const void* src, size_t num_bytes, Tensor dst) 
   }
   const size_t offset = staging_used_;
   if (offset + num_bytes > impl_->staging.size_bytes()) {
-    return ResourceExhaustedError(fmt::format("CopyToDevice: graph-step staging of {} bytes is full",
-                                              impl_->staging.size_bytes()));
+    return ResourceExhaustedError(
+        fmt::format("CopyToDevice: graph-step staging of {} bytes is full", impl_->staging.size_bytes()));
   }
   staging_used_ = (offset + num_bytes + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
   char* staged = impl_->staging.as<char>() + offset;
@@ -210,8 +210,8 @@ Status CudaBackend::FillDevice(Tensor dst, const HostFill& fill) {
     // The copy that last read this chunk (from this call or an earlier one) must be done.
     TANDEM_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(impl_->upload_done[i]));
     TANDEM_RETURN_IF_ERROR(fill(offset, std::span<std::byte>(host, n)));
-    TANDEM_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(static_cast<std::byte*>(dst.data) + offset, host, n,
-                                                cudaMemcpyHostToDevice, stream_));
+    TANDEM_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(static_cast<std::byte*>(dst.data) + offset, host, n, cudaMemcpyHostToDevice, stream_));
     TANDEM_RETURN_IF_CUDA_ERROR(cudaEventRecord(impl_->upload_done[i], stream_));
   }
   return Status::Ok();
@@ -339,8 +339,7 @@ Status CudaBackend::Linear(const LinearParams& lp) {
     } key{};
     key = {q.out.data, q.bias.data, g.m, g.n, q.out.dtype == DType::kF32};
     return Enqueue("bias", &key, sizeof(key), [key](cudaStream_t s) {
-      return kernels::LaunchAddBias(key.y, key.f32, static_cast<const __nv_bfloat16*>(key.bias), key.rows, key.cols,
-                                    s);
+      return kernels::LaunchAddBias(key.y, key.f32, static_cast<const __nv_bfloat16*>(key.bias), key.rows, key.cols, s);
     });
   });
 }
@@ -448,8 +447,8 @@ StatusOr<kernels::DecodeAttentionParams> CudaBackend::DecodeParams(const PagedAt
     TANDEM_ASSIGN_OR_RETURN(plan, kernels::PlanDecodeAttention(d, num_sms_));
   }
   if (plan.workspace_bytes > have) {
-    return InvalidArgumentError(fmt::format("PagedAttention: decode needs {} bytes of workspace, have {}",
-                                            plan.workspace_bytes, have));
+    return InvalidArgumentError(
+        fmt::format("PagedAttention: decode needs {} bytes of workspace, have {}", plan.workspace_bytes, have));
   }
   d.num_splits = plan.num_splits;
   // The next kernel (the merge, or the o projection's skinny GEMM) launches only as the
@@ -468,8 +467,7 @@ Status CudaBackend::PagedAttention(const PagedAttentionParams& ap) {
   const bool fast = FastAttentionShape(l, heads);
   if (DecodeBatch(ap)) {
     TANDEM_ASSIGN_OR_RETURN(const kernels::DecodeAttentionParams d, DecodeParams(ap));
-    return Enqueue("decode_attn", &d, sizeof(d),
-                   [d](cudaStream_t s) { return kernels::LaunchDecodeAttention(d, s); });
+    return Enqueue("decode_attn", &d, sizeof(d), [d](cudaStream_t s) { return kernels::LaunchDecodeAttention(d, s); });
   }
   if (fast) {
     auto p = Zeroed<kernels::PrefillAttentionParams>();
@@ -543,16 +541,18 @@ Status CudaBackend::GatherRows(Tensor src, Tensor indices, Tensor out) {
     int64_t count;
     void* out;
   } key{};
-  key = {src.data, src.shape[0], static_cast<size_t>(src.shape[1]) * DTypeSize(src.dtype), indices.As<int32_t>(),
-         indices.shape[0], out.data};
+  key = {
+      src.data,         src.shape[0], static_cast<size_t>(src.shape[1]) * DTypeSize(src.dtype), indices.As<int32_t>(),
+      indices.shape[0], out.data};
   return Enqueue("gather_bytes", &key, sizeof(key), [key](cudaStream_t s) {
     return kernels::LaunchGatherRows(key.src, key.rows, key.row_bytes, key.indices, static_cast<int>(key.count),
                                      key.out, s);
   });
 }
 
-StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CudaBackend::CreateKvTierStorage(
-    Tensor device_pool, const kv_cache::KvLayout& layout, int num_host_blocks) {
+StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CudaBackend::CreateKvTierStorage(Tensor device_pool,
+                                                                                    const kv_cache::KvLayout& layout,
+                                                                                    int num_host_blocks) {
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaKvTierStorage> storage,
                           cuda::CudaKvTierStorage::Create(device_pool.data, layout, num_host_blocks, stream_));
   return std::unique_ptr<kv_cache::KvTierStorage>(std::move(storage));

@@ -45,14 +45,14 @@ struct DecodeAttentionParams;
 namespace tandem::runtime {
 
 struct CudaBackendOptions {
-  int device = 0;                        // CUDA device ordinal
+  int device = 0;                            // CUDA device ordinal
   size_t cublas_workspace_bytes = 32 << 20;  // cuBLAS scratch (fixed, so GEMMs can be captured)
-  size_t staging_bytes = 8 << 20;        // pinned staging for host->device copies in graph steps
+  size_t staging_bytes = 8 << 20;            // pinned staging for host->device copies in graph steps
   // FillDevice's chunk: two pinned buffers of this size (allocated by its first call, kept
   // for the backend's life) take turns, one filling while the other's copy runs. A
   // multiple of 256.
   size_t upload_chunk_bytes = 16 << 20;
-  int max_graphs = 64;                   // captured step graphs kept (oldest dropped first)
+  int max_graphs = 64;  // captured step graphs kept (oldest dropped first)
 
   Status Validate() const;
 };
@@ -101,8 +101,9 @@ class CudaBackend final : public Backend {
   Status EndStep() override;
   void AbortStep() override { CancelGraphStep(); }
   // CudaKvTierStorage: pinned host tier, async copies on a copy stream.
-  StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CreateKvTierStorage(
-      Tensor device_pool, const kv_cache::KvLayout& layout, int num_host_blocks) override;
+  StatusOr<std::unique_ptr<kv_cache::KvTierStorage>> CreateKvTierStorage(Tensor device_pool,
+                                                                         const kv_cache::KvLayout& layout,
+                                                                         int num_host_blocks) override;
 
   // CudaHostCopyQueue: copies on their own stream, fences are events.
   StatusOr<std::unique_ptr<HostCopyQueue>> CreateHostCopyQueue(CopyQueueOptions options = {}) override;
@@ -192,7 +193,7 @@ class CudaBackend final : public Backend {
   size_t staging_used_ = 0;
   std::unordered_map<std::string, cudaGraphExec_t> graphs_;
   std::deque<std::string> graph_order_;
-  cudaGraphExec_t last_graph_ = nullptr;  // the last launched, still in graphs_
+  cudaGraphExec_t last_graph_ = nullptr;   // the last launched, still in graphs_
   const std::string* last_key_ = nullptr;  // its key (in graphs_): a repeated step skips the hash
   int graphs_captured_ = 0;
   int graph_replays_ = 0;

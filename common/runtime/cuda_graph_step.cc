@@ -89,9 +89,7 @@ Status CudaBackend::RelaunchLastGraphStep() {
   return Status::Ok();
 }
 
-Status CudaBackend::BeginStep(bool decode_only) {
-  return decode_only ? BeginGraphStep() : Status::Ok();
-}
+Status CudaBackend::BeginStep(bool decode_only) { return decode_only ? BeginGraphStep() : Status::Ok(); }
 
 Status CudaBackend::EndStep() { return recording_ ? EndGraphStep() : Status::Ok(); }
 

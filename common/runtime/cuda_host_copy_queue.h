@@ -35,8 +35,7 @@ class CudaEventFence final : public CopyFence {
 class CudaHostCopyQueue final : public HostCopyQueue {
  public:
   // `backend` must outlive this.
-  static StatusOr<std::unique_ptr<CudaHostCopyQueue>> Create(const CudaBackend& backend,
-                                                             CopyQueueOptions options = {});
+  static StatusOr<std::unique_ptr<CudaHostCopyQueue>> Create(const CudaBackend& backend, CopyQueueOptions options = {});
 
   // Non-pinned host memory works but the call then waits for the copy.
   Status Enqueue(Tensor src, void* dst, size_t num_bytes) override;

@@ -216,8 +216,7 @@ Status CudaBackend::SamplingState::Launch(float* logits, int rows, int vocab, cu
   return Status::Ok();
 }
 
-Status CudaBackend::SampleTokens(Tensor logits, std::span<const SampleRequest> requests,
-                                 std::span<SampledToken> out) {
+Status CudaBackend::SampleTokens(Tensor logits, std::span<const SampleRequest> requests, std::span<SampledToken> out) {
   if (recording_) return FailedPreconditionError("SampleTokens inside a graph step");
   TANDEM_RETURN_IF_ERROR(CheckSampleArgs(logits, Device::kCuda, requests, out));
   if (requests.empty()) return Status::Ok();

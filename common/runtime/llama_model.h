@@ -57,9 +57,8 @@ class LlamaModel {
                                                       const RuntimeOptions& options);
   // The same with weights already on `backend`, in its compute dtype and shaped as
   // LlamaWeights::Load makes them (benchmarks generate them on the device).
-  static StatusOr<std::unique_ptr<LlamaModel>> CreateWithWeights(const model::ModelConfig& config,
-                                                                 LlamaWeights weights, Backend* backend,
-                                                                 const RuntimeOptions& options);
+  static StatusOr<std::unique_ptr<LlamaModel>> CreateWithWeights(const model::ModelConfig& config, LlamaWeights weights,
+                                                                 Backend* backend, const RuntimeOptions& options);
   ~LlamaModel();
 
   // Runs one step. Returns F32 logits [rows, vocab_size] on the backend's

@@ -27,14 +27,16 @@ std::vector<PlannedWeight> Plan(const model::ModelConfig& c, const model::ModelW
     const std::string p = fmt::format("model.layers.{}.", i);
     LlamaLayerWeights& l = out->layers[i];
     plan.push_back({&l.input_norm, {{p + "input_layernorm.weight", {hidden}}}});
-    plan.push_back({&l.qkv_proj, {{p + "self_attn.q_proj.weight", {q_dim, hidden}},
-                                  {p + "self_attn.k_proj.weight", {kv_dim, hidden}},
-                                  {p + "self_attn.v_proj.weight", {kv_dim, hidden}}}});
+    plan.push_back({&l.qkv_proj,
+                    {{p + "self_attn.q_proj.weight", {q_dim, hidden}},
+                     {p + "self_attn.k_proj.weight", {kv_dim, hidden}},
+                     {p + "self_attn.v_proj.weight", {kv_dim, hidden}}}});
     // Qwen2 always has qkv biases; others when attention_bias is set.
     if (c.attention_bias || c.family == model::ModelFamily::kQwen2) {
-      plan.push_back({&l.qkv_bias, {{p + "self_attn.q_proj.bias", {q_dim}},
-                                    {p + "self_attn.k_proj.bias", {kv_dim}},
-                                    {p + "self_attn.v_proj.bias", {kv_dim}}}});
+      plan.push_back({&l.qkv_bias,
+                      {{p + "self_attn.q_proj.bias", {q_dim}},
+                       {p + "self_attn.k_proj.bias", {kv_dim}},
+                       {p + "self_attn.v_proj.bias", {kv_dim}}}});
     }
     if (c.qk_norm) {
       plan.push_back({&l.q_norm, {{p + "self_attn.q_norm.weight", {c.head_dim}}}});
@@ -44,8 +46,8 @@ std::vector<PlannedWeight> Plan(const model::ModelConfig& c, const model::ModelW
     // Llama/Qwen3 with attention_bias also bias o_proj; Qwen2 never does.
     if (w.Contains(p + "self_attn.o_proj.bias")) plan.push_back({&l.o_bias, {{p + "self_attn.o_proj.bias", {hidden}}}});
     plan.push_back({&l.post_attention_norm, {{p + "post_attention_layernorm.weight", {hidden}}}});
-    plan.push_back({&l.gate_up_proj, {{p + "mlp.gate_proj.weight", {ffn, hidden}},
-                                      {p + "mlp.up_proj.weight", {ffn, hidden}}}});
+    plan.push_back(
+        {&l.gate_up_proj, {{p + "mlp.gate_proj.weight", {ffn, hidden}}, {p + "mlp.up_proj.weight", {ffn, hidden}}}});
     plan.push_back({&l.down_proj, {{p + "mlp.down_proj.weight", {hidden, ffn}}}});
   }
   return plan;
@@ -66,9 +68,8 @@ int64_t PlannedBytes(const std::vector<PlannedWeight>& plan, DType dtype) {
 
 }  // namespace
 
-StatusOr<LlamaWeights> LlamaWeights::Load(const model::ModelConfig& c, const model::ModelWeights& w,
-                                          Backend* backend, const WeightUploadOptions& options,
-                                          WeightUploadStats* stats) {
+StatusOr<LlamaWeights> LlamaWeights::Load(const model::ModelConfig& c, const model::ModelWeights& w, Backend* backend,
+                                          const WeightUploadOptions& options, WeightUploadStats* stats) {
   LlamaWeights out;
   const std::vector<PlannedWeight> plan = Plan(c, w, &out);
   const int64_t total = PlannedBytes(plan, backend->compute_dtype());
@@ -83,10 +84,11 @@ StatusOr<LlamaWeights> LlamaWeights::Load(const model::ModelConfig& c, const mod
     TANDEM_ASSIGN_OR_RETURN(*plan[i].dst, uploader.Upload(plan[i].parts));
   }
   const WeightUploadStats& s = uploader.stats();
-  TANDEM_LOG_INFO("weights loaded: {:.2f} GB in {:.2f} s, {:.2f} GB/s ({:.2f} GB converted; filling {:.2f} s, "
-                  "allocating {:.2f} s)",
-                  s.bytes / 1e9, s.seconds, s.seconds > 0 ? s.bytes / 1e9 / s.seconds : 0.0,
-                  s.converted_bytes / 1e9, s.fill_seconds, s.allocate_seconds);
+  TANDEM_LOG_INFO(
+      "weights loaded: {:.2f} GB in {:.2f} s, {:.2f} GB/s ({:.2f} GB converted; filling {:.2f} s, "
+      "allocating {:.2f} s)",
+      s.bytes / 1e9, s.seconds, s.seconds > 0 ? s.bytes / 1e9 / s.seconds : 0.0, s.converted_bytes / 1e9,
+      s.fill_seconds, s.allocate_seconds);
   if (stats != nullptr) *stats = s;
   return out;
 }

@@ -23,12 +23,11 @@ bool Is(const Tensor& t, DType dtype, std::initializer_list<int64_t> dims) {
   return true;
 }
 
-Status CheckPool(std::string_view op, const Tensor& pool, const kv_cache::KvLayout& layout, int layer,
-                 DType act) {
+Status CheckPool(std::string_view op, const Tensor& pool, const kv_cache::KvLayout& layout, int layer, DType act) {
   TANDEM_RETURN_IF_ERROR(layout.Validate());
   if (layout.dtype != act) {
-    return InvalidArgumentError(fmt::format("{}: KV dtype {} differs from activations {}", op,
-                                            DTypeName(layout.dtype), DTypeName(act)));
+    return InvalidArgumentError(
+        fmt::format("{}: KV dtype {} differs from activations {}", op, DTypeName(layout.dtype), DTypeName(act)));
   }
   if (!pool.defined() || pool.dtype != layout.dtype || pool.NumBytes() < layout.TotalBytes()) {
     return Bad(op, "kv pool for " + layout.DebugString(), pool);
@@ -118,8 +117,7 @@ Status CheckPagedAttention(const PagedAttentionParams& p, DType act) {
   int64_t s = p.num_seqs;
   if (!Is(p.query_start, DType::kI32, {s + 1})) return Bad("PagedAttention", "query_start", p.query_start);
   if (!Is(p.context_lens, DType::kI32, {s})) return Bad("PagedAttention", "context_lens", p.context_lens);
-  if (!Is(p.block_tables, DType::kI32, {s, -1}) ||
-      p.block_tables.shape[1] * l.block_size < p.max_context_len) {
+  if (!Is(p.block_tables, DType::kI32, {s, -1}) || p.block_tables.shape[1] * l.block_size < p.max_context_len) {
     return Bad("PagedAttention", "block_tables", p.block_tables);
   }
   if (p.workspace.defined() && p.workspace.dtype != DType::kU8) return Bad("PagedAttention", "workspace", p.workspace);

@@ -56,8 +56,8 @@ struct LinearParams {
 // Rotary embedding parameters (host values; the backend derives the
 // frequencies, see rope.h for the exact Hugging Face formulas).
 struct RopeParams {
-  double theta = 10000.0;          // rope_theta
-  model::RopeScaling scaling;      // none, linear or llama3
+  double theta = 10000.0;      // rope_theta
+  model::RopeScaling scaling;  // none, linear or llama3
 };
 
 // From the fused QKV projection row of each token, [q heads | k heads | v heads]:
@@ -66,10 +66,10 @@ struct RopeParams {
 // form a pair rotated by position * inv_freq[j]), q written to q_out, and
 // k, v stored into the paged KV pool at each token's slot.
 struct RopeKvWriteParams {
-  Tensor qkv{};           // [N, (num_heads + 2 * num_kv_heads) * head_dim]
-  Tensor q_out{};         // [N, num_heads, head_dim]
-  Tensor q_norm{};        // optional [head_dim]: RMSNorm weight applied to each q head first
-  Tensor k_norm{};        // optional [head_dim]: same for k (set both or neither)
+  Tensor qkv{};     // [N, (num_heads + 2 * num_kv_heads) * head_dim]
+  Tensor q_out{};   // [N, num_heads, head_dim]
+  Tensor q_norm{};  // optional [head_dim]: RMSNorm weight applied to each q head first
+  Tensor k_norm{};  // optional [head_dim]: same for k (set both or neither)
   float norm_eps = 1e-6f;
   Tensor positions{};     // I32 [N]: position of each token in its sequence
   Tensor slot_mapping{};  // I64 [N]: block_id * block_size + slot; < 0: K/V not stored
@@ -85,9 +85,9 @@ struct RopeKvWriteParams {
 // to cache positions [0, p] of its own sequence (already written by
 // RopeKvWrite). GQA: query head h reads KV head h / (num_heads / num_kv_heads).
 struct PagedAttentionParams {
-  Tensor q{};               // [N, num_heads, head_dim]
-  Tensor out{};             // [N, num_heads, head_dim]
-  Tensor kv_pool{};         // the whole pool
+  Tensor q{};        // [N, num_heads, head_dim]
+  Tensor out{};      // [N, num_heads, head_dim]
+  Tensor kv_pool{};  // the whole pool
   kv_cache::KvLayout layout;
   int layer = 0;
   Tensor query_start{};     // I32 [S + 1], query_start[0] = 0, query_start[S] = N

@@ -4,8 +4,7 @@
 
 namespace tandem::runtime {
 
-kv_cache::KvLayout KvLayoutForModel(const model::ModelConfig& config, int block_size, int num_blocks,
-                                    DType dtype) {
+kv_cache::KvLayout KvLayoutForModel(const model::ModelConfig& config, int block_size, int num_blocks, DType dtype) {
   kv_cache::KvLayout layout;
   layout.num_layers = config.num_layers;
   layout.num_kv_heads = config.num_kv_heads;

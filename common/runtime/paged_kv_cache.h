@@ -13,8 +13,7 @@ namespace tandem::runtime {
 
 // The layout a model needs: its layers, KV heads and head_dim, with the
 // given block size, block count and element dtype.
-kv_cache::KvLayout KvLayoutForModel(const model::ModelConfig& config, int block_size, int num_blocks,
-                                    DType dtype);
+kv_cache::KvLayout KvLayoutForModel(const model::ModelConfig& config, int block_size, int num_blocks, DType dtype);
 
 class PagedKvCache {
  public:

@@ -10,18 +10,17 @@ namespace {
 
 Status CheckScaling(const model::RopeScaling& s) {
   switch (s.type) {
-    case model::RopeScalingType::kNone:
-      return Status::Ok();
+    case model::RopeScalingType::kNone: return Status::Ok();
     case model::RopeScalingType::kLinear:
       if (!(s.factor > 0.0)) return InvalidArgumentError("rope_scaling linear: factor must be positive");
       return Status::Ok();
     case model::RopeScalingType::kLlama3:
       if (!(s.factor > 0.0) || !(s.low_freq_factor > 0.0) || !(s.high_freq_factor > s.low_freq_factor) ||
           s.original_max_position_embeddings <= 0) {
-        return InvalidArgumentError(fmt::format(
-            "rope_scaling llama3: need factor > 0, high_freq_factor > low_freq_factor > 0 and "
-            "original_max_position_embeddings > 0 (got {}, {}, {}, {})",
-            s.factor, s.low_freq_factor, s.high_freq_factor, s.original_max_position_embeddings));
+        return InvalidArgumentError(
+            fmt::format("rope_scaling llama3: need factor > 0, high_freq_factor > low_freq_factor > 0 and "
+                        "original_max_position_embeddings > 0 (got {}, {}, {}, {})",
+                        s.factor, s.low_freq_factor, s.high_freq_factor, s.original_max_position_embeddings));
       }
       return Status::Ok();
   }
@@ -34,7 +33,7 @@ double Llama3Scale(double inv_freq, const model::RopeScaling& s) {
   const double high_freq_wavelen = old_len / s.high_freq_factor;
   const double wavelen = 2.0 * std::numbers::pi / inv_freq;
   if (wavelen > low_freq_wavelen) return inv_freq / s.factor;  // low frequencies: scaled
-  if (wavelen < high_freq_wavelen) return inv_freq;             // high frequencies: kept
+  if (wavelen < high_freq_wavelen) return inv_freq;            // high frequencies: kept
   const double smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
   return (1.0 - smooth) * inv_freq / s.factor + smooth * inv_freq;
 }

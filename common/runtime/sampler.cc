@@ -82,8 +82,7 @@ TokenId Sampler::Draw(const SamplingParams& p, int32_t best, double uniform) {
     // Keep every token whose logit reaches the k-th largest (ties at the boundary stay, as in HF).
     std::nth_element(order_.begin(), order_.begin() + (p.top_k - 1), order_.end(), more_likely);
     const float kth = work_[order_[p.top_k - 1]];
-    order_.erase(std::remove_if(order_.begin(), order_.end(), [&](int32_t t) { return work_[t] < kth; }),
-                 order_.end());
+    order_.erase(std::remove_if(order_.begin(), order_.end(), [&](int32_t t) { return work_[t] < kth; }), order_.end());
   }
   if (p.top_k > 0 || p.top_p < 1.0f) std::sort(order_.begin(), order_.end(), more_likely);
   size_t keep = order_.size();
@@ -131,8 +130,8 @@ StatusOr<TokenId> Sampler::Sample(std::span<const float> logits, const SampleReq
 StatusOr<std::vector<TokenId>> Sampler::SampleBatch(std::span<const float> logits, int vocab_size,
                                                     std::span<const SampleRequest> requests) {
   if (vocab_size <= 0 || logits.size() != requests.size() * static_cast<size_t>(vocab_size)) {
-    return InvalidArgumentError(fmt::format("SampleBatch: {} logits for {} rows of {}", logits.size(),
-                                            requests.size(), vocab_size));
+    return InvalidArgumentError(
+        fmt::format("SampleBatch: {} logits for {} rows of {}", logits.size(), requests.size(), vocab_size));
   }
   std::vector<TokenId> tokens(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {

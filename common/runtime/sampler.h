@@ -17,11 +17,11 @@ namespace tandem::runtime {
 
 // One sequence's view for a sampling step. Spans must stay valid for the call.
 struct SampleRequest {
-  const SamplingParams* params = nullptr;   // validated
-  std::span<const TokenId> prompt_tokens{};   // for the repetition penalty
-  std::span<const TokenId> output_tokens{};   // generated so far; its size is the step index
-  std::span<const TokenId> eos_token_ids{};   // the model's eos ids
-  uint64_t seed = 0;                        // params->seed, or the engine's per-request seed
+  const SamplingParams* params = nullptr;    // validated
+  std::span<const TokenId> prompt_tokens{};  // for the repetition penalty
+  std::span<const TokenId> output_tokens{};  // generated so far; its size is the step index
+  std::span<const TokenId> eos_token_ids{};  // the model's eos ids
+  uint64_t seed = 0;                         // params->seed, or the engine's per-request seed
 };
 
 class Sampler {
@@ -44,9 +44,9 @@ class Sampler {
   // A draw at temperature > 0; `best` is the argmax of work_.
   TokenId Draw(const SamplingParams& params, int32_t best, double uniform);
 
-  std::vector<float> work_;       // processed logits
-  std::vector<int32_t> order_;    // candidate token ids, most likely first
-  std::vector<double> probs_;     // their probabilities
+  std::vector<float> work_;     // processed logits
+  std::vector<int32_t> order_;  // candidate token ids, most likely first
+  std::vector<double> probs_;   // their probabilities
 };
 
 }  // namespace tandem::runtime

@@ -36,8 +36,8 @@ Status SamplingParams::Validate() const {
         fmt::format("num_output_tokens_in_prompt must be >= 0, got {}", num_output_tokens_in_prompt));
   }
   if (min_tokens < 0 || int64_t{min_tokens} > int64_t{max_tokens} + num_output_tokens_in_prompt) {
-    return InvalidArgumentError(fmt::format(
-        "min_tokens must be in [0, max_tokens + num_output_tokens_in_prompt], got {}", min_tokens));
+    return InvalidArgumentError(
+        fmt::format("min_tokens must be in [0, max_tokens + num_output_tokens_in_prompt], got {}", min_tokens));
   }
   for (TokenId t : stop_token_ids) {
     if (t < 0) return InvalidArgumentError(fmt::format("stop_token_ids: negative id {}", t));

@@ -39,7 +39,9 @@ struct Tensor {
 
   // Typed pointer. Only backends dereference it.
   template <typename T>
-  T* As() const { return static_cast<T*>(data); }
+  T* As() const {
+    return static_cast<T*>(data);
+  }
 
   // Rows [begin, begin + count) along dim 0 (contiguous). REQUIRES: in range.
   Tensor Rows(int64_t begin, int64_t count) const;

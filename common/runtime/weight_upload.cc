@@ -87,8 +87,8 @@ StatusOr<Buffer> WeightUploader::Upload(const std::vector<WeightPart>& parts) {
     if (i > 0) shape[0] += part.shape[0];
     TANDEM_ASSIGN_OR_RETURN(model::TensorView view, weights_.Get(part.name));
     if (view.shape != part.shape) {
-      return InvalidArgumentError(fmt::format("tensor {}: shape {}, expected {}", part.name,
-                                              ShapeString(view.shape), ShapeString(part.shape)));
+      return InvalidArgumentError(
+          fmt::format("tensor {}: shape {}, expected {}", part.name, ShapeString(view.shape), ShapeString(part.shape)));
     }
     if (view.dtype != DType::kF32 && view.dtype != DType::kF16 && view.dtype != DType::kBF16) {
       return InvalidArgumentError(fmt::format("tensor {}: unsupported dtype {}", part.name, DTypeName(view.dtype)));
@@ -150,8 +150,8 @@ void WeightUploader::MaybeLogProgress() {
   const bool interval = now - last_log_s_ >= options_.progress_interval_s;
   const bool tenth = stats_.bytes - last_log_bytes_ >= expected_bytes_ / 10 && now - last_log_s_ >= 1.0;
   if (!interval && !tenth) return;
-  TANDEM_LOG_INFO("loading weights: {:.1f} / {:.1f} GB ({:.0f} %), {:.1f} s", stats_.bytes / 1e9,
-                  expected_bytes_ / 1e9, 100.0 * stats_.bytes / expected_bytes_, now);
+  TANDEM_LOG_INFO("loading weights: {:.1f} / {:.1f} GB ({:.0f} %), {:.1f} s", stats_.bytes / 1e9, expected_bytes_ / 1e9,
+                  100.0 * stats_.bytes / expected_bytes_, now);
   last_log_s_ = now;
   last_log_bytes_ = stats_.bytes;
 }

@@ -84,7 +84,7 @@ class WeightUploader {
   WorkerGroup workers_;
   WeightUploadStats stats_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  double last_log_s_ = 0;     // seconds since start_ at the last progress line
+  double last_log_s_ = 0;       // seconds since start_ at the last progress line
   int64_t last_log_bytes_ = 0;  // stats_.bytes then
 };
 

@@ -35,13 +35,13 @@ class WorkerGroup {
   void Drain(std::unique_lock<std::mutex>& lock);
 
   std::mutex mu_;
-  std::condition_variable work_cv_;  // a batch started, or stopping
-  std::condition_variable done_cv_;  // the batch's last task finished
+  std::condition_variable work_cv_;                 // a batch started, or stopping
+  std::condition_variable done_cv_;                 // the batch's last task finished
   const std::function<void(int)>* task_ = nullptr;  // the current batch's task
-  int num_tasks_ = 0;   // tasks in the current batch
-  int next_task_ = 0;   // the next one to claim
-  int unfinished_ = 0;  // claimed or not, not yet finished
-  uint64_t batch_ = 0;  // batches started so far
+  int num_tasks_ = 0;                               // tasks in the current batch
+  int next_task_ = 0;                               // the next one to claim
+  int unfinished_ = 0;                              // claimed or not, not yet finished
+  uint64_t batch_ = 0;                              // batches started so far
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };

@@ -12,14 +12,10 @@ namespace tandem::scheduler {
 
 std::string_view FinishReasonName(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kCancelled:
-      return "cancelled";
-    case FinishReason::kLeaseExpired:
-      return "lease_expired";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kLeaseExpired: return "lease_expired";
   }
   return "unknown";
 }
@@ -40,19 +36,19 @@ Status Scheduler::Validate(const SequenceParams& p) const {
   }
   int64_t total = static_cast<int64_t>(p.prompt_tokens.size()) + p.max_tokens;
   if (total > config_.max_model_len) {
-    return InvalidArgumentError(fmt::format(
-        "context_length_exceeded: {} prompt tokens + {} max_tokens > max_model_len {}",
-        p.prompt_tokens.size(), p.max_tokens, config_.max_model_len));
+    return InvalidArgumentError(
+        fmt::format("context_length_exceeded: {} prompt tokens + {} max_tokens > max_model_len {}",
+                    p.prompt_tokens.size(), p.max_tokens, config_.max_model_len));
   }
   // The last generated token is never fed back, so total - 1 tokens need KV.
   const int blocks = kv_.BlocksForTokens(static_cast<int>(total - 1));
   const int pool = kv_.config().num_device_blocks;
   if (blocks > pool) {
-    return InvalidArgumentError(fmt::format(
-        "{} prompt tokens + {} max_tokens need {} KV blocks of {} tokens, but the KV pool holds {} blocks "
-        "({} tokens): the request can never fit; lower max_tokens or shorten the prompt",
-        p.prompt_tokens.size(), p.max_tokens, blocks, kv_.config().block_size, pool,
-        static_cast<int64_t>(pool) * kv_.config().block_size));
+    return InvalidArgumentError(
+        fmt::format("{} prompt tokens + {} max_tokens need {} KV blocks of {} tokens, but the KV pool holds {} blocks "
+                    "({} tokens): the request can never fit; lower max_tokens or shorten the prompt",
+                    p.prompt_tokens.size(), p.max_tokens, blocks, kv_.config().block_size, pool,
+                    static_cast<int64_t>(pool) * kv_.config().block_size));
   }
   return Status::Ok();
 }
@@ -93,8 +89,8 @@ StatusOr<Reservation> Scheduler::Reserve(SequenceParams params, int64_t lease_ms
   kv_.ReleaseQuarantine(clock_.NowNanos());
   Sequence* seq = NewSequence(std::move(params));
   const int prompt_len = seq->num_prompt_tokens();
-  kv_cache::ExtendBlockHashes(seq->params.tenant_salt, kv_.config().model_id, kv_.config().block_size,
-                              seq->tokens, &seq->block_hashes);
+  kv_cache::ExtendBlockHashes(seq->params.tenant_salt, kv_.config().model_id, kv_.config().block_size, seq->tokens,
+                              &seq->block_hashes);
   // Every full prompt block may hit: the first token comes from the remote prefill.
   int hit = kv_.AcquirePrefix(seq->block_hashes, prompt_len / kv_.config().block_size, &seq->block_table);
   stats_.prefix_query_tokens += prompt_len;
@@ -193,18 +189,10 @@ std::optional<FinishReason> Scheduler::CheckStop(const Sequence& seq, TokenId to
 
 void Scheduler::Finish(Sequence* seq, FinishReason reason, Status status, bool step_done) {
   switch (seq->state) {
-    case SequenceState::kWaiting:
-      RemoveFrom(&waiting_[static_cast<int>(seq->params.priority)], seq);
-      break;
-    case SequenceState::kRunning:
-      RemoveFrom(&running_, seq);
-      break;
-    case SequenceState::kSwapped:
-      RemoveFrom(&swapped_, seq);
-      break;
-    case SequenceState::kReserved:
-      RemoveFrom(&reserved_, seq);
-      break;
+    case SequenceState::kWaiting: RemoveFrom(&waiting_[static_cast<int>(seq->params.priority)], seq); break;
+    case SequenceState::kRunning: RemoveFrom(&running_, seq); break;
+    case SequenceState::kSwapped: RemoveFrom(&swapped_, seq); break;
+    case SequenceState::kReserved: RemoveFrom(&reserved_, seq); break;
   }
   if (seq->state == SequenceState::kSwapped) {
     kv_.Release(kv_cache::KvTier::kHost, &seq->block_table);

@@ -25,12 +25,12 @@ namespace tandem::scheduler {
 
 struct ScheduledSequence {
   RequestId id = 0;
-  int start_position = 0;  // tokens already in the cache = position of new_tokens[0]
-  int num_new_tokens = 0;  // tokens to compute this step (1 for a decode)
+  int start_position = 0;                // tokens already in the cache = position of new_tokens[0]
+  int num_new_tokens = 0;                // tokens to compute this step (1 for a decode)
   std::span<const TokenId> new_tokens;   // [num_new_tokens]
   std::span<const BlockId> block_table;  // device blocks covering start_position + num_new_tokens
-  bool needs_logits = false;  // last prefill chunk or a decode: sample one token
-  bool is_prefill = false;    // start_position < prompt length (includes recompute)
+  bool needs_logits = false;             // last prefill chunk or a decode: sample one token
+  bool is_prefill = false;               // start_position < prompt length (includes recompute)
 };
 
 struct FinishedSequence {
@@ -50,7 +50,7 @@ struct PreemptedSequence {
 struct SchedulerOutput {
   std::vector<kv_cache::BlockCopy> copies;  // run these first, in order
   std::vector<ScheduledSequence> scheduled;
-  std::vector<FinishedSequence> finished;  // ended since the previous step
+  std::vector<FinishedSequence> finished;    // ended since the previous step
   std::vector<PreemptedSequence> preempted;  // this step
   int num_batched_tokens = 0;
 };
@@ -62,8 +62,8 @@ struct SchedulerCounters {
   int64_t num_swapped = 0;
   int64_t num_held = 0;                // finished sequences whose KV is held (hold_kv_after_finish)
   int64_t num_quarantined_blocks = 0;  // device blocks of abandoned reservations, not yet reusable
-  int64_t prefix_query_tokens = 0;  // prompt tokens looked up at admission
-  int64_t prefix_hit_tokens = 0;    // of those, served from the cache
+  int64_t prefix_query_tokens = 0;     // prompt tokens looked up at admission
+  int64_t prefix_hit_tokens = 0;       // of those, served from the cache
   int64_t preemptions = 0;
   int64_t preemptions_swap = 0;
   int64_t preemptions_recompute = 0;
@@ -72,9 +72,9 @@ struct SchedulerCounters {
   int64_t reservations_active = 0;
   int64_t reservations_total = 0;
   int64_t lease_expiries = 0;
-  int64_t rejected = 0;   // AddRequest/Reserve refusals
+  int64_t rejected = 0;  // AddRequest/Reserve refusals
   int64_t cancelled = 0;
-  int64_t finished = 0;   // stop or length
+  int64_t finished = 0;  // stop or length
   int64_t steps = 0;
 };
 

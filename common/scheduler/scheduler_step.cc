@@ -154,9 +154,7 @@ Sequence* Scheduler::NextQueued() const {
   return next;
 }
 
-bool Scheduler::HasRoomFor(int blocks) const {
-  return kv_.NumAvailableDeviceBlocks() - blocks >= NumBatchSlotsUsed();
-}
+bool Scheduler::HasRoomFor(int blocks) const { return kv_.NumAvailableDeviceBlocks() - blocks >= NumBatchSlotsUsed(); }
 
 void Scheduler::AdmitQueued(StepState* step, SchedulerOutput* out) {
   while (step->budget > 0 && NumBatchSlotsUsed() < config_.max_num_seqs) {
@@ -169,8 +167,8 @@ void Scheduler::AdmitQueued(StepState* step, SchedulerOutput* out) {
 
 bool Scheduler::TryResume(Sequence* seq, StepState* step, SchedulerOutput* out) {
   const int n = NextChunk(*seq, step->budget);
-  const int needed = std::max<int>(kv_.BlocksForTokens(seq->num_computed_tokens + n),
-                                   static_cast<int>(seq->block_table.size()));
+  const int needed =
+      std::max<int>(kv_.BlocksForTokens(seq->num_computed_tokens + n), static_cast<int>(seq->block_table.size()));
   if (!HasRoomFor(needed)) return false;
   TANDEM_CHECK(kv_.SwapIn(&seq->block_table));
   RemoveFrom(&swapped_, seq);
@@ -191,9 +189,9 @@ int Scheduler::AcquireCachedPrefix(Sequence* seq) {
   auto& hashes = seq->block_hashes;
   while (static_cast<int>(hashes.size()) < max_blocks) {
     if (!hashes.empty() && kv_.MatchPrefix(std::span(&hashes.back(), 1)) == 0) break;
-    kv_cache::ExtendBlockHashes(
-        seq->params.tenant_salt, cfg.model_id, cfg.block_size,
-        std::span<const TokenId>(seq->tokens).first((hashes.size() + 1) * cfg.block_size), &hashes);
+    kv_cache::ExtendBlockHashes(seq->params.tenant_salt, cfg.model_id, cfg.block_size,
+                                std::span<const TokenId>(seq->tokens).first((hashes.size() + 1) * cfg.block_size),
+                                &hashes);
   }
   int hit = kv_.AcquirePrefix(seq->block_hashes, max_blocks, &seq->block_table);
   seq->num_computed_tokens = hit * cfg.block_size;

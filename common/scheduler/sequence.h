@@ -73,9 +73,7 @@ struct Sequence {
   int last_scheduled_tokens = 0;
 
   int num_prompt_tokens() const { return static_cast<int>(params.prompt_tokens.size()); }
-  int num_generated_tokens() const {
-    return static_cast<int>(tokens.size()) - num_prompt_tokens();
-  }
+  int num_generated_tokens() const { return static_cast<int>(tokens.size()) - num_prompt_tokens(); }
   int num_tokens() const { return static_cast<int>(tokens.size()); }
 };
 

@@ -57,15 +57,14 @@ std::pair<int, size_t> AddedVocabulary::Trie::LongestMatch(std::string_view text
   return best;
 }
 
-StatusOr<AddedVocabulary> AddedVocabulary::FromJson(const nlohmann::json& added_tokens,
-                                                    const Normalizer& normalizer) {
+StatusOr<AddedVocabulary> AddedVocabulary::FromJson(const nlohmann::json& added_tokens, const Normalizer& normalizer) {
   AddedVocabulary v;
   if (added_tokens.is_null()) return v;
   if (!added_tokens.is_array()) return InvalidArgumentError("'added_tokens' must be an array");
   if (added_tokens.size() > kMaxAddedTokens) return InvalidArgumentError("too many added tokens");
   for (const auto& t : added_tokens) {
-    if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
-        !t.contains("content") || !t["content"].is_string()) {
+    if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
+        !t["content"].is_string()) {
       return InvalidArgumentError("an added token needs an integer 'id' and a string 'content'");
     }
     AddedToken tok;
@@ -119,9 +118,9 @@ std::vector<Segment> AddedVocabulary::Split(std::string_view text, bool normaliz
     if (tok.single_word) {
       size_t after = end;
       const bool word_before = begin > 0 && IsWordChar([&] {
-        size_t p = PrevCharStart(text, begin);
-        return NextCodePoint(text, &p);
-      }());
+                                 size_t p = PrevCharStart(text, begin);
+                                 return NextCodePoint(text, &p);
+                               }());
       const bool word_after = end < text.size() && IsWordChar(NextCodePoint(text, &after));
       if (word_before || word_after) {
         ++pos;

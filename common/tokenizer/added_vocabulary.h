@@ -35,8 +35,7 @@ struct Segment {
 class AddedVocabulary {
  public:
   // `normalizer` normalizes the content of normalized=true tokens.
-  static StatusOr<AddedVocabulary> FromJson(const nlohmann::json& added_tokens,
-                                            const Normalizer& normalizer);
+  static StatusOr<AddedVocabulary> FromJson(const nlohmann::json& added_tokens, const Normalizer& normalizer);
 
   // Splits `text` on tokens with normalized == `normalized_pass`.
   std::vector<Segment> Split(std::string_view text, bool normalized_pass) const;

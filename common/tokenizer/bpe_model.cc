@@ -69,10 +69,10 @@ StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& spec) {
     for (const auto& entry : *merges_it) {
       TANDEM_RETURN_IF_ERROR(ParseMerge(entry, &a, &b));
       const auto ia = m.vocab_.find(a), ib = m.vocab_.find(b);
-      std::string merged = a + b.substr(b.compare(0, m.continuing_subword_prefix_.size(),
-                                                  m.continuing_subword_prefix_) == 0
-                                            ? m.continuing_subword_prefix_.size()
-                                            : 0);
+      std::string merged =
+          a + b.substr(b.compare(0, m.continuing_subword_prefix_.size(), m.continuing_subword_prefix_) == 0
+                           ? m.continuing_subword_prefix_.size()
+                           : 0);
       const auto im = m.vocab_.find(merged);
       if (ia == m.vocab_.end() || ib == m.vocab_.end() || im == m.vocab_.end()) {
         return InvalidArgumentError("merge '" + a + " " + b + "' uses a token not in the vocab");
@@ -88,8 +88,8 @@ StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& spec) {
   }
   m.fuse_unk_ = spec.value("fuse_unk", false) == true;
   constexpr std::string_view kMeta = "\xE2\x96\x81";
-  m.split_before_metaspace_ = m.vocab_.count(std::string(kMeta)) > 0 &&
-                              m.continuing_subword_prefix_.empty() && m.end_of_word_suffix_.empty();
+  m.split_before_metaspace_ =
+      m.vocab_.count(std::string(kMeta)) > 0 && m.continuing_subword_prefix_.empty() && m.end_of_word_suffix_.empty();
   for (const auto& [token, id] : m.vocab_) {
     if (!m.split_before_metaspace_) break;
     for (size_t p = token.find(kMeta, 1); p != std::string::npos; p = token.find(kMeta, p + 1)) {
@@ -99,10 +99,10 @@ StatusOr<BpeModel> BpeModel::FromJson(const nlohmann::json& spec) {
       }
     }
   }
-  m.byte_fallback_ = spec.contains("byte_fallback") && spec["byte_fallback"].is_boolean() &&
-                     spec["byte_fallback"].get<bool>();
-  m.ignore_merges_ = spec.contains("ignore_merges") && spec["ignore_merges"].is_boolean() &&
-                     spec["ignore_merges"].get<bool>();
+  m.byte_fallback_ =
+      spec.contains("byte_fallback") && spec["byte_fallback"].is_boolean() && spec["byte_fallback"].get<bool>();
+  m.ignore_merges_ =
+      spec.contains("ignore_merges") && spec["ignore_merges"].is_boolean() && spec["ignore_merges"].get<bool>();
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);

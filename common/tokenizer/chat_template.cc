@@ -32,8 +32,7 @@ StatusOr<ChatTemplate> ChatTemplate::FromModelDir(const std::string& dir, std::s
   return t;
 }
 
-StatusOr<std::string> ChatTemplate::Render(const nlohmann::json& messages,
-                                           const ChatRenderOptions& options) const {
+StatusOr<std::string> ChatTemplate::Render(const nlohmann::json& messages, const ChatRenderOptions& options) const {
   if (!messages.is_array()) return InvalidArgumentError("messages must be an array");
   if (!options.extra_context.is_null() && !options.extra_context.is_object()) {
     return InvalidArgumentError("extra_context must be an object");

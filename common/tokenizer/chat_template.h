@@ -22,11 +22,11 @@ struct Node;
 }
 
 struct ChatRenderOptions {
-  bool add_generation_prompt = true;  // append the assistant-turn header
+  bool add_generation_prompt = true;     // append the assistant-turn header
   std::optional<std::string> bos_token;  // exposed as `bos_token` when set
   std::optional<std::string> eos_token;  // exposed as `eos_token` when set
-  nlohmann::json tools;          // exposed as `tools` unless null
-  nlohmann::json extra_context;  // object: more top-level variables (e.g. enable_thinking)
+  nlohmann::json tools;                  // exposed as `tools` unless null
+  nlohmann::json extra_context;          // object: more top-level variables (e.g. enable_thinking)
 };
 
 class ChatTemplate {

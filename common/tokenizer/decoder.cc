@@ -84,8 +84,8 @@ void StripDecode(const std::string& content, int start, int stop, std::vector<st
     for (int i = 0; i < start && t.compare(begin, content.size(), content) == 0 && begin < end; ++i) {
       begin += content.size();
     }
-    for (int i = 0; i < stop && end >= begin + content.size() &&
-                    t.compare(end - content.size(), content.size(), content) == 0;
+    for (int i = 0;
+         i < stop && end >= begin + content.size() && t.compare(end - content.size(), content.size(), content) == 0;
          ++i) {
       end -= content.size();
     }
@@ -126,8 +126,7 @@ Status Decoder::AddSteps(const nlohmann::json& spec, int depth, std::vector<Step
     step.kind = Kind::kReplace;
     step.content = spec.value("content", std::string());
     const auto& pattern = spec.value("pattern", nlohmann::json::object());
-    if (!pattern.contains("String") || !pattern["String"].is_string() ||
-        pattern["String"].get<std::string>().empty()) {
+    if (!pattern.contains("String") || !pattern["String"].is_string() || pattern["String"].get<std::string>().empty()) {
       return InvalidArgumentError("Replace decoder needs a non-empty pattern.String");
     }
     step.pattern = pattern["String"].get<std::string>();
@@ -151,21 +150,15 @@ StatusOr<Decoder> Decoder::FromJson(const nlohmann::json& spec) {
 
 void Decoder::Apply(const Step& step, std::vector<std::string>* tokens) {
   switch (step.kind) {
-    case Kind::kByteLevel:
-      ByteLevelDecode(tokens);
-      return;
-    case Kind::kByteFallback:
-      ByteFallbackDecode(tokens);
-      return;
+    case Kind::kByteLevel: ByteLevelDecode(tokens); return;
+    case Kind::kByteFallback: ByteFallbackDecode(tokens); return;
     case Kind::kFuse: {
       std::string all;
       for (const auto& t : *tokens) all += t;
       tokens->assign(1, std::move(all));
       return;
     }
-    case Kind::kStrip:
-      StripDecode(step.content, step.start, step.stop, tokens);
-      return;
+    case Kind::kStrip: StripDecode(step.content, step.start, step.stop, tokens); return;
     case Kind::kReplace:
       for (auto& t : *tokens) t = ReplaceAll(t, step.pattern, step.content);
       return;

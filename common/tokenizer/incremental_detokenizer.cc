@@ -16,8 +16,7 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool 
     : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
 
 std::string IncrementalDetokenizer::DecodeRange(size_t begin, size_t end) const {
-  auto text = tokenizer_.Decode(std::span<const TokenId>(ids_.data() + begin, end - begin),
-                                skip_special_tokens_);
+  auto text = tokenizer_.Decode(std::span<const TokenId>(ids_.data() + begin, end - begin), skip_special_tokens_);
   return text.ok() ? *std::move(text) : std::string();
 }
 
@@ -31,8 +30,7 @@ std::string IncrementalDetokenizer::Add(TokenId id) {
     in_byte_run_ = true;
     return std::string();
   }
-  const bool invisible = !tokenizer_.IdToToken(id).has_value() ||
-                         (skip_special_tokens_ && tokenizer_.IsSpecial(id));
+  const bool invisible = !tokenizer_.IdToToken(id).has_value() || (skip_special_tokens_ && tokenizer_.IsSpecial(id));
   if (invisible && in_byte_run_) return std::string();
   in_byte_run_ = false;
   const std::string prefix_text = DecodeRange(prefix_offset_, read_offset_);

@@ -10,7 +10,8 @@
 #include "common/tokenizer/jinja_methods.h"
 #include "common/tokenizer/unicode_util.h"
 
-namespace tandem::tokenizer::jinja {namespace {
+namespace tandem::tokenizer::jinja {
+namespace {
 
 Status Error(const std::string& message) { return InvalidArgumentError(message); }
 StatusOr<int64_t> Length(const Value& v) {
@@ -356,7 +357,10 @@ StatusOr<Value> ApplyFilter(BuiltinContext& ctx, const std::string& name, const 
   }
   if (name == "indent") {
     const Value* width = args.Get(0, "width");
-    const std::string pad = width == nullptr ? "    " : (width->IsString() ? width->AsString() : std::string(std::clamp<int64_t>(width->AsInt(), 0, 256), ' '));
+    const std::string pad =
+        width == nullptr
+            ? "    "
+            : (width->IsString() ? width->AsString() : std::string(std::clamp<int64_t>(width->AsInt(), 0, 256), ' '));
     const bool first = BoolArg(args.Get(1, "first"), false);
     const bool blank = BoolArg(args.Get(2, "blank"), false);
     CallArgs none;
@@ -401,27 +405,27 @@ StatusOr<Value> ApplyFilter(BuiltinContext& ctx, const std::string& name, const 
 ValueDict MakeGlobals() {
   ValueDict g;
   g.Set("range", Value::Callable("range", [](CallArgs& args) -> StatusOr<Value> {
-    int64_t start = 0, stop = 0, step = 1;
-    for (const auto& a : args.positional) {
-      if (a.type() != Value::Type::kInt && a.type() != Value::Type::kBool) return Error("range() needs integers");
-    }
-    if (args.positional.size() == 1) {
-      stop = args.positional[0].AsInt();
-    } else if (args.positional.size() >= 2) {
-      start = args.positional[0].AsInt();
-      stop = args.positional[1].AsInt();
-      if (args.positional.size() >= 3) step = args.positional[2].AsInt();
-    } else {
-      return Error("range expected at least 1 argument");
-    }
-    if (step == 0) return Error("range() arg 3 must not be zero");
-    std::vector<Value> out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (out.size() >= 100000) return Error("range too large");
-      out.emplace_back(i);
-    }
-    return Value::List(std::move(out));
-  }));
+          int64_t start = 0, stop = 0, step = 1;
+          for (const auto& a : args.positional) {
+            if (a.type() != Value::Type::kInt && a.type() != Value::Type::kBool) return Error("range() needs integers");
+          }
+          if (args.positional.size() == 1) {
+            stop = args.positional[0].AsInt();
+          } else if (args.positional.size() >= 2) {
+            start = args.positional[0].AsInt();
+            stop = args.positional[1].AsInt();
+            if (args.positional.size() >= 3) step = args.positional[2].AsInt();
+          } else {
+            return Error("range expected at least 1 argument");
+          }
+          if (step == 0) return Error("range() arg 3 must not be zero");
+          std::vector<Value> out;
+          for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+            if (out.size() >= 100000) return Error("range too large");
+            out.emplace_back(i);
+          }
+          return Value::List(std::move(out));
+        }));
   auto make_dict = [](bool ns) {
     return [ns](CallArgs& args) -> StatusOr<Value> {
       ValueDict d;
@@ -433,20 +437,20 @@ ValueDict MakeGlobals() {
   g.Set("namespace", Value::Callable("namespace", make_dict(true)));
   g.Set("dict", Value::Callable("dict", make_dict(false)));
   g.Set("raise_exception", Value::Callable("raise_exception", [](CallArgs& args) -> StatusOr<Value> {
-    const Value* message = args.Get(0, "message");
-    // FailedPrecondition marks a deliberate raise; ChatTemplate reports its message as is.
-    return FailedPreconditionError(message ? message->Str() : "raise_exception called");
-  }));
+          const Value* message = args.Get(0, "message");
+          // FailedPrecondition marks a deliberate raise; ChatTemplate reports its message as is.
+          return FailedPreconditionError(message ? message->Str() : "raise_exception called");
+        }));
   g.Set("strftime_now", Value::Callable("strftime_now", [](CallArgs& args) -> StatusOr<Value> {
-    const Value* format = args.Get(0, "format");
-    if (format == nullptr || !format->IsString()) return Error("strftime_now needs a format string");
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    localtime_r(&now, &tm);
-    char buf[256];
-    const size_t n = std::strftime(buf, sizeof(buf), format->AsString().c_str(), &tm);
-    return Value(std::string(buf, n));
-  }));
+          const Value* format = args.Get(0, "format");
+          if (format == nullptr || !format->IsString()) return Error("strftime_now needs a format string");
+          const std::time_t now = std::time(nullptr);
+          std::tm tm{};
+          localtime_r(&now, &tm);
+          char buf[256];
+          const size_t n = std::strftime(buf, sizeof(buf), format->AsString().c_str(), &tm);
+          return Value(std::string(buf, n));
+        }));
   return g;
 }
 

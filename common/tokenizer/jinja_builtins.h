@@ -20,10 +20,8 @@ class BuiltinContext {
   virtual StatusOr<bool> CallTest(const std::string& name, const Value& input, CallArgs& args) = 0;
 };
 
-StatusOr<Value> ApplyFilter(BuiltinContext& ctx, const std::string& name, const Value& input,
-                            CallArgs& args);
-StatusOr<bool> ApplyTest(BuiltinContext& ctx, const std::string& name, const Value& input,
-                         CallArgs& args);
+StatusOr<Value> ApplyFilter(BuiltinContext& ctx, const std::string& name, const Value& input, CallArgs& args);
+StatusOr<bool> ApplyTest(BuiltinContext& ctx, const std::string& name, const Value& input, CallArgs& args);
 
 // Globals visible to every template.
 ValueDict MakeGlobals();

@@ -66,7 +66,8 @@ Status Interpreter::ExecNode(const Node& node, std::string* out) {
       }
       output_bytes_ += text.size();
       if (output_bytes_ > limits_.max_output_bytes) {
-        return ResourceExhaustedError("chat template output exceeds " + std::to_string(limits_.max_output_bytes) + " bytes");
+        return ResourceExhaustedError("chat template output exceeds " + std::to_string(limits_.max_output_bytes) +
+                                      " bytes");
       }
       out->append(text);
       return Status::Ok();
@@ -77,8 +78,7 @@ Status Interpreter::ExecNode(const Node& node, std::string* out) {
         if (c.Truthy()) return Exec(body, out);
       }
       return Exec(node.body, out);
-    case Node::Kind::kFor:
-      return ExecFor(node, out);
+    case Node::Kind::kFor: return ExecFor(node, out);
     case Node::Kind::kSet: {
       TANDEM_ASSIGN_OR_RETURN(Value v, Eval(*node.expr));
       return ExecSet(node, std::move(v));
@@ -88,15 +88,9 @@ Status Interpreter::ExecNode(const Node& node, std::string* out) {
       TANDEM_RETURN_IF_ERROR(Exec(node.body, &captured));
       return ExecSet(node, Value(std::move(captured)));
     }
-    case Node::Kind::kMacro:
-      frames_.back()->Set(node.name, DefineMacro(node));
-      return Status::Ok();
-    case Node::Kind::kBreak:
-      flow_ = Flow::kBreak;
-      return Status::Ok();
-    case Node::Kind::kContinue:
-      flow_ = Flow::kContinue;
-      return Status::Ok();
+    case Node::Kind::kMacro: frames_.back()->Set(node.name, DefineMacro(node)); return Status::Ok();
+    case Node::Kind::kBreak: flow_ = Flow::kBreak; return Status::Ok();
+    case Node::Kind::kContinue: flow_ = Flow::kContinue; return Status::Ok();
   }
   return Status::Ok();
 }
@@ -111,7 +105,8 @@ Status Interpreter::ExecSet(const Node& node, Value value) {
     }
     const Value ns = Lookup(target.substr(0, dot));
     if (!ns.IsNamespace()) {
-      return InvalidArgumentError("line " + std::to_string(node.line) + ": cannot assign attribute on non-namespace object");
+      return InvalidArgumentError("line " + std::to_string(node.line) +
+                                  ": cannot assign attribute on non-namespace object");
     }
     ns.AsDict().Set(target.substr(dot + 1), std::move(value));
     return Status::Ok();
@@ -167,9 +162,9 @@ Status Interpreter::ExecFor(const Node& node, std::string* out) {
     loop.Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
     loop.Set("nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
     loop.Set("cycle", Value::Callable("cycle", [i](CallArgs& args) -> StatusOr<Value> {
-      if (args.positional.empty()) return InvalidArgumentError("no items for cycling given");
-      return args.positional[i % args.positional.size()];
-    }));
+               if (args.positional.empty()) return InvalidArgumentError("no items for cycling given");
+               return args.positional[i % args.positional.size()];
+             }));
     frames_.back()->Set("loop", Value::Dict(std::move(loop)));
     status = bind(items[i]);
     if (status.ok()) status = Exec(node.body, out);
@@ -290,7 +285,8 @@ StatusOr<Value> Interpreter::EvalSlice(const Expr& e) {
     if (!e.children[i + 1]) continue;
     TANDEM_ASSIGN_OR_RETURN(Value v, Eval(*e.children[i + 1]));
     if (v.IsNone()) continue;
-    if (v.type() != Value::Type::kInt && v.type() != Value::Type::kBool) return Error(e, "slice indices must be integers");
+    if (v.type() != Value::Type::kInt && v.type() != Value::Type::kBool)
+      return Error(e, "slice indices must be integers");
     bounds[i] = v.AsInt();
     given[i] = true;
   }
@@ -335,7 +331,8 @@ StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value& a, c
   if (op == "in" || op == "not in") {
     bool found = false;
     if (b.IsString()) {
-      if (!a.IsString()) return InvalidArgumentError("'in <string>' requires string as left operand, not " + a.TypeName());
+      if (!a.IsString())
+        return InvalidArgumentError("'in <string>' requires string as left operand, not " + a.TypeName());
       found = b.AsString().find(a.AsString()) != std::string::npos;
     } else if (b.IsDict()) {
       found = a.IsString() && b.AsDict().Find(a.AsString()) != nullptr;
@@ -359,7 +356,8 @@ StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value& a, c
   const bool numbers = a.IsNumber() && b.IsNumber();
   const bool floats = numbers && (a.type() == T::kFloat || b.type() == T::kFloat);
   if (op == "+") {
-    if (numbers) return floats ? Value(a.AsDouble() + b.AsDouble()) : Value(static_cast<int64_t>(a.AsInt() + b.AsInt()));
+    if (numbers)
+      return floats ? Value(a.AsDouble() + b.AsDouble()) : Value(static_cast<int64_t>(a.AsInt() + b.AsInt()));
     if (a.IsString() && b.IsString()) return Value(a.AsString() + b.AsString());
     if (a.IsList() && b.IsList()) {
       std::vector<Value> items = a.AsList();
@@ -367,15 +365,18 @@ StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value& a, c
       return Value::List(std::move(items), a.IsTuple());
     }
   } else if (op == "-") {
-    if (numbers) return floats ? Value(a.AsDouble() - b.AsDouble()) : Value(static_cast<int64_t>(a.AsInt() - b.AsInt()));
+    if (numbers)
+      return floats ? Value(a.AsDouble() - b.AsDouble()) : Value(static_cast<int64_t>(a.AsInt() - b.AsInt()));
   } else if (op == "*") {
-    if (numbers) return floats ? Value(a.AsDouble() * b.AsDouble()) : Value(static_cast<int64_t>(a.AsInt() * b.AsInt()));
+    if (numbers)
+      return floats ? Value(a.AsDouble() * b.AsDouble()) : Value(static_cast<int64_t>(a.AsInt() * b.AsInt()));
     const Value* seq = a.IsString() || a.IsList() ? &a : (b.IsString() || b.IsList() ? &b : nullptr);
     const Value* count = seq == &a ? &b : &a;
     if (seq != nullptr && (count->type() == T::kInt || count->type() == T::kBool)) {
       const int64_t n = std::max<int64_t>(0, count->AsInt());
       const size_t unit = seq->IsString() ? seq->AsString().size() : seq->AsList().size();
-      if (unit * static_cast<size_t>(n) > limits_.max_output_bytes) return ResourceExhaustedError("repetition too large");
+      if (unit * static_cast<size_t>(n) > limits_.max_output_bytes)
+        return ResourceExhaustedError("repetition too large");
       if (seq->IsString()) {
         std::string out;
         for (int64_t i = 0; i < n; ++i) out += seq->AsString();
@@ -410,16 +411,15 @@ StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value& a, c
       return Value(std::pow(a.AsDouble(), b.AsDouble()));
     }
   }
-  return InvalidArgumentError("unsupported operand type(s) for " + op + ": '" + a.TypeName() + "' and '" + b.TypeName() + "'");
+  return InvalidArgumentError("unsupported operand type(s) for " + op + ": '" + a.TypeName() + "' and '" +
+                              b.TypeName() + "'");
 }
 
 StatusOr<Value> Interpreter::Eval(const Expr& e) {
   TANDEM_RETURN_IF_ERROR(Step());
   switch (e.kind) {
-    case Expr::Kind::kLiteral:
-      return e.literal;
-    case Expr::Kind::kName:
-      return Lookup(e.name);
+    case Expr::Kind::kLiteral: return e.literal;
+    case Expr::Kind::kName: return Lookup(e.name);
     case Expr::Kind::kList:
     case Expr::Kind::kTuple: {
       std::vector<Value> items;
@@ -455,10 +455,8 @@ StatusOr<Value> Interpreter::Eval(const Expr& e) {
       if (item.IsUndefined() && key.IsString() && !obj.IsDict()) return GetMethod(obj, key.AsString());
       return item;
     }
-    case Expr::Kind::kSlice:
-      return EvalSlice(e);
-    case Expr::Kind::kCall:
-      return EvalCall(e);
+    case Expr::Kind::kSlice: return EvalSlice(e);
+    case Expr::Kind::kCall: return EvalCall(e);
     case Expr::Kind::kFilter: {
       TANDEM_ASSIGN_OR_RETURN(Value input, Eval(*e.children[0]));
       CallArgs args;
@@ -483,7 +481,8 @@ StatusOr<Value> Interpreter::Eval(const Expr& e) {
       TANDEM_ASSIGN_OR_RETURN(Value a, Eval(*e.children[0]));
       TANDEM_ASSIGN_OR_RETURN(Value b, Eval(*e.children[1]));
       auto r = EvalBinary(e.name, a, b);
-      if (!r.ok() && r.status().code() == StatusCode::kInvalidArgument) return r.status().WithContext("line " + std::to_string(e.line));
+      if (!r.ok() && r.status().code() == StatusCode::kInvalidArgument)
+        return r.status().WithContext("line " + std::to_string(e.line));
       return r;
     }
     case Expr::Kind::kAnd: {

@@ -112,8 +112,8 @@ StatusOr<std::vector<TemplateSegment>> SplitTemplate(std::string_view raw_source
   };
   while (pos <= s.size()) {
     size_t start = s.find('{', pos);
-    while (start != std::string_view::npos && start + 1 < s.size() && s[start + 1] != '{' &&
-           s[start + 1] != '%' && s[start + 1] != '#') {
+    while (start != std::string_view::npos && start + 1 < s.size() && s[start + 1] != '{' && s[start + 1] != '%' &&
+           s[start + 1] != '#') {
       start = s.find('{', start + 1);
     }
     if (start != std::string_view::npos && start + 1 >= s.size()) start = std::string_view::npos;
@@ -205,8 +205,8 @@ StatusOr<std::vector<TemplateSegment>> SplitTemplate(std::string_view raw_source
       }
     }
     if (kind != '#') {
-      out.push_back({kind == '{' ? TemplateSegment::Kind::kVariable : TemplateSegment::Kind::kBlock,
-                     std::move(content), tag_line});
+      out.push_back({kind == '{' ? TemplateSegment::Kind::kVariable : TemplateSegment::Kind::kBlock, std::move(content),
+                     tag_line});
     }
     if (end_sign == '-') {
       strip_next = true;
@@ -304,9 +304,7 @@ StatusOr<std::vector<ExprToken>> TokenizeExpression(std::string_view c, int line
               j += n;
               break;
             }
-            default:
-              value += '\\';
-              value += e;
+            default: value += '\\'; value += e;
           }
           continue;
         }
@@ -319,9 +317,8 @@ StatusOr<std::vector<ExprToken>> TokenizeExpression(std::string_view c, int line
       i = j;
       continue;
     }
-    static const char* const kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%",
-                                       "~", "<", ">", "=", "(", ")", "[", "]", "{", "}", ",", ".",
-                                       ":", "|"};
+    static const char* const kOps[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",
+                                       ">",  "=",  "(",  ")",  "[",  "]",  "{", "}", ",", ".", ":", "|"};
     bool matched = false;
     for (const char* op : kOps) {
       const std::string_view o(op);

@@ -176,9 +176,9 @@ StatusOr<Value> StringMethod(const Value& self, const std::string& name, CallArg
     for (const Value& o : options) {
       TANDEM_RETURN_IF_ERROR(RequireString(o, name.c_str()));
       const std::string& p = o.AsString();
-      const bool hit = p.size() <= s.size() &&
-                       (name == "startswith" ? s.compare(0, p.size(), p) == 0
-                                             : s.compare(s.size() - p.size(), p.size(), p) == 0);
+      const bool hit =
+          p.size() <= s.size() &&
+          (name == "startswith" ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0);
       if (hit) return Value(true);
     }
     return Value(false);
@@ -219,8 +219,8 @@ StatusOr<Value> StringMethod(const Value& self, const std::string& name, CallArg
     }
     return Value(std::move(out));
   }
-  if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum" ||
-      name == "islower" || name == "isupper") {
+  if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum" || name == "islower" ||
+      name == "isupper") {
     if (s.empty()) return Value(false);
     size_t pos = 0;
     bool cased = false;
@@ -315,10 +315,10 @@ Value GetItem(const Value& obj, const Value& key) {
 }
 
 Value GetMethod(const Value& obj, const std::string& name) {
-  static const char* const kStr[] = {"upper", "lower", "title", "capitalize", "strip", "lstrip",
-                                     "rstrip", "split", "splitlines", "startswith", "endswith",
-                                     "replace", "find", "rfind", "count", "index", "join", "isdigit",
-                                     "isspace", "isalpha", "isalnum", "islower", "isupper"};
+  static const char* const kStr[] = {"upper",   "lower",   "title",      "capitalize", "strip",    "lstrip",
+                                     "rstrip",  "split",   "splitlines", "startswith", "endswith", "replace",
+                                     "find",    "rfind",   "count",      "index",      "join",     "isdigit",
+                                     "isspace", "isalpha", "isalnum",    "islower",    "isupper"};
   static const char* const kDict[] = {"items", "keys", "values", "get"};
   if (obj.IsString()) {
     for (const char* m : kStr) {

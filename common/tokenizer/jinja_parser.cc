@@ -14,9 +14,7 @@ class ExprParser {
  public:
   ExprParser(std::vector<ExprToken> tokens, int depth) : tokens_(std::move(tokens)), depth_(depth) {}
 
-  const ExprToken& Peek(size_t ahead = 0) const {
-    return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)];
-  }
+  const ExprToken& Peek(size_t ahead = 0) const { return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)]; }
   bool AtEnd() const { return Peek().kind == TokKind::kEnd; }
   bool IsOp(std::string_view op, size_t ahead = 0) const {
     return Peek(ahead).kind == TokKind::kOp && Peek(ahead).text == op;
@@ -35,8 +33,7 @@ class ExprParser {
     return true;
   }
   Status Error(const std::string& message) const {
-    return InvalidArgumentError("template syntax error, line " + std::to_string(Peek().line) + ": " +
-                                message);
+    return InvalidArgumentError("template syntax error, line " + std::to_string(Peek().line) + ": " + message);
   }
   Status ExpectOp(std::string_view op) {
     if (SkipOp(op)) return Status::Ok();
@@ -135,9 +132,8 @@ class ExprParser {
     TANDEM_ASSIGN_OR_RETURN(ExprPtr left, ParseMath1());
     while (true) {
       std::string op;
-      if (Peek().kind == TokKind::kOp &&
-          (Peek().text == "==" || Peek().text == "!=" || Peek().text == "<" || Peek().text == ">" ||
-           Peek().text == "<=" || Peek().text == ">=")) {
+      if (Peek().kind == TokKind::kOp && (Peek().text == "==" || Peek().text == "!=" || Peek().text == "<" ||
+                                          Peek().text == ">" || Peek().text == "<=" || Peek().text == ">=")) {
         op = tokens_[pos_++].text;
       } else if (SkipName("in")) {
         op = "in";
@@ -247,8 +243,7 @@ class ExprParser {
         if (SkipOp("[")) return ParseListLiteral();
         if (SkipOp("{")) return ParseDictLiteral();
         break;
-      default:
-        break;
+      default: break;
     }
     return Error("unexpected '" + t.text + "'");
   }
@@ -375,11 +370,9 @@ class ExprParser {
         e->children.push_back(std::move(node));
         if (IsOp("(")) {
           TANDEM_RETURN_IF_ERROR(ParseArgs(e.get()));
-        } else if ((Peek().kind == TokKind::kName || Peek().kind == TokKind::kString ||
-                    Peek().kind == TokKind::kInt || Peek().kind == TokKind::kFloat || IsOp("[") ||
-                    IsOp("{")) &&
-                   !IsName("else") && !IsName("or") && !IsName("and") && !IsName("is") &&
-                   !IsName("if")) {
+        } else if ((Peek().kind == TokKind::kName || Peek().kind == TokKind::kString || Peek().kind == TokKind::kInt ||
+                    Peek().kind == TokKind::kFloat || IsOp("[") || IsOp("{")) &&
+                   !IsName("else") && !IsName("or") && !IsName("and") && !IsName("is") && !IsName("if")) {
           TANDEM_ASSIGN_OR_RETURN(ExprPtr arg, ParsePrimary());
           TANDEM_ASSIGN_OR_RETURN(arg, ParsePostfix(std::move(arg)));
           e->children.push_back(std::move(arg));
@@ -418,7 +411,8 @@ class TemplateParser {
   // Parses nodes until a block tag whose keyword is in `ends` (consumed;
   // reported in *end with the parser positioned after the keyword).
   Status ParseBody(const std::set<std::string>& ends, NodeList* out, std::string* end, int depth) {
-    if (depth > kMaxNestingDepth) return Error(segs_.empty() ? 0 : segs_[std::min(pos_, segs_.size() - 1)].line, "blocks nested too deeply");
+    if (depth > kMaxNestingDepth)
+      return Error(segs_.empty() ? 0 : segs_[std::min(pos_, segs_.size() - 1)].line, "blocks nested too deeply");
     while (pos_ < segs_.size()) {
       const TemplateSegment& seg = segs_[pos_++];
       if (seg.kind == TemplateSegment::Kind::kText) {
@@ -448,7 +442,8 @@ class TemplateParser {
       if (node) out->push_back(std::move(node));
     }
     if (!ends.empty()) {
-      return Error(segs_.empty() ? 0 : segs_.back().line, "unexpected end of template, expected '" + *ends.begin() + "'");
+      return Error(segs_.empty() ? 0 : segs_.back().line,
+                   "unexpected end of template, expected '" + *ends.begin() + "'");
     }
     return Status::Ok();
   }

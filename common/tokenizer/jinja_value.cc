@@ -383,8 +383,8 @@ StatusOr<int> CompareValues(const Value& a, const Value& b) {
     }
     return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
   }
-  return InvalidArgumentError("'<' not supported between instances of '" + a.TypeName() + "' and '" +
-                              b.TypeName() + "'");
+  return InvalidArgumentError("'<' not supported between instances of '" + a.TypeName() + "' and '" + b.TypeName() +
+                              "'");
 }
 
 std::u32string ToU32(std::string_view s) {

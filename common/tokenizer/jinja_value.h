@@ -35,12 +35,12 @@ class Value {
   Value() = default;  // undefined
   static Value Undefined(std::string hint = "");
   static Value None();
-  Value(bool b);  // NOLINT
-  Value(int64_t i);  // NOLINT
+  Value(bool b);                                    // NOLINT
+  Value(int64_t i);                                 // NOLINT
   Value(int i) : Value(static_cast<int64_t>(i)) {}  // NOLINT
-  Value(double d);  // NOLINT
-  Value(std::string s);  // NOLINT
-  Value(const char* s) : Value(std::string(s)) {}  // NOLINT
+  Value(double d);                                  // NOLINT
+  Value(std::string s);                             // NOLINT
+  Value(const char* s) : Value(std::string(s)) {}   // NOLINT
   static Value List(std::vector<Value> items, bool tuple = false);
   static Value Dict(ValueDict dict = {}, bool is_namespace = false);
   static Value Callable(std::string name, Function fn);

@@ -12,12 +12,10 @@ constexpr int kMaxDepth = 16;
 StatusOr<std::string> Utf8procMap(std::string_view text, int options) {
   utf8proc_uint8_t* out = nullptr;
   const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                   static_cast<utf8proc_ssize_t>(text.size()), &out,
-                   static_cast<utf8proc_option_t>(options));
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &out, static_cast<utf8proc_option_t>(options));
   if (n < 0) {
-    return InvalidArgumentError(std::string("unicode normalization failed: ") +
-                                utf8proc_errmsg(n));
+    return InvalidArgumentError(std::string("unicode normalization failed: ") + utf8proc_errmsg(n));
   }
   std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
   free(out);
@@ -34,8 +32,7 @@ std::string Lowercase(std::string_view text) {
 }
 
 // Replaces every regex match.
-StatusOr<std::string> RegexReplace(const Regex& regex, std::string_view text,
-                                   std::string_view content) {
+StatusOr<std::string> RegexReplace(const Regex& regex, std::string_view text, std::string_view content) {
   TANDEM_ASSIGN_OR_RETURN(auto matches, regex.FindAll(text));
   std::string out;
   size_t last = 0;
@@ -156,25 +153,19 @@ StatusOr<std::string> Normalizer::Normalize(std::string_view text) const {
         break;
       }
       case Kind::kNfkc: {
-        TANDEM_ASSIGN_OR_RETURN(
-            s, Utf8procMap(s, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT));
+        TANDEM_ASSIGN_OR_RETURN(s, Utf8procMap(s, UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT));
         break;
       }
       case Kind::kNfkd: {
-        TANDEM_ASSIGN_OR_RETURN(
-            s, Utf8procMap(s, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
+        TANDEM_ASSIGN_OR_RETURN(s, Utf8procMap(s, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
         break;
       }
-      case Kind::kLowercase:
-        s = Lowercase(s);
-        break;
+      case Kind::kLowercase: s = Lowercase(s); break;
       case Kind::kPrepend:
         // Hugging Face prepends only to non-empty text.
         if (!s.empty()) s = step.pattern + s;
         break;
-      case Kind::kStrip:
-        s = std::string(StripWhitespace(s, step.strip_left, step.strip_right));
-        break;
+      case Kind::kStrip: s = std::string(StripWhitespace(s, step.strip_left, step.strip_right)); break;
       case Kind::kReplace:
         if (step.regex) {
           TANDEM_ASSIGN_OR_RETURN(s, RegexReplace(*step.regex, s, step.content));

@@ -88,8 +88,7 @@ Status PreTokenizer::AddSteps(const nlohmann::json& spec, int depth, std::vector
       step.behavior = Behavior::kRemoved;
     } else if (type == "Digits") {
       pattern = R"(\p{Nd})";
-      step.behavior =
-          spec.value("individual_digits", false) ? Behavior::kIsolated : Behavior::kContiguous;
+      step.behavior = spec.value("individual_digits", false) ? Behavior::kIsolated : Behavior::kContiguous;
     } else {
       step.invert = true;
       step.behavior = Behavior::kRemoved;
@@ -109,8 +108,7 @@ StatusOr<PreTokenizer> PreTokenizer::FromJson(const nlohmann::json& spec) {
   return p;
 }
 
-StatusOr<std::vector<std::pair<size_t, size_t>>> PreTokenizer::Matches(const Step& step,
-                                                                       std::string_view text) {
+StatusOr<std::vector<std::pair<size_t, size_t>>> PreTokenizer::Matches(const Step& step, std::string_view text) {
   if (step.regex) return step.regex->FindAll(text);
   std::vector<std::pair<size_t, size_t>> out;
   size_t pos = 0;
@@ -121,8 +119,7 @@ StatusOr<std::vector<std::pair<size_t, size_t>>> PreTokenizer::Matches(const Ste
   return out;
 }
 
-Status PreTokenizer::ApplySplit(const Step& step, std::string_view text,
-                                std::vector<std::string>* out) {
+Status PreTokenizer::ApplySplit(const Step& step, std::string_view text, std::vector<std::string>* out) {
   TANDEM_ASSIGN_OR_RETURN(auto matches, Matches(step, text));
   // Pieces as (begin, end, is_match) covering the whole text.
   struct Piece {
@@ -173,8 +170,7 @@ Status PreTokenizer::ApplySplit(const Step& step, std::string_view text,
             result.emplace_back(p.begin, p.end);
           }
           break;
-        default:
-          result.emplace_back(p.begin, p.end);
+        default: result.emplace_back(p.begin, p.end);
       }
       previous_match = p.match;
     }
@@ -188,8 +184,7 @@ Status PreTokenizer::ApplySplit(const Step& step, std::string_view text,
 Status PreTokenizer::Apply(const Step& step, std::string_view text, bool at_text_start,
                            std::vector<std::string>* out) const {
   switch (step.kind) {
-    case Kind::kSplit:
-      return ApplySplit(step, text, out);
+    case Kind::kSplit: return ApplySplit(step, text, out);
     case Kind::kByteLevel: {
       std::string prefixed;
       if (step.add_prefix_space && !text.empty() && text.front() != ' ') {
@@ -212,8 +207,7 @@ Status PreTokenizer::Apply(const Step& step, std::string_view text, bool at_text
     }
     case Kind::kMetaspace: {
       std::string s = ReplaceAll(text, " ", step.replacement);
-      const bool prepend = step.prepend_scheme == "always" ||
-                           (step.prepend_scheme == "first" && at_text_start);
+      const bool prepend = step.prepend_scheme == "always" || (step.prepend_scheme == "first" && at_text_start);
       if (prepend && s.compare(0, step.replacement.size(), step.replacement) != 0) {
         s = step.replacement + s;
       }
@@ -231,8 +225,7 @@ Status PreTokenizer::Apply(const Step& step, std::string_view text, bool at_text
   return Status::Ok();
 }
 
-Status PreTokenizer::Split(std::string_view text, bool at_text_start,
-                           std::vector<std::string>* words) const {
+Status PreTokenizer::Split(std::string_view text, bool at_text_start, std::vector<std::string>* words) const {
   if (steps_.empty()) {
     if (!text.empty()) words->emplace_back(text);
     return Status::Ok();

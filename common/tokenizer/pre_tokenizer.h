@@ -42,11 +42,9 @@ class PreTokenizer {
     bool split = true;              // Metaspace
   };
   static Status AddSteps(const nlohmann::json& spec, int depth, std::vector<Step>* steps);
-  static StatusOr<std::vector<std::pair<size_t, size_t>>> Matches(const Step& step,
-                                                                  std::string_view text);
+  static StatusOr<std::vector<std::pair<size_t, size_t>>> Matches(const Step& step, std::string_view text);
   static Status ApplySplit(const Step& step, std::string_view text, std::vector<std::string>* out);
-  Status Apply(const Step& step, std::string_view text, bool at_text_start,
-               std::vector<std::string>* out) const;
+  Status Apply(const Step& step, std::string_view text, bool at_text_start, std::vector<std::string>* out) const;
 
   std::vector<Step> steps_;
 };

@@ -14,14 +14,13 @@ struct Regex::Code {
 StatusOr<Regex> Regex::Compile(std::string_view pattern) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
+                                   &error_code, &error_offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR buffer[256];
     pcre2_get_error_message(error_code, buffer, sizeof(buffer));
-    return InvalidArgumentError("bad regex '" + std::string(pattern) + "' at offset " +
-                                std::to_string(error_offset) + ": " +
-                                reinterpret_cast<const char*>(buffer));
+    return InvalidArgumentError("bad regex '" + std::string(pattern) + "' at offset " + std::to_string(error_offset) +
+                                ": " + reinterpret_cast<const char*>(buffer));
   }
   auto holder = std::make_shared<Code>();
   holder->code = code;
@@ -33,8 +32,8 @@ std::string Regex::Escape(std::string_view literal) {
   std::string out;
   for (char c : literal) {
     const auto u = static_cast<unsigned char>(c);
-    const bool word = (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') ||
-                      u >= 0x80 || u == '_';
+    const bool word =
+        (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || u >= 0x80 || u == '_';
     if (!word) out.push_back('\\');
     out.push_back(c);
   }
@@ -50,15 +49,13 @@ StatusOr<std::vector<std::pair<size_t, size_t>>> Regex::FindAll(std::string_view
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   Status status;
   while (offset <= text.size()) {
-    const int rc = code_->jit
-                       ? pcre2_jit_match(code_->code, subject, text.size(), offset, 0, md, nullptr)
-                       : pcre2_match(code_->code, subject, text.size(), offset, 0, md, nullptr);
+    const int rc = code_->jit ? pcre2_jit_match(code_->code, subject, text.size(), offset, 0, md, nullptr)
+                              : pcre2_match(code_->code, subject, text.size(), offset, 0, md, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR buffer[256];
       pcre2_get_error_message(rc, buffer, sizeof(buffer));
-      status = InvalidArgumentError(std::string("regex match failed: ") +
-                                    reinterpret_cast<const char*>(buffer));
+      status = InvalidArgumentError(std::string("regex match failed: ") + reinterpret_cast<const char*>(buffer));
       break;
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);

@@ -49,8 +49,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view json_t
   return t;
 }
 
-Status Tokenizer::EncodePlain(std::string_view segment, bool at_text_start,
-                              std::vector<TokenId>* ids) const {
+Status Tokenizer::EncodePlain(std::string_view segment, bool at_text_start, std::vector<TokenId>* ids) const {
   std::string normalized;
   if (!normalizer_.empty()) {
     TANDEM_ASSIGN_OR_RETURN(normalized, normalizer_.Normalize(segment));

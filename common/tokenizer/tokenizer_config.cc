@@ -73,8 +73,7 @@ StatusOr<TokenizerConfig> TokenizerConfig::FromJson(std::string_view json_text) 
 }
 
 StatusOr<TokenizerConfig> TokenizerConfig::FromModelDir(const std::string& dir) {
-  TANDEM_ASSIGN_OR_RETURN(std::string text,
-                          ReadFileToString(dir + "/tokenizer_config.json", kMaxTokenizerConfigBytes));
+  TANDEM_ASSIGN_OR_RETURN(std::string text, ReadFileToString(dir + "/tokenizer_config.json", kMaxTokenizerConfigBytes));
   auto config = FromJson(text);
   if (!config.ok()) return config.status().WithContext(dir + "/tokenizer_config.json");
   auto jinja = ReadFileToString(dir + "/chat_template.jinja", kMaxTokenizerConfigBytes);

@@ -61,8 +61,7 @@ char32_t NextCodePoint(std::string_view text, size_t* pos) {
     case 1: cp = p[0]; break;
     case 2: cp = ((p[0] & 0x1F) << 6) | (p[1] & 0x3F); break;
     case 3: cp = ((p[0] & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F); break;
-    default:
-      cp = ((p[0] & 0x07) << 18) | ((p[1] & 0x3F) << 12) | ((p[2] & 0x3F) << 6) | (p[3] & 0x3F);
+    default: cp = ((p[0] & 0x07) << 18) | ((p[1] & 0x3F) << 12) | ((p[2] & 0x3F) << 6) | (p[3] & 0x3F);
   }
   *pos += len;
   return cp;
@@ -129,8 +128,7 @@ int IncompleteUtf8Tail(std::string_view text) {
 
 bool IsUnicodeWhitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 const std::array<char32_t, 256>& ByteToUnicode() {

@@ -175,8 +175,8 @@ StatusOr<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::Create(const CudaI
   TANDEM_RETURN_IF_ERROR(config.Validate());
   const int devices = cuda::DeviceCount();
   if (config.device >= devices) {
-    return FailedPreconditionError(fmt::format("cuda_ipc: CUDA device {} is not visible ({} devices)",
-                                               config.device, devices));
+    return FailedPreconditionError(
+        fmt::format("cuda_ipc: CUDA device {} is not visible ({} devices)", config.device, devices));
   }
   auto impl = std::make_unique<Impl>();
   impl->config = config;
@@ -248,12 +248,12 @@ StatusOr<RegisteredRegion> CudaIpcTransport::RegisterMemory(void* addr, size_t l
   }
   RegionId id = m.next_handle++;
   m.regions[id] = Impl::Region{static_cast<std::byte*>(addr), length};
-  std::string descriptor = EncodeCudaIpcRegion(CudaIpcRegion{
-      .owner_nonce = m.nonce,
-      .ipc_handle = std::string(reinterpret_cast<const char*>(&handle), sizeof(handle)),
-      .allocation_bytes = size,
-      .offset = offset,
-      .length = length});
+  std::string descriptor = EncodeCudaIpcRegion(
+      CudaIpcRegion{.owner_nonce = m.nonce,
+                    .ipc_handle = std::string(reinterpret_cast<const char*>(&handle), sizeof(handle)),
+                    .allocation_bytes = size,
+                    .offset = offset,
+                    .length = length});
   return RegisteredRegion{id, std::move(descriptor)};
 }
 
@@ -266,28 +266,29 @@ StatusOr<PeerId> CudaIpcTransport::Connect(std::string_view worker_address) {
   Impl& m = *impl_;
   TANDEM_ASSIGN_OR_RETURN(CudaIpcAddress peer, DecodeCudaIpcAddress(worker_address));
   if (!m.self.SameHost(peer.process)) {
-    return FailedPreconditionError(fmt::format(
-        "cuda_ipc: the peer runs on another host (boot id {}, this host {}); use nccl or ucx across hosts",
-        peer.process.boot_id, m.self.boot_id));
+    return FailedPreconditionError(
+        fmt::format("cuda_ipc: the peer runs on another host (boot id {}, this host {}); use nccl or ucx across hosts",
+                    peer.process.boot_id, m.self.boot_id));
   }
   if (peer.nonce == m.nonce || (m.self.SamePidNamespace(peer.process) && peer.process.pid == m.self.pid)) {
-    return FailedPreconditionError("cuda_ipc: cannot connect to its own process (CUDA IPC handles do not open "
-                                   "in the exporting process)");
+    return FailedPreconditionError(
+        "cuda_ipc: cannot connect to its own process (CUDA IPC handles do not open "
+        "in the exporting process)");
   }
   int peer_device = -1;
   for (size_t d = 0; d < m.device_uuids.size(); ++d) {
     if (m.device_uuids[d] == peer.device_uuid) peer_device = static_cast<int>(d);
   }
   if (peer_device < 0) {
-    return FailedPreconditionError(fmt::format("cuda_ipc: the peer's GPU {} is not visible to this process",
-                                               HexUuid(peer.device_uuid)));
+    return FailedPreconditionError(
+        fmt::format("cuda_ipc: the peer's GPU {} is not visible to this process", HexUuid(peer.device_uuid)));
   }
   if (peer_device != m.config.device) {
     int can = 0;
     TANDEM_RETURN_IF_CUDA_ERROR(cudaDeviceCanAccessPeer(&can, m.config.device, peer_device));
     if (!can) {
-      return FailedPreconditionError(fmt::format("cuda_ipc: no peer-to-peer path from CUDA device {} to {}",
-                                                 m.config.device, peer_device));
+      return FailedPreconditionError(
+          fmt::format("cuda_ipc: no peer-to-peer path from CUDA device {} to {}", m.config.device, peer_device));
     }
     DeviceScope scope(m.config.device);
     cudaError_t err = cudaDeviceEnablePeerAccess(peer_device, 0);

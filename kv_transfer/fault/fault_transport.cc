@@ -9,8 +9,7 @@ Status FaultConfig::Validate() const {
   return Status::Ok();
 }
 
-FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const FaultConfig& config,
-                               Clock& clock)
+FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const FaultConfig& config, Clock& clock)
     : inner_(std::move(inner)), config_(config), clock_(clock) {
   TANDEM_CHECK(inner_ != nullptr);
   TANDEM_CHECK_OK(config.Validate());

@@ -70,9 +70,7 @@ class FaultTransport final : public Transport {
   StatusOr<RemoteRegionId> LoadRemoteRegion(PeerId peer, std::string_view descriptor) override {
     return inner_->LoadRemoteRegion(peer, descriptor);
   }
-  Status UnloadRemoteRegion(RemoteRegionId remote) override {
-    return inner_->UnloadRemoteRegion(remote);
-  }
+  Status UnloadRemoteRegion(RemoteRegionId remote) override { return inner_->UnloadRemoteRegion(remote); }
   StatusOr<TransferId> PostWrites(PeerId peer, std::span<const WriteOp> ops) override;
   // Receives are forwarded untouched (faults apply to writes).
   StatusOr<TransferId> PostReceives(PeerId peer, std::span<const WriteOp> ops) override;
@@ -102,10 +100,10 @@ class FaultTransport final : public Transport {
   std::atomic<bool> partitioned_{false};
   FaultStats stats_;
   TransferId next_id_ = 1;
-  std::map<TransferId, Batch> batches_;          // outer id -> batch, until its event
-  std::map<TransferId, TransferId> by_inner_;     // inner id -> outer id
-  std::deque<TransferEvent> ready_;              // failed or cancelled-dropped batches
-  std::deque<Held> held_;                        // delayed events, in post order
+  std::map<TransferId, Batch> batches_;        // outer id -> batch, until its event
+  std::map<TransferId, TransferId> by_inner_;  // inner id -> outer id
+  std::deque<TransferEvent> ready_;            // failed or cancelled-dropped batches
+  std::deque<Held> held_;                      // delayed events, in post order
 };
 
 }  // namespace tandem::kv_transfer

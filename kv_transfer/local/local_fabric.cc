@@ -51,8 +51,7 @@ bool LocalFabric::FindRegion(uint64_t transport, RegionId region, Span* span) {
   return true;
 }
 
-Status LocalFabric::CopyTo(uint64_t transport, RegionId region, uint64_t offset, const uint8_t* src,
-                           uint64_t length) {
+Status LocalFabric::CopyTo(uint64_t transport, RegionId region, uint64_t offset, const uint8_t* src, uint64_t length) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = regions_.find(transport);
   if (it == regions_.end()) return UnavailableError("local peer is gone");
@@ -75,8 +74,7 @@ uint64_t LocalFabric::OpenChannel(uint64_t writer, uint64_t target) {
 bool LocalFabric::ChannelJoins(uint64_t channel, uint64_t writer, uint64_t target) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = channels_.find(channel);
-  return it != channels_.end() && it->second.closed.ok() && it->second.writer == writer &&
-         it->second.target == target;
+  return it != channels_.end() && it->second.closed.ok() && it->second.writer == writer && it->second.target == target;
 }
 
 void LocalFabric::PostSend(uint64_t channel, TransferId batch, std::vector<Span> source) {

@@ -45,8 +45,7 @@ class LocalFabric {
   bool FindRegion(uint64_t transport, RegionId region, Span* span);
   // Copies into a live target region under the lock. NotFound when the region is
   // gone, InvalidArgument when the range leaves it.
-  Status CopyTo(uint64_t transport, RegionId region, uint64_t offset, const uint8_t* src,
-                uint64_t length);
+  Status CopyTo(uint64_t transport, RegionId region, uint64_t offset, const uint8_t* src, uint64_t length);
 
   // Two-sided. A channel from `writer` to `target`; returns its id (> 0).
   uint64_t OpenChannel(uint64_t writer, uint64_t target);
@@ -78,14 +77,14 @@ class LocalFabric {
     std::deque<Receive> receives;
   };
   Status CopyPair(const Channel& c, const Send& send, const Receive& receive);  // REQUIRES mu_
-  void CloseLocked(Channel& c, const Status& why);                             // REQUIRES mu_
+  void CloseLocked(Channel& c, const Status& why);                              // REQUIRES mu_
 
   std::mutex mu_;
   uint64_t next_transport_ = 1;
   uint64_t next_channel_ = 1;
   std::map<uint64_t, std::map<RegionId, Span>> regions_;  // guarded by mu_
-  std::map<uint64_t, Channel> channels_;                 // guarded by mu_
-  std::map<uint64_t, Finished> finished_;                // by owner transport; guarded by mu_
+  std::map<uint64_t, Channel> channels_;                  // guarded by mu_
+  std::map<uint64_t, Finished> finished_;                 // by owner transport; guarded by mu_
 };
 
 }  // namespace tandem::kv_transfer

@@ -32,8 +32,7 @@ std::string LocalTransport::WorkerAddress() const {
   return w.Take();
 }
 
-StatusOr<RegisteredRegion> LocalTransport::RegisterMemory(void* addr, size_t length,
-                                                          MemoryKind kind) {
+StatusOr<RegisteredRegion> LocalTransport::RegisterMemory(void* addr, size_t length, MemoryKind kind) {
   if (addr == nullptr || length == 0) return InvalidArgumentError("empty memory region");
   if (kind != MemoryKind::kHost) return InvalidArgumentError("local transport: host memory only");
   RegionId id = next_handle_++;

@@ -42,11 +42,13 @@ struct NcclConnection::AbortJob {
 };
 
 NcclConnection::NcclConnection(const NcclConfig& config, int rank, ProcessWatch watch)
-    : config_(config), rank_(rank), watch_(std::move(watch)),
+    : config_(config),
+      rank_(rank),
+      watch_(std::move(watch)),
       deadline_(SteadyClock::now() + std::chrono::milliseconds(config.init_timeout_ms)) {}
 
 StatusOr<std::unique_ptr<NcclConnection>> NcclConnection::Start(const NcclConfig& config, int rank,
-                                                                 const ncclUniqueId& id, ProcessWatch watch) {
+                                                                const ncclUniqueId& id, ProcessWatch watch) {
   std::unique_ptr<NcclConnection> c(new NcclConnection(config, rank, std::move(watch)));
   DeviceScope scope(config.device);
   TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking));
@@ -101,7 +103,7 @@ void NcclConnection::Abort(const Status& why) {
   abort_ = std::make_shared<AbortJob>();
   std::thread([job = abort_, comm = comm_, stream = stream_, device = config_.device] {
     cudaSetDevice(device);
-    ncclCommAbort(comm);  // ends the communicator's kernels
+    ncclCommAbort(comm);            // ends the communicator's kernels
     cudaStreamSynchronize(stream);  // and the gathers/scatters queued around them
     job->done = true;
   }).detach();
@@ -273,8 +275,7 @@ void NcclConnection::Progress(std::vector<TransferEvent>* events) {
       break;
     }
     case State::kReady:
-    case State::kAborting:
-      break;
+    case State::kAborting: break;
   }
   while (!queued_.empty()) {
     Batch b = std::move(queued_.front());
@@ -291,9 +292,10 @@ void NcclConnection::Progress(std::vector<TransferEvent>* events) {
       health_ = cuda::CudaStatus(e, "cudaEventQuery");
       return Abort(health_);
     }
-    events->push_back(TransferEvent{b.id, b.cancelled ? CancelledError("transfer cancelled (it had been posted "
-                                                                       "and completed)")
-                                                      : Status::Ok(),
+    events->push_back(TransferEvent{b.id,
+                                    b.cancelled ? CancelledError("transfer cancelled (it had been posted "
+                                                                 "and completed)")
+                                                : Status::Ok(),
                                     b.bytes});
     spare_events_.push_back(b.event);
     in_flight_.pop_front();

@@ -42,15 +42,14 @@ struct NcclTransport::Impl {
   std::map<RegionId, Region> regions;
   std::map<PeerId, Peer> peers;
   std::map<RemoteRegionId, Remote> remotes;
-  std::map<TransferId, NcclConnection*> owners;  // batch -> its connection, until its event
+  std::map<TransferId, NcclConnection*> owners;          // batch -> its connection, until its event
   std::vector<std::unique_ptr<NcclConnection>> closing;  // disconnected, abort in progress
   Status health;  // sticky: from connections destroyed after an abort overran or CUDA failed
 
   bool SameGpu(const ProcessIdentity& process, const std::string& uuid) const {
     return self.SameHost(process) && uuid == device_uuid;
   }
-  StatusOr<PeerId> AddConnection(int rank, const ncclUniqueId& id, const ProcessIdentity& peer_process,
-                                 Peer peer) {
+  StatusOr<PeerId> AddConnection(int rank, const ncclUniqueId& id, const ProcessIdentity& peer_process, Peer peer) {
     TANDEM_ASSIGN_OR_RETURN(ProcessWatch watch, ProcessWatch::Open(self, peer_process));
     TANDEM_ASSIGN_OR_RETURN(peer.conn, NcclConnection::Start(config, rank, id, std::move(watch)));
     PeerId pid = next_handle++;
@@ -88,8 +87,8 @@ StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::Create(const NcclConfig&
   TANDEM_RETURN_IF_ERROR(config.Validate());
   const int devices = cuda::DeviceCount();
   if (config.device >= devices) {
-    return FailedPreconditionError(fmt::format("nccl: CUDA device {} is not visible ({} devices)", config.device,
-                                               devices));
+    return FailedPreconditionError(
+        fmt::format("nccl: CUDA device {} is not visible ({} devices)", config.device, devices));
   }
   auto impl = std::make_unique<Impl>();
   impl->config = config;
@@ -99,8 +98,8 @@ StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::Create(const NcclConfig&
   cudaDeviceProp prop;
   TANDEM_RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&prop, config.device));
   impl->device_uuid.assign(prop.uuid.bytes, kNcclDeviceUuidBytes);
-  impl->address = EncodeNcclAddress(
-      NcclAddress{.process = impl->self, .nonce = impl->nonce, .device_uuid = impl->device_uuid});
+  impl->address =
+      EncodeNcclAddress(NcclAddress{.process = impl->self, .nonce = impl->nonce, .device_uuid = impl->device_uuid});
   return std::unique_ptr<NcclTransport>(new NcclTransport(std::move(impl)));
 }
 
@@ -141,8 +140,9 @@ StatusOr<PeerId> NcclTransport::Connect(std::string_view worker_address) {
   TANDEM_ASSIGN_OR_RETURN(NcclAddress peer, DecodeNcclAddress(worker_address));
   if (peer.nonce == m.nonce) return FailedPreconditionError("nccl: cannot connect to itself");
   if (m.SameGpu(peer.process, peer.device_uuid)) {
-    return FailedPreconditionError("nccl: the peer uses this process's GPU; NCCL cannot put two ranks on one GPU "
-                                   "(use cuda_ipc)");
+    return FailedPreconditionError(
+        "nccl: the peer uses this process's GPU; NCCL cannot put two ranks on one GPU "
+        "(use cuda_ipc)");
   }
   ncclUniqueId id;
   ncclResult_t r = ncclGetUniqueId(&id);

@@ -74,9 +74,7 @@ struct UcxTransport::Impl {
   };
   std::vector<Closing> closing;
 
-  static void OnPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
-    static_cast<Peer*>(arg)->error = status;
-  }
+  static void OnPeerError(void* arg, ucp_ep_h, ucs_status_t status) { static_cast<Peer*>(arg)->error = status; }
   static void OnOpDone(void* request, ucs_status_t status, void* user_data) {
     auto* batch = static_cast<Batch*>(user_data);
     if (status != UCS_OK && batch->error == UCS_OK) batch->error = status;
@@ -167,12 +165,10 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const UcxConfig& co
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-  TANDEM_RETURN_IF_ERROR(FromUcs(ucp_worker_create(t->impl_->context, &wp, &t->impl_->worker),
-                                 "ucp_worker_create"));
+  TANDEM_RETURN_IF_ERROR(FromUcs(ucp_worker_create(t->impl_->context, &wp, &t->impl_->worker), "ucp_worker_create"));
   ucp_address_t* addr = nullptr;
   size_t addr_len = 0;
-  TANDEM_RETURN_IF_ERROR(FromUcs(ucp_worker_get_address(t->impl_->worker, &addr, &addr_len),
-                                 "ucp_worker_get_address"));
+  TANDEM_RETURN_IF_ERROR(FromUcs(ucp_worker_get_address(t->impl_->worker, &addr, &addr_len), "ucp_worker_get_address"));
   ByteWriter w;
   WriteHeader(w, {kUcxMagic, kUcxVersion, kKindAddress});
   w.Bytes(std::string_view(reinterpret_cast<const char*>(addr), addr_len));
@@ -202,8 +198,7 @@ UcxTransport::~UcxTransport() {
 }
 
 TransportCapabilities UcxTransport::Capabilities() const {
-  return TransportCapabilities{
-      .backend = "ucx", .device_memory = false, .one_sided = true, .progress_driven = true};
+  return TransportCapabilities{.backend = "ucx", .device_memory = false, .one_sided = true, .progress_driven = true};
 }
 
 StatusOr<RegisteredRegion> UcxTransport::RegisterMemory(void* addr, size_t length, MemoryKind kind) {
@@ -335,8 +330,8 @@ StatusOr<TransferId> UcxTransport::PostWrites(PeerId peer, std::span<const Write
     ucp_request_param_t param = m.OpParam(b);
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
     param.memh = l.memh;
-    Impl::Track(b, ucp_put_nbx(p->second->ep, l.addr + op.local_offset, op.length,
-                               rm.addr + op.remote_offset, rm.rkey, &param));
+    Impl::Track(b, ucp_put_nbx(p->second->ep, l.addr + op.local_offset, op.length, rm.addr + op.remote_offset, rm.rkey,
+                               &param));
     if (b->error != UCS_OK) break;
   }
   if (b->error == UCS_OK) {

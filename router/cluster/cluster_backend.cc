@@ -37,16 +37,18 @@ HandoffParams ParamsFor(const GenerateRequest& request, const ClusterConfig& con
 // One request in the table: what the client asked for, its Handoff and its mailbox.
 struct ClusterBackend::Entry {
   Entry(GenerateRequest r, StreamCallbacks cb, const ClusterConfig& config)
-      : request(std::move(r)), callbacks(std::move(cb)), salt(TenantSalt(request.tenant_id)),
+      : request(std::move(r)),
+        callbacks(std::move(cb)),
+        salt(TenantSalt(request.tenant_id)),
         handoff(ParamsFor(request, config)) {}
 
   const GenerateRequest request;
   const StreamCallbacks callbacks;
   const std::string salt;
   std::mutex mu;
-  Handoff handoff;                    // guarded by mu
-  std::deque<HandoffEvent> pending;   // guarded by mu
-  bool running = false;               // guarded by mu: a thread is handling the queue
+  Handoff handoff;                   // guarded by mu
+  std::deque<HandoffEvent> pending;  // guarded by mu
+  bool running = false;              // guarded by mu: a thread is handling the queue
   // Owned by the thread handling the queue (running):
   std::unique_ptr<boost::asio::steady_timer> timer;
   // Prefill nodes' cached prefix of the prompt at dispatch (node id -> tokens), so the
@@ -59,8 +61,8 @@ struct ClusterBackend::Ticker {
   boost::asio::steady_timer timer;
 };
 
-ClusterBackend::ClusterBackend(net::EventLoop& loop, const ClusterConfig& config,
-                               metrics::MetricsRegistry* metrics, const Clock& clock)
+ClusterBackend::ClusterBackend(net::EventLoop& loop, const ClusterConfig& config, metrics::MetricsRegistry* metrics,
+                               const Clock& clock)
     : loop_(loop),
       config_(config),
       clock_(clock),
@@ -168,10 +170,8 @@ void ClusterBackend::Post(const std::shared_ptr<Entry>& entry, HandoffEvent even
 void ClusterBackend::Execute(const std::shared_ptr<Entry>& entry, HandoffAction& action) {
   const GenerateRequest& request = entry->request;
   switch (action.kind) {
-    case HandoffActionKind::kPlaceDecode:
-      return PlaceDecode(entry, action);
-    case HandoffActionKind::kPlacePrefill:
-      return PlacePrefill(entry, action);
+    case HandoffActionKind::kPlaceDecode: return PlaceDecode(entry, action);
+    case HandoffActionKind::kPlacePrefill: return PlacePrefill(entry, action);
     case HandoffActionKind::kSendReserve:
       return CallNode(entry, action,
                       MakeReserveRequest(request, action.epoch, entry->salt, config_.reservation_lease_ms),
@@ -211,23 +211,16 @@ void ClusterBackend::Execute(const std::shared_ptr<Entry>& entry, HandoffAction&
     case HandoffActionKind::kDeliverCached:
       if (entry->callbacks.on_cached) entry->callbacks.on_cached(action.cached_tokens);
       return;
-    case HandoffActionKind::kFinish:
-      Forget(entry);
-      return entry->callbacks.on_finish(action.result);
-    case HandoffActionKind::kFail:
-      Forget(entry);
-      return entry->callbacks.on_error(action.status);
-    case HandoffActionKind::kArmTimer:
-      return ArmTimer(entry, action);
+    case HandoffActionKind::kFinish: Forget(entry); return entry->callbacks.on_finish(action.result);
+    case HandoffActionKind::kFail: Forget(entry); return entry->callbacks.on_error(action.status);
+    case HandoffActionKind::kArmTimer: return ArmTimer(entry, action);
     case HandoffActionKind::kAddInflight:
       return registry_.AddInflight(action.node, action.requests, action.prefill_tokens);
     case HandoffActionKind::kAvoidNode:
       // Passed over for as long as a call may take: a heartbeat proves life, not an answer.
       if (registry_.Avoid(action.node, config_.node_call_timeout_ms)) OnNodeDraining(action.node);
       return;
-    case HandoffActionKind::kLogWarning:
-      TANDEM_LOG_WARN("{}", action.text);
-      return;
+    case HandoffActionKind::kLogWarning: TANDEM_LOG_WARN("{}", action.text); return;
   }
 }
 
@@ -247,7 +240,8 @@ void ClusterBackend::PlaceDecode(const std::shared_ptr<Entry>& entry, const Hand
                    !PickPrefill(views, prompt_len).has_value();
     entry->prefill_hits.clear();
     for (const NodeView& v : views) {
-      if (ServesPrefill(v.role) && v.prefix_hit_tokens > 0) entry->prefill_hits.emplace_back(v.node_id, v.prefix_hit_tokens);
+      if (ServesPrefill(v.role) && v.prefix_hit_tokens > 0)
+        entry->prefill_hits.emplace_back(v.node_id, v.prefix_hit_tokens);
     }
   }
   Post(entry, std::move(placed), /*first=*/true);
@@ -275,8 +269,7 @@ void ClusterBackend::PlacePrefill(const std::shared_ptr<Entry>& entry, const Han
 }
 
 void ClusterBackend::CallNode(const std::shared_ptr<Entry>& entry, const HandoffAction& action,
-                              const google::protobuf::Message& message, HandoffEventKind ok,
-                              HandoffEventKind failed) {
+                              const google::protobuf::Message& message, HandoffEventKind ok, HandoffEventKind failed) {
   HandoffEvent answer = MakeEvent(failed);
   answer.node = action.node;
   answer.epoch = action.epoch;

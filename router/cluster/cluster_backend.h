@@ -122,7 +122,7 @@ class ClusterBackend final : public InferenceBackend {
 
   mutable std::mutex mu_;
   std::map<RequestId, std::shared_ptr<Entry>> requests_;  // guarded by mu_
-  std::condition_variable forgotten_;                       // a request left requests_
+  std::condition_variable forgotten_;                     // a request left requests_
   std::atomic<bool> stopped_{false};
 };
 

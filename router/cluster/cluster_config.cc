@@ -66,8 +66,8 @@ StatusOr<std::string> ClusterConfig::ResolveToken() const {
     in.read(buf, sizeof(buf));
     token.assign(buf, static_cast<size_t>(in.gcount()));
     if (token.size() > 4096) return InvalidArgumentError("cluster_token_file is too large");
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' ||
-                              token.back() == '\t')) {
+    while (!token.empty() &&
+           (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' || token.back() == '\t')) {
       token.pop_back();
     }
   }

@@ -11,8 +11,7 @@
 namespace tandem::router::cluster {
 
 StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Start(net::EventLoop& loop, const ClusterConfig& config,
-                                                                metrics::MetricsRegistry* metrics,
-                                                                const Clock& clock) {
+                                                                metrics::MetricsRegistry* metrics, const Clock& clock) {
   TANDEM_RETURN_IF_ERROR(config.Validate());
   TANDEM_ASSIGN_OR_RETURN(std::string token, config.ResolveToken());
   std::unique_ptr<ClusterBackend> backend(new ClusterBackend(loop, config, metrics, clock));
@@ -28,18 +27,16 @@ StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Start(net::EventLoop& 
       std::min<int64_t>(server_config.rpc.keepalive_interval_ms, config.node_dead_after_ms / 2);
   backend->guard_->self = backend.get();
   net::RpcHandlers handlers;
-  handlers.on_request = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn,
-                                                  net::MessagePtr m, net::Responder r) {
+  handlers.on_request = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m,
+                                                  net::Responder r) {
     std::lock_guard<std::recursive_mutex> lock(guard->mu);
     if (guard->self) guard->self->OnNodeRequest(conn, std::move(m), std::move(r));
   };
-  handlers.on_message = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn,
-                                                  net::MessagePtr m) {
+  handlers.on_message = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m) {
     std::lock_guard<std::recursive_mutex> lock(guard->mu);
     if (guard->self) guard->self->OnNodeMessage(conn, std::move(m));
   };
-  handlers.on_close = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn,
-                                                const Status& reason) {
+  handlers.on_close = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn, const Status& reason) {
     std::lock_guard<std::recursive_mutex> lock(guard->mu);
     ClusterBackend* self = guard->self;
     if (self == nullptr) return;
@@ -51,8 +48,8 @@ StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Start(net::EventLoop& 
   TANDEM_ASSIGN_OR_RETURN(backend->server_, net::RpcServer::Start(loop, std::move(server_config), handlers));
   backend->gauges_.UpdateNodes(backend->registry_);
   backend->StartTicker();
-  TANDEM_LOG_INFO("router control plane on {} ({} mode, local_prefill_max_tokens {})",
-                  backend->server_->address(), ServingModeName(config.mode), config.local_prefill_max_tokens);
+  TANDEM_LOG_INFO("router control plane on {} ({} mode, local_prefill_max_tokens {})", backend->server_->address(),
+                  ServingModeName(config.mode), config.local_prefill_max_tokens);
   return backend;
 }
 

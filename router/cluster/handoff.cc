@@ -28,51 +28,29 @@ HandoffAction Finish(const GenerateResult& result) {
 std::vector<HandoffAction> Handoff::Handle(const HandoffEvent& e) {
   out_.clear();
   switch (e.kind) {
-    case HandoffEventKind::kStart:
-      OnStart(e);
-      break;
-    case HandoffEventKind::kDecodePlaced:
-      OnDecodePlaced(e);
-      break;
-    case HandoffEventKind::kPrefillPlaced:
-      OnPrefillPlaced(e);
-      break;
-    case HandoffEventKind::kReserved:
-      OnReserved(e);
-      break;
-    case HandoffEventKind::kReserveFailed:
-      OnReserveFailed(e);
-      break;
+    case HandoffEventKind::kStart: OnStart(e); break;
+    case HandoffEventKind::kDecodePlaced: OnDecodePlaced(e); break;
+    case HandoffEventKind::kPrefillPlaced: OnPrefillPlaced(e); break;
+    case HandoffEventKind::kReserved: OnReserved(e); break;
+    case HandoffEventKind::kReserveFailed: OnReserveFailed(e); break;
     case HandoffEventKind::kPrefillAcked:
     case HandoffEventKind::kLocalAcked:
       // A Cancel sent while this request was on its way may have reached the node
       // first and found nothing: the node would run a request nobody waits for.
       if (!Current(e)) Send(Kind::kSendCancel, e.node, e.epoch, "request ended");
       break;
-    case HandoffEventKind::kPrefillFailed:
-      OnPrefillFailed(e);
-      break;
-    case HandoffEventKind::kLocalFailed:
-      OnLocalFailed(e);
-      break;
-    case HandoffEventKind::kTokens:
-      OnTokens(e);
-      break;
-    case HandoffEventKind::kNodeDead:
-      OnNodeDead(e);
-      break;
-    case HandoffEventKind::kNodeDraining:
-      OnNodeDraining(e);
-      break;
+    case HandoffEventKind::kPrefillFailed: OnPrefillFailed(e); break;
+    case HandoffEventKind::kLocalFailed: OnLocalFailed(e); break;
+    case HandoffEventKind::kTokens: OnTokens(e); break;
+    case HandoffEventKind::kNodeDead: OnNodeDead(e); break;
+    case HandoffEventKind::kNodeDraining: OnNodeDraining(e); break;
     case HandoffEventKind::kCancel:
       if (state_ != State::kEnded) EndAndCancel(e.status);
       break;
     case HandoffEventKind::kShutdown:
       if (state_ != State::kEnded) EndWithError(UnavailableError("router shutting down"));
       break;
-    case HandoffEventKind::kTimerFired:
-      OnTimerFired(e);
-      break;
+    case HandoffEventKind::kTimerFired: OnTimerFired(e); break;
   }
   std::vector<HandoffAction> out;
   out.swap(out_);
@@ -190,8 +168,7 @@ void Handoff::OnTokens(const HandoffEvent& e) {
       state_ == State::kReserving || state_ == State::kPlacingPrefill || state_ == State::kPrefilling;
   if (!before_first && state_ != State::kLocal && state_ != State::kDecoding) return;
   // The remote prefill failed before the first token: prefill on decode instead, once.
-  const bool fallback =
-      e.finish == proto::FINISH_REASON_ERROR && before_first && e.tokens.empty() && !fell_back_;
+  const bool fallback = e.finish == proto::FINISH_REASON_ERROR && before_first && e.tokens.empty() && !fell_back_;
   if (!fallback && (state_ != State::kLocal || !e.tokens.empty())) state_ = State::kDecoding;
   NodeId left_prefill = 0;  // a prefill node still holding the prompt when decode gave up
   if (prefill_node_ != 0 && (fallback || state_ == State::kDecoding)) {
@@ -216,8 +193,7 @@ void Handoff::OnTokens(const HandoffEvent& e) {
     Emit(std::move(deliver));
   }
   switch (e.finish) {
-    case proto::FINISH_REASON_NONE:
-      return;
+    case proto::FINISH_REASON_NONE: return;
     case proto::FINISH_REASON_STOP:
     case proto::FINISH_REASON_LENGTH: {
       GenerateResult result;
@@ -226,10 +202,8 @@ void Handoff::OnTokens(const HandoffEvent& e) {
       result.num_cached_prompt_tokens = ClampCached(e.cached_tokens);
       return End(Finish(result));
     }
-    case proto::FINISH_REASON_ABORT:
-      return EndWithError(CancelledError("request aborted by the decode node"));
-    default:
-      return EndWithError(e.status.ok() ? InternalError("decode node reported an error") : e.status);
+    case proto::FINISH_REASON_ABORT: return EndWithError(CancelledError("request aborted by the decode node"));
+    default: return EndWithError(e.status.ok() ? InternalError("decode node reported an error") : e.status);
   }
 }
 

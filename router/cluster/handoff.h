@@ -66,18 +66,18 @@ inline constexpr int kNumHandoffEventKinds = 15;
 // One input. Fields not named by the kind are unused.
 struct HandoffEvent {
   HandoffEventKind kind = HandoffEventKind::kStart;
-  Nanos now_ns = 0;                      // the owner's clock when the event happened
-  NodeId node = 0;                       // the node it came from / is about
-  Epoch epoch = 0;                       // the epoch of the call or entry
-  Status status;                         // failures; a Tokens entry's error; the cancel reason
-  bool local = false;                    // kDecodePlaced: prefill on the decode node
-  bool elsewhere = false;                // kNodeDraining: another decode node takes work
-  int64_t prefill_tokens = 0;            // kPrefillPlaced: tokens the prefill node will compute
-  std::shared_ptr<const proto::ReserveReply> reply;  // kReserved
-  std::vector<TokenId> tokens;           // kTokens
+  Nanos now_ns = 0;                                        // the owner's clock when the event happened
+  NodeId node = 0;                                         // the node it came from / is about
+  Epoch epoch = 0;                                         // the epoch of the call or entry
+  Status status;                                           // failures; a Tokens entry's error; the cancel reason
+  bool local = false;                                      // kDecodePlaced: prefill on the decode node
+  bool elsewhere = false;                                  // kNodeDraining: another decode node takes work
+  int64_t prefill_tokens = 0;                              // kPrefillPlaced: tokens the prefill node will compute
+  std::shared_ptr<const proto::ReserveReply> reply;        // kReserved
+  std::vector<TokenId> tokens;                             // kTokens
   proto::FinishReason finish = proto::FINISH_REASON_NONE;  // kTokens
-  int32_t cached_tokens = 0;             // kTokens: the entry's num_cached_tokens
-  uint64_t timer_seq = 0;                // kTimerFired
+  int32_t cached_tokens = 0;                               // kTokens: the entry's num_cached_tokens
+  uint64_t timer_seq = 0;                                  // kTimerFired
 };
 
 enum class HandoffActionKind : uint8_t {
@@ -120,8 +120,8 @@ struct HandoffAction {
 // What the machine needs to know of its request and the router's policy.
 struct HandoffParams {
   RequestId request_id = 0;
-  int32_t prompt_len = 0;          // the client's prompt, tokens
-  int32_t max_tokens = 16;         // the client's limit
+  int32_t prompt_len = 0;            // the client's prompt, tokens
+  int32_t max_tokens = 16;           // the client's limit
   int64_t no_room_retry_ms = 30000;  // ClusterConfig::no_room_retry_ms: how long refusals are retried
 };
 
@@ -197,17 +197,17 @@ class Handoff {
   NodeId moving_from_ = 0;                // while kPlacing for kMove: the dead decode node
   Epoch epoch_ = 1;
   NodeId decode_node_ = 0;
-  NodeId prefill_node_ = 0;               // while kPrefilling
-  int64_t prefill_tokens_ = 0;            // counted on prefill_node_
-  bool fell_back_ = false;                // on the local path after a failed handoff or a move
+  NodeId prefill_node_ = 0;     // while kPrefilling
+  int64_t prefill_tokens_ = 0;  // counted on prefill_node_
+  bool fell_back_ = false;      // on the local path after a failed handoff or a move
   int local_retries_ = 0;
   int redispatches_ = 0;
   std::vector<TokenId> generated_;
   std::shared_ptr<const proto::ReserveReply> reservation_;  // while kPlacingPrefill
-  Nanos retry_until_ = 0;               // set at the first refusal: retries end then
+  Nanos retry_until_ = 0;                                   // set at the first refusal: retries end then
   int64_t backoff_ms_ = 0;
-  uint64_t timer_seq_ = 0;                // of the last kArmTimer
-  std::vector<HandoffAction> out_;        // built by Handle()
+  uint64_t timer_seq_ = 0;          // of the last kArmTimer
+  std::vector<HandoffAction> out_;  // built by Handle()
 };
 
 const char* HandoffStateName(HandoffState state);

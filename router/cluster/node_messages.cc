@@ -36,8 +36,7 @@ proto::ReserveRequest MakeReserveRequest(const GenerateRequest& request, Epoch e
 }
 
 proto::PrefillRequest MakeRemotePrefillRequest(const GenerateRequest& request, Epoch epoch,
-                                               const std::string& tenant_salt,
-                                               const proto::ReserveReply& reservation,
+                                               const std::string& tenant_salt, const proto::ReserveReply& reservation,
                                                const std::string& decode_address) {
   proto::PrefillRequest prefill;
   prefill.set_request_id(request.request_id);

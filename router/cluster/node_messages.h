@@ -22,8 +22,7 @@ proto::ReserveRequest MakeReserveRequest(const GenerateRequest& request, Epoch e
 // PrefillRequest to a prefill node: compute the prompt, send its KV to the reservation
 // on the decode node at `decode_address`.
 proto::PrefillRequest MakeRemotePrefillRequest(const GenerateRequest& request, Epoch epoch,
-                                               const std::string& tenant_salt,
-                                               const proto::ReserveReply& reservation,
+                                               const std::string& tenant_salt, const proto::ReserveReply& reservation,
                                                const std::string& decode_address);
 
 // PrefillRequest with an empty reservation to a decode node (local path). After a move the

@@ -14,8 +14,7 @@ StatusOr<proto::RegisterReply> NodeRegistry::Register(const std::shared_ptr<net:
                                                       const proto::RegisterRequest& request) {
   const proto::NodeRole role = request.role();
   if (!ServesDecode(role) && !ServesPrefill(role)) return InvalidArgumentError("register: unknown node role");
-  if (request.address().empty() || request.address().size() > 256 ||
-      request.address().find(':') == std::string::npos) {
+  if (request.address().empty() || request.address().size() > 256 || request.address().find(':') == std::string::npos) {
     return InvalidArgumentError("register: address must be host:port");
   }
   if (request.node_name().size() > 256) return InvalidArgumentError("register: node_name too long");
@@ -166,8 +165,7 @@ std::vector<NodeView> NodeRegistry::Views() const {
   return views;
 }
 
-std::vector<NodeView> NodeRegistry::ViewsFor(std::span<const TokenId> prompt,
-                                             const std::string& tenant_salt) const {
+std::vector<NodeView> NodeRegistry::ViewsFor(std::span<const TokenId> prompt, const std::string& tenant_salt) const {
   // Hash outside the lock, once per (model id, block size) among nodes with a view.
   using Key = std::pair<std::string, int32_t>;
   std::map<Key, std::vector<kv_cache::BlockHash>> chains;

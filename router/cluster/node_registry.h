@@ -104,8 +104,8 @@ class NodeRegistry {
     NodeView view;
     Nanos last_seen_ns = 0;
     uint64_t last_sequence = 0;
-    std::string model_id;  // block hashes mix it in
-    int32_t block_size = 0;  // tokens per block; 0 = unknown (no cache-aware placement)
+    std::string model_id;           // block hashes mix it in
+    int32_t block_size = 0;         // tokens per block; 0 = unknown (no cache-aware placement)
     proto::KvLayoutInfo kv_layout;  // as registered; the same on every node
     // Prefix-cache view; valid only while cache_synced (a reset arrived, no gap since).
     std::unordered_set<kv_cache::BlockHash, kv_cache::BlockHashHasher> cached;
@@ -123,8 +123,8 @@ class NodeRegistry {
   const int32_t dead_after_ms_;
   mutable std::mutex mu_;
   uint32_t next_node_id_ = 1;                              // guarded by mu_
-  std::map<uint32_t, Node> nodes_;                          // guarded by mu_
-  std::map<const net::RpcConnection*, uint32_t> by_conn_;   // guarded by mu_
+  std::map<uint32_t, Node> nodes_;                         // guarded by mu_
+  std::map<const net::RpcConnection*, uint32_t> by_conn_;  // guarded by mu_
 };
 
 }  // namespace tandem::router::cluster

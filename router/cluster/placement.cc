@@ -35,8 +35,7 @@ std::optional<uint32_t> PickPrefill(const std::vector<NodeView>& nodes, int64_t 
   int64_t best_work = 0;
   for (const NodeView& n : nodes) {
     if (!n.alive || n.draining || !ServesPrefill(n.role)) continue;
-    const int64_t work =
-        std::max(n.queued_prefill_tokens, n.router_prefill_tokens) + UncachedTokens(n, prompt_tokens);
+    const int64_t work = std::max(n.queued_prefill_tokens, n.router_prefill_tokens) + UncachedTokens(n, prompt_tokens);
     if (!best || work < best_work || (work == best_work && n.node_id < *best)) {
       best = n.node_id;
       best_work = work;

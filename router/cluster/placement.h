@@ -28,15 +28,15 @@ struct NodeView {
   proto::NodeRole role = proto::NODE_ROLE_UNSPECIFIED;
   bool alive = true;
   bool draining = false;
-  int64_t free_gpu_blocks = 0;         // from the last heartbeat (capacity before one)
-  int32_t num_running = 0;             // from the last heartbeat
-  int32_t num_waiting = 0;             // from the last heartbeat
-  int64_t queued_prefill_tokens = 0;   // from the last heartbeat
-  int32_t router_inflight = 0;         // requests the router has on it now
-  int64_t router_prefill_tokens = 0;   // prompt tokens the router has queued on it now
-  int64_t cached_blocks = 0;           // blocks in the router's view of its prefix cache
-  int64_t prefix_hit_blocks = 0;       // leading blocks of this request's prompt it holds (per request)
-  int64_t prefix_hit_tokens = 0;       // the same in tokens (blocks x the node's block size)
+  int64_t free_gpu_blocks = 0;        // from the last heartbeat (capacity before one)
+  int32_t num_running = 0;            // from the last heartbeat
+  int32_t num_waiting = 0;            // from the last heartbeat
+  int64_t queued_prefill_tokens = 0;  // from the last heartbeat
+  int32_t router_inflight = 0;        // requests the router has on it now
+  int64_t router_prefill_tokens = 0;  // prompt tokens the router has queued on it now
+  int64_t cached_blocks = 0;          // blocks in the router's view of its prefix cache
+  int64_t prefix_hit_blocks = 0;      // leading blocks of this request's prompt it holds (per request)
+  int64_t prefix_hit_tokens = 0;      // the same in tokens (blocks x the node's block size)
 };
 
 // True for roles that serve decode (DECODE, COLOCATED).

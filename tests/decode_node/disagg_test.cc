@@ -467,8 +467,7 @@ TEST_P(DisaggTest, BadControlInputGetsErrorsNotCrashes) {
   ASSERT_TRUE(reply.ok());
   EXPECT_EQ(cluster.router_.Wait(407).reason, proto::FINISH_REASON_LENGTH);
   // A message of the wrong class as a request.
-  EXPECT_EQ(decode->CallAndWaitFor<proto::Ack>(proto::Heartbeat(), 5000).status().code(),
-            StatusCode::kUnimplemented);
+  EXPECT_EQ(decode->CallAndWaitFor<proto::Ack>(proto::Heartbeat(), 5000).status().code(), StatusCode::kUnimplemented);
   EXPECT_TRUE(cluster.WaitKvClean());
 }
 
@@ -583,8 +582,8 @@ TEST(DisaggFaultTest, PartitionEndsRequestsByTheLeaseAndTheLinkRecovers) {
   std::atomic<kv_transfer::FaultTransport*> link{nullptr};
   NodeSeams seams;
   seams.wrap_transport = [&link](std::unique_ptr<kv_transfer::Transport> inner) {
-    auto fault = std::make_unique<kv_transfer::FaultTransport>(std::move(inner), kv_transfer::FaultConfig{},
-                                                               Clock::Real());
+    auto fault =
+        std::make_unique<kv_transfer::FaultTransport>(std::move(inner), kv_transfer::FaultConfig{}, Clock::Real());
     link = fault.get();
     return std::unique_ptr<kv_transfer::Transport>(std::move(fault));
   };
@@ -633,14 +632,15 @@ struct StreamProbe {
 // CpuBackend whose layers after the first take `layer_delay` each (in RopeKvWrite).
 class SlowLayerBackend final : public runtime::Backend {
  public:
-  SlowLayerBackend(StreamProbe* probe, std::chrono::milliseconds layer_delay)
-      : probe_(probe), delay_(layer_delay) {}
+  SlowLayerBackend(StreamProbe* probe, std::chrono::milliseconds layer_delay) : probe_(probe), delay_(layer_delay) {}
   runtime::Device device() const override { return cpu_.device(); }
   DType compute_dtype() const override { return cpu_.compute_dtype(); }
   StatusOr<runtime::Buffer> Allocate(DType dtype, const std::vector<int64_t>& shape) override {
     return cpu_.Allocate(dtype, shape);  // the buffers belong to cpu_
   }
-  Status CopyToDevice(const void* src, size_t n, runtime::Tensor dst) override { return cpu_.CopyToDevice(src, n, dst); }
+  Status CopyToDevice(const void* src, size_t n, runtime::Tensor dst) override {
+    return cpu_.CopyToDevice(src, n, dst);
+  }
   Status CopyToHost(runtime::Tensor src, void* dst, size_t n) override { return cpu_.CopyToHost(src, dst, n); }
   Status Embedding(runtime::Tensor ids, runtime::Tensor table, runtime::Tensor out) override {
     return cpu_.Embedding(ids, table, out);
@@ -708,7 +708,9 @@ TEST(DisaggStreamTest, FirstLayerLeavesWhileLaterLayersCompute) {
   // reaches its logits; sending after the forward (the old behaviour) fails this.
   StreamProbe probe;
   NodeSeams seams;
-  seams.prefill_backend = [&probe] { return std::make_unique<SlowLayerBackend>(&probe, std::chrono::milliseconds(300)); };
+  seams.prefill_backend = [&probe] {
+    return std::make_unique<SlowLayerBackend>(&probe, std::chrono::milliseconds(300));
+  };
   seams.wrap_transport = [&probe](std::unique_ptr<kv_transfer::Transport> inner) {
     return std::unique_ptr<kv_transfer::Transport>(std::make_unique<PostProbeTransport>(std::move(inner), &probe));
   };

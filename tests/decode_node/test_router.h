@@ -39,8 +39,7 @@ class TestRouter {
     config.rpc.cluster_token = kTestToken;
     config.rpc.peer_name = "test-router";
     net::RpcHandlers handlers;
-    handlers.on_request = [this](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m,
-                                 net::Responder r) {
+    handlers.on_request = [this](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m, net::Responder r) {
       if (const auto* reg = proto::MessageAs<proto::RegisterRequest>(*m)) {
         proto::RegisterReply reply;
         std::lock_guard<std::mutex> lock(mu_);
@@ -88,8 +87,7 @@ class TestRouter {
   // Waits until `role` registered at least `count` times.
   bool WaitRegistered(proto::NodeRole role, int count = 1, int timeout_ms = 10000) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                        [&] { return registrations_[role] >= count; });
+    return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return registrations_[role] >= count; });
   }
   std::shared_ptr<net::RpcConnection> node(proto::NodeRole role) {
     std::lock_guard<std::mutex> lock(mu_);

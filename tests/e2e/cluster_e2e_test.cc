@@ -89,8 +89,7 @@ TEST_F(ClusterE2eTest, GreedyOutputEqualsSingleProcess) {
   for (int len : {1, 15, 16, 17, 70}) {
     std::vector<TokenId> prompt = PromptOfLength(len, len);
     std::string expected = Text(ReferenceTokens(prompt, 12));
-    json body = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0},
-                 {"ignore_eos", true}};
+    json body = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}};
     http::HttpResult plain = http::Post(cluster_->http_port(), "/v1/completions", body);
     ASSERT_EQ(plain.status, 200) << plain.body;
     json reply = plain.Json();
@@ -112,8 +111,8 @@ TEST_F(ClusterE2eTest, ChatMatchesTemplateAndEngine) {
   auto tmpl = tokenizer::ChatTemplate::FromModelDir(cluster_->model_dir());
   auto cfg = tokenizer::TokenizerConfig::FromModelDir(cluster_->model_dir());
   ASSERT_TRUE(tmpl.ok() && cfg.ok());
-  json messages = json::array({{{"role", "system"}, {"content", "You are terse."}},
-                               {{"role", "user"}, {"content", "Name a prime number."}}});
+  json messages = json::array(
+      {{{"role", "system"}, {"content", "You are terse."}}, {{"role", "user"}, {"content", "Name a prime number."}}});
   tokenizer::ChatRenderOptions options;
   options.bos_token = cfg->bos_token;
   options.eos_token = cfg->eos_token;
@@ -122,8 +121,13 @@ TEST_F(ClusterE2eTest, ChatMatchesTemplateAndEngine) {
   auto ids = tokenizer_->Encode(*rendered, /*add_special_tokens=*/false);
   ASSERT_TRUE(ids.ok());
   std::string expected = Text(ReferenceTokens(*ids, 10));
-  json body = {{"model", "tiny"}, {"messages", messages}, {"max_tokens", 10}, {"temperature", 0},
-               {"ignore_eos", true}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  json body = {{"model", "tiny"},
+               {"messages", messages},
+               {"max_tokens", 10},
+               {"temperature", 0},
+               {"ignore_eos", true},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
   http::HttpResult r = http::Post(cluster_->http_port(), "/v1/chat/completions", body);
   ASSERT_EQ(r.status, 200) << r.body;
   json usage;
@@ -140,8 +144,7 @@ TEST_F(ClusterE2eTest, RepeatedPromptHitsDecodePrefixCacheAndSendsOnlyTheSuffix)
   double bytes_first = cluster_->Metric("prefill", "tandem_kv_transfer_bytes_total") - bytes_before;
   http::HttpResult second = http::Post(cluster_->http_port(), "/v1/completions", body);
   ASSERT_EQ(second.status, 200);
-  double bytes_second =
-      cluster_->Metric("prefill", "tandem_kv_transfer_bytes_total") - bytes_before - bytes_first;
+  double bytes_second = cluster_->Metric("prefill", "tandem_kv_transfer_bytes_total") - bytes_before - bytes_first;
   EXPECT_EQ(first.Json()["choices"][0]["text"], second.Json()["choices"][0]["text"]);
   EXPECT_EQ(first.Json()["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
   // 80 tokens = 5 full blocks; decode reuses 4 and computes the last block's tokens.
@@ -163,11 +166,14 @@ TEST_F(ClusterE2eTest, NodesAreKvCleanWhenIdle) {
 // Last: kills the decode node once a stream has begun; the client must get a
 // terminal outcome (SSE error event, [DONE], close) within 5 s.
 TEST_F(ClusterE2eTest, ZKillDecodeMidStreamEndsTheStream) {
-  json body = {{"model", "tiny"}, {"prompt", PromptOfLength(20, 5)}, {"max_tokens", 480}, {"temperature", 0},
+  json body = {{"model", "tiny"},    {"prompt", PromptOfLength(20, 5)},
+               {"max_tokens", 480},  {"temperature", 0},
                {"ignore_eos", true}, {"stream", true}};
   std::string payload = body.dump();
-  std::string request = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                        "Content-Length: " + std::to_string(payload.size()) + "\r\n\r\n" + payload;
+  std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(payload.size()) + "\r\n\r\n" + payload;
   boost::asio::io_context ioc;
   auto socket = http::Connect(ioc, cluster_->http_port());
   boost::asio::write(socket, boost::asio::buffer(request));

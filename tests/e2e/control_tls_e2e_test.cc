@@ -50,10 +50,10 @@ bool MakeCertificates(const fs::path& dir) {
 }
 
 std::vector<std::string> TlsFlags(const fs::path& dir, const std::string& name) {
-  return {"--control-tls-enabled", "true",
+  return {"--control-tls-enabled",   "true",
           "--control-tls-cert-file", (dir / (name + ".pem")).string(),
-          "--control-tls-key-file", (dir / (name + ".key")).string(),
-          "--control-tls-ca-file", (dir / "ca.pem").string()};
+          "--control-tls-key-file",  (dir / (name + ".key")).string(),
+          "--control-tls-ca-file",   (dir / "ca.pem").string()};
 }
 
 TEST(ControlTlsE2eTest, MutualTlsClusterServesAndRefusesForeignOrPlainNodes) {

@@ -126,8 +126,8 @@ class KvPressureE2eTest : public ::testing::Test {
   // Every stream completes, every decode node preempted and swapped, and all ends KV clean.
   void ExpectServedUnderPressure(int prompts, int concurrency, const std::vector<std::string>& decodes) {
     LoadResult r = RunLoad(prompts, concurrency, decodes);
-    std::printf("%d x %d-token streams, %d at a time, %zu decode node(s): %d completed, %d failed in %.1f s\n",
-                prompts, kOutputLen, concurrency, decodes.size(), r.completed, r.failed, r.seconds);
+    std::printf("%d x %d-token streams, %d at a time, %zu decode node(s): %d completed, %d failed in %.1f s\n", prompts,
+                kOutputLen, concurrency, decodes.size(), r.completed, r.failed, r.seconds);
     EXPECT_EQ(r.failed, 0) << r.output << cluster_->Logs();
     EXPECT_EQ(r.completed, prompts) << r.output;
     for (const std::string& name : decodes) {

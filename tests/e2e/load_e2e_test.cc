@@ -35,14 +35,13 @@ constexpr int kRequests = 1000;
 class Client : public std::enable_shared_from_this<Client> {
  public:
   struct Outcome {
-    int status = 0;             // 0: no complete answer
+    int status = 0;  // 0: no complete answer
     bool retry_after = false;
     bool hung_up = false;
-    std::string body;           // of an answer other than 200
+    std::string body;  // of an answer other than 200
   };
 
-  Client(asio::io_context& ioc, uint16_t port, std::string body, std::chrono::milliseconds hang_up_after,
-         Outcome* out)
+  Client(asio::io_context& ioc, uint16_t port, std::string body, std::chrono::milliseconds hang_up_after, Outcome* out)
       : socket_(ioc), timer_(ioc), port_(port), body_(std::move(body)), hang_up_after_(hang_up_after), out_(out) {}
 
   void Start() {
@@ -184,8 +183,8 @@ TEST_F(LoadE2eTest, ThousandStreamsCancelledAtRandomTimesLeaveNodesClean) {
   for (int& d : delays) d = static_cast<int>(rng() % 60);
   auto outcomes = RunClients(
       [](int i) {
-        return json{{"model", "tiny"}, {"prompt", Prompt(i)}, {"max_tokens", 4000}, {"temperature", 0},
-                    {"ignore_eos", true}, {"stream", true}};
+        return json{{"model", "tiny"},  {"prompt", Prompt(i)}, {"max_tokens", 4000},
+                    {"temperature", 0}, {"ignore_eos", true},  {"stream", true}};
       },
       [&](int i) { return delays[i]; });
   int hung_up = 0;
@@ -198,8 +197,8 @@ TEST_F(LoadE2eTest, ThousandStreamsCancelledAtRandomTimesLeaveNodesClean) {
   // And the cluster still serves.
   json body = {{"model", "tiny"}, {"prompt", Prompt(3)}, {"max_tokens", 4}, {"temperature", 0}};
   EXPECT_EQ(router::testing::Post(cluster_->http_port(), "/v1/completions", body).status, 200);
-  std::printf("%d streams, %d hung up by the client; nodes clean %.2f s after the last client left\n",
-              kRequests, hung_up, clean_s);
+  std::printf("%d streams, %d hung up by the client; nodes clean %.2f s after the last client left\n", kRequests,
+              hung_up, clean_s);
 }
 
 }  // namespace

@@ -48,8 +48,7 @@ class LocalCluster {
  public:
   // Logs go to `root`; the model must be in `root`/tiny (MakeTinyModel).
   explicit LocalCluster(std::string root, LocalClusterOptions options = {})
-      : root_(root), options_(std::move(options)), procs_(root), http_port_(FreePort()),
-        control_port_(FreePort()) {}
+      : root_(root), options_(std::move(options)), procs_(root), http_port_(FreePort()), control_port_(FreePort()) {}
 
   // Router, then a decode node "decode" and a prefill node "prefill".
   void Start() {
@@ -59,10 +58,19 @@ class LocalCluster {
   }
 
   void StartRouter() {
-    std::vector<std::string> argv = {BinaryDir() + "/router/tandem-router", "--model-dir", model_dir(),
-                                     "--served-model-name", "tiny", "--listen-port", std::to_string(http_port_),
-                                     "--control-address", "127.0.0.1:" + std::to_string(control_port_),
-                                     "--cluster-token", options_.cluster_token, "--heartbeat-interval-ms", "200"};
+    std::vector<std::string> argv = {BinaryDir() + "/router/tandem-router",
+                                     "--model-dir",
+                                     model_dir(),
+                                     "--served-model-name",
+                                     "tiny",
+                                     "--listen-port",
+                                     std::to_string(http_port_),
+                                     "--control-address",
+                                     "127.0.0.1:" + std::to_string(control_port_),
+                                     "--cluster-token",
+                                     options_.cluster_token,
+                                     "--heartbeat-interval-ms",
+                                     "200"};
     argv.insert(argv.end(), options_.router_args.begin(), options_.router_args.end());
     procs_.Start("router", argv);
   }
@@ -75,11 +83,21 @@ class LocalCluster {
     int http = FreePort();
     http_ports_[name] = http;
     if (expect_ready) ready_names_.push_back(name);
-    std::vector<std::string> argv = {BinaryDir() + "/" + role + "_node/tandem-" + role, "--config",
-                                     SourceDir() + "/deploy/" + role + ".yaml", "--model-dir", model_dir(),
-                                     "--model-name", "tiny", "--node-name", name, "--router-address",
-                                     "127.0.0.1:" + std::to_string(control_port_), "--listen-address",
-                                     "127.0.0.1:0", "--http-address", "127.0.0.1:" + std::to_string(http)};
+    std::vector<std::string> argv = {BinaryDir() + "/" + role + "_node/tandem-" + role,
+                                     "--config",
+                                     SourceDir() + "/deploy/" + role + ".yaml",
+                                     "--model-dir",
+                                     model_dir(),
+                                     "--model-name",
+                                     "tiny",
+                                     "--node-name",
+                                     name,
+                                     "--router-address",
+                                     "127.0.0.1:" + std::to_string(control_port_),
+                                     "--listen-address",
+                                     "127.0.0.1:0",
+                                     "--http-address",
+                                     "127.0.0.1:" + std::to_string(http)};
     if (std::find(extra.begin(), extra.end(), "--cluster-token") == extra.end()) {
       argv.insert(argv.end(), {"--cluster-token", options_.cluster_token});
     }

@@ -28,29 +28,38 @@ namespace {
 namespace http = tandem::router::testing;
 using nlohmann::json;
 
-constexpr int kRemote = 4;        // prompts of kRemoteLen tokens: prefilled on the prefill node
-constexpr int kLocal = 2;         // prompts of kLocalLen tokens: prefilled on the decode node
+constexpr int kRemote = 4;  // prompts of kRemoteLen tokens: prefilled on the prefill node
+constexpr int kLocal = 2;   // prompts of kLocalLen tokens: prefilled on the decode node
 constexpr int kRemoteLen = 40;
 constexpr int kLocalLen = 5;
-constexpr int kLocalMax = 8;      // --local-prefill-max-tokens
+constexpr int kLocalMax = 8;  // --local-prefill-max-tokens
 constexpr int kMaxTokens = 6;
 constexpr int kAll = kRemote + kLocal;
 
 // The families each process exports (docs/metrics.md).
-const std::set<std::string> kRouterFamilies = {
-    "tandem_time_to_first_token_seconds", "tandem_inter_token_latency_seconds",
-    "tandem_time_per_output_token_seconds", "tandem_request_time_per_output_token_seconds",
-    "tandem_e2e_request_latency_seconds", "tandem_request_queue_time_seconds", "tandem_request_prompt_tokens",
-    "tandem_request_generation_tokens", "tandem_num_requests_running", "tandem_num_requests_waiting",
-    "tandem_prompt_tokens_total", "tandem_generation_tokens_total", "tandem_request_success_total",
-    "tandem_requests_rejected_total", "tandem_router_nodes", "tandem_router_node_cached_blocks"};
+const std::set<std::string> kRouterFamilies = {"tandem_time_to_first_token_seconds",
+                                               "tandem_inter_token_latency_seconds",
+                                               "tandem_time_per_output_token_seconds",
+                                               "tandem_request_time_per_output_token_seconds",
+                                               "tandem_e2e_request_latency_seconds",
+                                               "tandem_request_queue_time_seconds",
+                                               "tandem_request_prompt_tokens",
+                                               "tandem_request_generation_tokens",
+                                               "tandem_num_requests_running",
+                                               "tandem_num_requests_waiting",
+                                               "tandem_prompt_tokens_total",
+                                               "tandem_generation_tokens_total",
+                                               "tandem_request_success_total",
+                                               "tandem_requests_rejected_total",
+                                               "tandem_router_nodes",
+                                               "tandem_router_node_cached_blocks"};
 const std::set<std::string> kPrefillFamilies = {
     "tandem_request_queue_time_seconds", "tandem_request_prefill_time_seconds", "tandem_iteration_tokens",
-    "tandem_kv_transfer_seconds", "tandem_kv_transfer_bytes_total", "tandem_num_requests_running",
-    "tandem_num_requests_waiting", "tandem_kv_cache_usage_ratio", "tandem_kv_blocks_referenced",
-    "tandem_prompt_tokens_total", "tandem_generation_tokens_total", "tandem_prefix_cache_queries_total",
-    "tandem_prefix_cache_hits_total", "tandem_num_preemptions_total", "tandem_cache_config_info",
-    "tandem_kv_transfer_sessions", "tandem_kv_transfer_blocks_in_use", "tandem_node_ready"};
+    "tandem_kv_transfer_seconds",        "tandem_kv_transfer_bytes_total",      "tandem_num_requests_running",
+    "tandem_num_requests_waiting",       "tandem_kv_cache_usage_ratio",         "tandem_kv_blocks_referenced",
+    "tandem_prompt_tokens_total",        "tandem_generation_tokens_total",      "tandem_prefix_cache_queries_total",
+    "tandem_prefix_cache_hits_total",    "tandem_num_preemptions_total",        "tandem_cache_config_info",
+    "tandem_kv_transfer_sessions",       "tandem_kv_transfer_blocks_in_use",    "tandem_node_ready"};
 std::set<std::string> DecodeFamilies() {
   std::set<std::string> f = kPrefillFamilies;
   f.insert({"tandem_request_decode_time_seconds", "tandem_kv_handoff_wait_seconds", "tandem_kv_reservations_active",
@@ -125,8 +134,11 @@ class MetricsE2eTest : public ::testing::Test {
 TEST_F(MetricsE2eTest, EveryFamilyMovesAsDocumentedOnRouterPrefillAndDecode) {
   for (int i = 0; i < kAll; ++i) {
     const bool remote = i < kRemote;
-    json body = {{"model", "tiny"}, {"prompt", Prompt(remote ? kRemoteLen : kLocalLen, i)},
-                 {"max_tokens", kMaxTokens}, {"temperature", 0}, {"ignore_eos", true}};
+    json body = {{"model", "tiny"},
+                 {"prompt", Prompt(remote ? kRemoteLen : kLocalLen, i)},
+                 {"max_tokens", kMaxTokens},
+                 {"temperature", 0},
+                 {"ignore_eos", true}};
     http::HttpResult r = http::Post(cluster_->http_port(), "/v1/completions", body);
     ASSERT_EQ(r.status, 200) << r.body << cluster_->Logs();
     ASSERT_EQ(r.Json()["usage"]["completion_tokens"], kMaxTokens);
@@ -141,7 +153,9 @@ TEST_F(MetricsE2eTest, EveryFamilyMovesAsDocumentedOnRouterPrefillAndDecode) {
       return M(p, "tandem_num_requests_running") == 0 && M(p, "tandem_num_requests_waiting") == 0 &&
              M(p, "tandem_kv_blocks_referenced") == 0 && M(p, "tandem_kv_reservations_active") == 0 &&
              M(p, "tandem_kv_transfer_sessions") == 0 && M(p, "tandem_kv_transfer_blocks_in_use") == 0;
-    })) << p << "\n" << cluster_->MetricsPage(p);
+    })) << p
+        << "\n"
+        << cluster_->MetricsPage(p);
   }
 
   // Each process exports its own families and no other; promtool accepts every page.

@@ -78,8 +78,8 @@ class NodeLifecycleE2eTest : public ::testing::Test {
 
   // A streamed greedy completion on its own thread; the body arrives when it ends.
   std::future<http::HttpResult> StartStream(const std::vector<TokenId>& prompt) {
-    json body = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", kStreamTokens}, {"temperature", 0},
-                 {"ignore_eos", true}, {"stream", true}};
+    json body = {{"model", "tiny"},  {"prompt", prompt},   {"max_tokens", kStreamTokens},
+                 {"temperature", 0}, {"ignore_eos", true}, {"stream", true}};
     const uint16_t port = cluster_->http_port();
     return std::async(std::launch::async, [port, body] { return http::Post(port, "/v1/completions", body); });
   }
@@ -115,8 +115,9 @@ class NodeLifecycleE2eTest : public ::testing::Test {
   std::string Expected(const std::vector<TokenId>& prompt) const {
     auto tokenizer = tokenizer::Tokenizer::FromFile(cluster_->model_dir() + "/tokenizer.json");
     TANDEM_CHECK(tokenizer.ok());
-    return *(*tokenizer)->Decode(ReferenceTokens(cluster_->model_dir(), prompt, kStreamTokens),
-                                 /*skip_special_tokens=*/true);
+    return *(*tokenizer)
+                ->Decode(ReferenceTokens(cluster_->model_dir(), prompt, kStreamTokens),
+                         /*skip_special_tokens=*/true);
   }
 
   // A short request the cluster must serve now; true on 200.
@@ -141,8 +142,8 @@ TEST_F(NodeLifecycleE2eTest, SigtermDrainsTheDecodeNode) {
   cluster_->procs().Signal(node, SIGTERM);
 
   // Readiness fails at once; liveness stays while the stream runs.
-  EXPECT_TRUE(WaitFor([&] { return LocalCluster::Get(port, "/health/ready").status == 503; },
-                      std::chrono::milliseconds(1000)));
+  EXPECT_TRUE(
+      WaitFor([&] { return LocalCluster::Get(port, "/health/ready").status == 503; }, std::chrono::milliseconds(1000)));
   const bool stream_still_running = stream.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
   if (stream_still_running) {
     EXPECT_EQ(LocalCluster::Get(port, "/health/live").status, 200);
@@ -163,8 +164,8 @@ TEST_F(NodeLifecycleE2eTest, SigtermDrainsTheDecodeNode) {
   EXPECT_EQ(StreamedText(r.body, &error), Expected(prompt)) << "stream of " << seconds << " s";
   EXPECT_FALSE(error);
   EXPECT_EQ(cluster_->procs().Wait(node, std::chrono::seconds(10)), 0) << "drained node exit status";
-  std::printf("drained stream: %d tokens in %.2f s (still running at the drain check: %d)\n", kStreamTokens,
-              seconds, stream_still_running);
+  std::printf("drained stream: %d tokens in %.2f s (still running at the drain check: %d)\n", kStreamTokens, seconds,
+              stream_still_running);
 }
 
 TEST_F(NodeLifecycleE2eTest, StoppedDecodeNodeIsDroppedAndItsStreamEnds) {
@@ -211,7 +212,8 @@ TEST_F(NodeLifecycleE2eTest, StoppedDecodeNodeIsDroppedAndItsStreamEnds) {
     return cluster_->Metric(node, "tandem_num_requests_running") == 0 &&
            cluster_->Metric(node, "tandem_kv_blocks_referenced") == 0 &&
            cluster_->Metric(node, "tandem_kv_reservations_active") == 0;
-  })) << node << " is not KV clean";
+  })) << node
+      << " is not KV clean";
   std::printf("stopped node: stream moved or ended %.2f s and ended %.2f s after SIGSTOP (%s)\n", moved_after, seconds,
               error ? "error event" : "moved");
 }

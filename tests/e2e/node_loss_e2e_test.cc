@@ -53,8 +53,9 @@ class NodeLossE2eTest : public ::testing::Test {
       std::vector<TokenId> prompt(8 + p);
       for (size_t j = 0; j < prompt.size(); ++j) prompt[j] = 40 + (p * 13 + static_cast<int>(j) * 7) % 200;
       prompts_.push_back(prompt);
-      texts_.push_back(*(*tokenizer)->Decode(ReferenceTokens(root_ + "/tiny", prompt, kMaxTokens),
-                                             /*skip_special_tokens=*/true));
+      texts_.push_back(*(*tokenizer)
+                            ->Decode(ReferenceTokens(root_ + "/tiny", prompt, kMaxTokens),
+                                     /*skip_special_tokens=*/true));
     }
   }
   void TearDown() override {
@@ -81,8 +82,9 @@ class NodeLossE2eTest : public ::testing::Test {
     return std::make_unique<StreamLoad>(
         cluster_->http_port(), kStreams,
         [this](int i) {
-          return json{{"model", "tiny"}, {"prompt", prompts_[i % kPrompts]}, {"max_tokens", kMaxTokens},
-                      {"temperature", 0}, {"ignore_eos", true}, {"stream", true}};
+          return json{{"model", "tiny"},          {"prompt", prompts_[i % kPrompts]},
+                      {"max_tokens", kMaxTokens}, {"temperature", 0},
+                      {"ignore_eos", true},       {"stream", true}};
         },
         [this](int i) { return texts_[i % kPrompts]; });
   }
@@ -114,8 +116,7 @@ class NodeLossE2eTest : public ::testing::Test {
     StreamLoad::Result r = load.result();
     std::string failures;
     for (const std::string& f : r.failures) failures += "\n  " + f;
-    EXPECT_EQ(r.failed, 0) << "round " << round << ": " << r.failed << " of " << load.sent() << " failed"
-                           << failures;
+    EXPECT_EQ(r.failed, 0) << "round " << round << ": " << r.failed << " of " << load.sent() << " failed" << failures;
     EXPECT_GT(r.served, kStreams) << "round " << round;
     served_ += r.served;
   }

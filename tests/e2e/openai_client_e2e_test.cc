@@ -49,8 +49,7 @@ fs::path NodeModulesDir() {
 std::string MissingPrerequisite() {
   if (std::system("command -v node > /dev/null 2>&1") != 0) return "node is not installed";
   if (!fs::exists(NodeModulesDir() / "openai" / "package.json")) {
-    return "the openai npm package is not in " + NodeModulesDir().string() +
-           " (run tests/e2e/setup_test_data.sh)";
+    return "the openai npm package is not in " + NodeModulesDir().string() + " (run tests/e2e/setup_test_data.sh)";
   }
   return "";
 }
@@ -115,13 +114,19 @@ class OpenAiClientE2eTest : public ::testing::Test {
                                    const std::vector<TokenId>& prompt_ids, int max_tokens, json* cases) {
     const std::string text = Text(ReferenceTokens(cluster_->model_dir(), prompt_ids, max_tokens));
     const int prompt_tokens = static_cast<int>(prompt_ids.size());
-    json expect = {{"text", text}, {"prompt_tokens", prompt_tokens}, {"completion_tokens", max_tokens},
-                   {"cached_tokens", 0}, {"finish_reason", "length"}};
+    json expect = {{"text", text},
+                   {"prompt_tokens", prompt_tokens},
+                   {"completion_tokens", max_tokens},
+                   {"cached_tokens", 0},
+                   {"finish_reason", "length"}};
     cases->push_back({{"name", name + " plain"}, {"api", api}, {"request", request}, {"expect", expect}});
     request["stream"] = true;
     request["stream_options"] = {{"include_usage", true}};
     expect["cached_tokens"] = RepeatedPromptCachedTokens(prompt_tokens);
-    cases->push_back({{"name", name + " streamed"}, {"api", api}, {"request", request}, {"expect", expect},
+    cases->push_back({{"name", name + " streamed"},
+                      {"api", api},
+                      {"request", request},
+                      {"expect", expect},
                       {"same_text_as", name + " plain"}});
   }
 
@@ -153,12 +158,21 @@ class OpenAiClientE2eTest : public ::testing::Test {
     }
     *out = {{"name", "completion stopped"},
             {"api", "completion"},
-            {"request", {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0},
-                         {"ignore_eos", true}, {"stop", json::array({stop})}, {"stream", true},
-                         {"stream_options", {{"include_usage", true}}}}},
-            {"expect", {{"text", expected}, {"prompt_tokens", static_cast<int>(prompt_ids->size())},
-                        {"completion_tokens", completion_tokens}, {"cached_tokens", 0},
-                        {"finish_reason", "stop"}}}};
+            {"request",
+             {{"model", "tiny"},
+              {"prompt", prompt},
+              {"max_tokens", 24},
+              {"temperature", 0},
+              {"ignore_eos", true},
+              {"stop", json::array({stop})},
+              {"stream", true},
+              {"stream_options", {{"include_usage", true}}}}},
+            {"expect",
+             {{"text", expected},
+              {"prompt_tokens", static_cast<int>(prompt_ids->size())},
+              {"completion_tokens", completion_tokens},
+              {"cached_tokens", 0},
+              {"finish_reason", "stop"}}}};
   }
 
   static fs::path* root_;
@@ -195,8 +209,8 @@ TEST_F(OpenAiClientE2eTest, StreamsChatAndCompletionsThroughTheRealClusterWithEx
   const std::string prompt = "Disaggregated serving moves the KV cache from prefill nodes to decode nodes.";
   auto prompt_ids = tokenizer_->Encode(prompt, /*add_special_tokens=*/true);
   ASSERT_TRUE(prompt_ids.ok());
-  json completion = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0},
-                     {"ignore_eos", true}};
+  json completion = {
+      {"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}};
   AddPlainThenStreamed("completion", "completion", completion, *prompt_ids, 12, &cases);
   // Token ids, two full blocks: the repeat finds the whole prompt cached, so the
   // router takes the local path and decode recomputes the last block.
@@ -221,8 +235,8 @@ TEST_F(OpenAiClientE2eTest, StreamsChatAndCompletionsThroughTheRealClusterWithEx
   json spec = {{"model", "tiny"}, {"check_errors", true}, {"cases", cases}};
   std::ofstream(*root_ / "expect.json") << spec.dump(2);
   std::string log;
-  int rc = RunClientCheck(*root_ / "client", {std::to_string(cluster_->http_port()), kApiKey,
-                                              (*root_ / "expect.json").string()}, &log);
+  int rc = RunClientCheck(*root_ / "client",
+                          {std::to_string(cluster_->http_port()), kApiKey, (*root_ / "expect.json").string()}, &log);
   EXPECT_EQ(rc, 0) << "openai client check failed:\n" << log << "\nexpectations:\n" << spec.dump(2);
   EXPECT_NE(log.find("openai client check: OK"), std::string::npos) << log;
   std::cout << log;

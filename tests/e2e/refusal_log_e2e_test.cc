@@ -52,8 +52,7 @@ TEST(RefusalLogE2eTest, WrongTokenAndLayoutMismatchAreLoggedOnBothSides) {
   // A second of retries (about 10 each) adds no lines: the next report comes after 10 s.
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const std::string router = cluster.procs().FullLog("router");
-  EXPECT_EQ(Occurrences(router, "refused control connection from 127.0.0.1: PERMISSION_DENIED: wrong cluster token"),
-            1)
+  EXPECT_EQ(Occurrences(router, "refused control connection from 127.0.0.1: PERMISSION_DENIED: wrong cluster token"), 1)
       << router;
   EXPECT_EQ(Occurrences(router, "refused registration of node 'odd'"), 1) << router;
   EXPECT_NE(router.find("block_size: 32"), std::string::npos) << router;

@@ -85,8 +85,13 @@ class SeededFailoverE2eTest : public ::testing::Test {
     for (int i = 0; i < kStreams; ++i) {
       std::vector<TokenId> prompt(16);
       for (int j = 0; j < 16; ++j) prompt[j] = 40 + (j * 11 + i * 29) % 200;
-      json body = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", kStreamTokens}, {"temperature", 1.0},
-                   {"seed", 1000 + i}, {"ignore_eos", true}, {"stream", true},
+      json body = {{"model", "tiny"},
+                   {"prompt", prompt},
+                   {"max_tokens", kStreamTokens},
+                   {"temperature", 1.0},
+                   {"seed", 1000 + i},
+                   {"ignore_eos", true},
+                   {"stream", true},
                    {"stream_options", {{"include_usage", true}}}};
       const uint16_t port = cluster_->http_port();
       streams.push_back(

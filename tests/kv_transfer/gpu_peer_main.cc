@@ -152,7 +152,8 @@ int RunReceiveSession(Transport& t, uint32_t lease_ms) {
     std::cout << Hex(*target) << std::endl;
     StdinLines lines;
     bool eof = false;
-    Relay(lines, &eof, done, [&](const std::string& m) { r.OnControlMessage(m); }, [&] { r.Poll(); });
+    Relay(
+        lines, &eof, done, [&](const std::string& m) { r.OnControlMessage(m); }, [&] { r.Poll(); });
     std::cout << "done " << result.ToString() << std::endl;
     std::vector<uint8_t> host = Download(pool, layout.TotalBytes());
     const size_t n = layout.BytesPerBlockLayer();
@@ -207,14 +208,16 @@ int RunSendSession(Transport& t, int layer_delay_ms) {
     if (!s.Open(std::move(p)).ok()) return 5;
     int next_layer = 0;
     auto next_at = SteadyClock::now();
-    Relay(lines, &eof, done, [&](const std::string& m) { s.OnControlMessage(m); }, [&] {
-      s.Poll();
-      if (next_layer < layout.num_layers && SteadyClock::now() >= next_at) {
-        s.SendLayer(42, next_layer, LayerSource{reg->id, layout.BlockOffset(next_layer, 0)}).IgnoreError();
-        ++next_layer;
-        next_at = SteadyClock::now() + std::chrono::milliseconds(layer_delay_ms);
-      }
-    });
+    Relay(
+        lines, &eof, done, [&](const std::string& m) { s.OnControlMessage(m); },
+        [&] {
+          s.Poll();
+          if (next_layer < layout.num_layers && SteadyClock::now() >= next_at) {
+            s.SendLayer(42, next_layer, LayerSource{reg->id, layout.BlockOffset(next_layer, 0)}).IgnoreError();
+            ++next_layer;
+            next_at = SteadyClock::now() + std::chrono::milliseconds(layer_delay_ms);
+          }
+        });
     if (!done) s.CancelAll(CancelledError("peer shutting down"));
     while (s.num_sessions() > 0) s.Poll();
   }

@@ -20,11 +20,11 @@
 
 namespace tandem::kv_transfer::testing {
 
-#define TANDEM_SKIP_WITHOUT_GPUS(n)                                                                     \
-  do {                                                                                                  \
-    const int _have = ::tandem::cuda::DeviceCount();                                                   \
-    if (_have < (n))                                                                                    \
-      GTEST_SKIP() << "SKIPPED: needs " << (n) << " CUDA GPU(s), this machine has " << _have            \
+#define TANDEM_SKIP_WITHOUT_GPUS(n)                                                                \
+  do {                                                                                             \
+    const int _have = ::tandem::cuda::DeviceCount();                                               \
+    if (_have < (n))                                                                               \
+      GTEST_SKIP() << "SKIPPED: needs " << (n) << " CUDA GPU(s), this machine has " << _have       \
                    << ((n) > 1 ? " (NCCL refuses two ranks on one GPU)" : " (gpu-labelled test)"); \
   } while (0)
 
@@ -58,8 +58,8 @@ class DeviceSource final : public ConformanceSource {
 class PeerTarget final : public ConformanceTarget {
  public:
   PeerTarget(const std::string& backend, int device, size_t size, int fill)
-      : process_(TANDEM_GPU_PEER_PATH, {"raw", backend, std::to_string(device), std::to_string(size),
-                                        std::to_string(fill)}),
+      : process_(TANDEM_GPU_PEER_PATH,
+                 {"raw", backend, std::to_string(device), std::to_string(size), std::to_string(fill)}),
         size_(size),
         two_sided_(backend == "nccl") {
     address_ = Unhex(process_.ReadLine());

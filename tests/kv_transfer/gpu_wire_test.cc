@@ -14,8 +14,11 @@ CudaIpcAddress SomeAddress() {
 }
 
 CudaIpcRegion SomeRegion() {
-  return CudaIpcRegion{.owner_nonce = 0x1234, .ipc_handle = std::string(kCudaIpcHandleBytes, '\x22'),
-                       .allocation_bytes = 1 << 20, .offset = 4096, .length = 8192};
+  return CudaIpcRegion{.owner_nonce = 0x1234,
+                       .ipc_handle = std::string(kCudaIpcHandleBytes, '\x22'),
+                       .allocation_bytes = 1 << 20,
+                       .offset = 4096,
+                       .length = 8192};
 }
 
 TEST(CudaIpcWireTest, AddressRoundTripsAndMalformedOnesAreRefused) {

@@ -16,9 +16,7 @@ using testing::SessionHarness;
 
 class KvSessionTest : public ::testing::Test {
  protected:
-  KvSessionTest()
-      : send_t_(std::make_unique<LocalTransport>(fabric_), FaultConfig{}, clock_),
-        recv_t_(fabric_) {}
+  KvSessionTest() : send_t_(std::make_unique<LocalTransport>(fabric_), FaultConfig{}, clock_), recv_t_(fabric_) {}
   FakeClock clock_;
   LocalFabric fabric_;
   FaultTransport send_t_;  // faults off unless a test sets them

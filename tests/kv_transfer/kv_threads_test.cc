@@ -97,9 +97,11 @@ TEST(KvThreadsTest, SenderAndReceiverOnTheirOwnThreads) {
   for (int id = 0; id < kRequests; ++id) {
     for (int layer = 0; layer < send_layout.num_layers; ++layer) {
       EXPECT_EQ(std::memcmp(&send_pool[testing::OracleOffset(send_layout, layer, id)],
-                            &recv_pool[testing::OracleOffset(recv_layout, layer, 2 * id)], n), 0);
+                            &recv_pool[testing::OracleOffset(recv_layout, layer, 2 * id)], n),
+                0);
       EXPECT_EQ(std::memcmp(&send_pool[testing::OracleOffset(send_layout, layer, 63 - id)],
-                            &recv_pool[testing::OracleOffset(recv_layout, layer, 2 * id + 1)], n), 0);
+                            &recv_pool[testing::OracleOffset(recv_layout, layer, 2 * id + 1)], n),
+                0);
     }
   }
 }

@@ -126,8 +126,8 @@ TEST(LocalTwoSidedTest, ByteStreamsPairInPostOrder) {
   TransferId w3 = *w.PostWrites(peer, {{WriteOp{local, 30, remote, 0, 4}}});
   std::vector<TransferEvent> events;
   EXPECT_EQ(w.Poll(&events), 0u) << "nothing lands before its receive is posted";
-  TransferId r1 = *t.PostReceives(accepted, {{WriteOp{landing.id, 20, kInvalidHandle, 0, 5},
-                                              WriteOp{landing.id, 80, kInvalidHandle, 0, 15}}});
+  TransferId r1 = *t.PostReceives(
+      accepted, {{WriteOp{landing.id, 20, kInvalidHandle, 0, 5}, WriteOp{landing.id, 80, kInvalidHandle, 0, 15}}});
   TransferId r2 = *t.PostReceives(accepted, {{WriteOp{kInvalidHandle, 0, kInvalidHandle, 0, 7}}});
   TransferId r3 = *t.PostReceives(accepted, {{WriteOp{landing.id, 0, kInvalidHandle, 0, 5}}});
   std::map<TransferId, Status> written, received;  // ids are per transport: keep them apart

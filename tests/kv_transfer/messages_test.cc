@@ -155,8 +155,7 @@ TEST(MessagesTest, AbortWithOkOrUnknownCodeIsRefused) {
 // an independent check of the documented byte format.
 std::string CorpusFile(const char* name) {
   const char* root = std::getenv("TANDEM_SOURCE_DIR");
-  std::ifstream in(std::string(root ? root : ".") + "/tests/kv_transfer/fuzz/wire_corpus/" + name,
-                   std::ios::binary);
+  std::ifstream in(std::string(root ? root : ".") + "/tests/kv_transfer/fuzz/wire_corpus/" + name, std::ios::binary);
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return s.empty() ? s : s.substr(1);  // first byte selects the fuzz parser
 }

@@ -48,21 +48,21 @@ struct Outcome {
 
 class SessionHarness {
  public:
-  SessionHarness(Transport& send_transport, Transport& recv_transport, Clock& clock,
-                 int send_blocks = 32, int recv_blocks = 48, std::string recv_model = "tiny")
-      : send_layout_(SmallLayout(send_blocks)), recv_layout_(SmallLayout(recv_blocks)),
-        send_pool_(send_layout_.TotalBytes()), recv_pool_(recv_layout_.TotalBytes(), 0xEE),
+  SessionHarness(Transport& send_transport, Transport& recv_transport, Clock& clock, int send_blocks = 32,
+                 int recv_blocks = 48, std::string recv_model = "tiny")
+      : send_layout_(SmallLayout(send_blocks)),
+        recv_layout_(SmallLayout(recv_blocks)),
+        send_pool_(send_layout_.TotalBytes()),
+        recv_pool_(recv_layout_.TotalBytes(), 0xEE),
         send_t_(send_transport) {
     std::mt19937 rng(1234);
     for (auto& b : send_pool_) b = static_cast<uint8_t>(rng());
     KvSenderConfig sc{.model_id = "tiny", .layout = send_layout_};
-    sender_.emplace(sc, send_transport, clock, [this](RequestId id, std::string m) {
-      to_receiver.emplace_back(id, std::move(m));
-    });
+    sender_.emplace(sc, send_transport, clock,
+                    [this](RequestId id, std::string m) { to_receiver.emplace_back(id, std::move(m)); });
     KvReceiverConfig rc{.model_id = std::move(recv_model), .layout = recv_layout_};
-    receiver_.emplace(rc, recv_transport, clock, [this](RequestId id, std::string m) {
-      to_sender.emplace_back(id, std::move(m));
-    });
+    receiver_.emplace(rc, recv_transport, clock,
+                      [this](RequestId id, std::string m) { to_sender.emplace_back(id, std::move(m)); });
     TANDEM_CHECK_OK(receiver_->RegisterLanding(recv_pool_.data(), MemoryKind::kHost));
     auto reg = send_transport.RegisterMemory(send_pool_.data(), send_pool_.size(), MemoryKind::kHost);
     TANDEM_CHECK_OK(reg.status());
@@ -79,8 +79,7 @@ class SessionHarness {
   std::vector<uint8_t>& recv_pool() { return recv_pool_; }
 
   // Opens both ends; returns the receiver's status if the receiver refused.
-  Status Open(RequestId id, Epoch epoch, std::vector<BlockId> src, std::vector<BlockId> dst,
-              uint32_t lease_ms = 1000) {
+  Status Open(RequestId id, Epoch epoch, std::vector<BlockId> src, std::vector<BlockId> dst, uint32_t lease_ms = 1000) {
     ReceiveParams rp;
     rp.request_id = id;
     rp.epoch = epoch;

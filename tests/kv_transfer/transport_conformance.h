@@ -244,12 +244,12 @@ inline void CheckBatchesLandByteExact(Transport& sender, ConformanceSource& sour
   run({}, "empty batch");
   // Bounds and handles: InvalidArgument, nothing posted.
   const std::vector<WriteOp> refused = {
-      WriteOp{link.local, 0, link.remote, dst_size - 10, 11},         // past the remote end
-      WriteOp{link.local, src.size(), link.remote, 0, 1},             // past the local end
-      WriteOp{link.local, 0, link.remote, ~0ull - 2, 8},              // wraps around
-      WriteOp{link.local, 0, link.remote, 0, 0},                      // empty
-      WriteOp{link.local + 1000, 0, link.remote, 0, 8},               // unknown local region
-      WriteOp{link.local, 0, link.remote + 1000, 0, 8},               // unknown remote region
+      WriteOp{link.local, 0, link.remote, dst_size - 10, 11},  // past the remote end
+      WriteOp{link.local, src.size(), link.remote, 0, 1},      // past the local end
+      WriteOp{link.local, 0, link.remote, ~0ull - 2, 8},       // wraps around
+      WriteOp{link.local, 0, link.remote, 0, 0},               // empty
+      WriteOp{link.local + 1000, 0, link.remote, 0, 8},        // unknown local region
+      WriteOp{link.local, 0, link.remote + 1000, 0, 8},        // unknown remote region
   };
   for (const WriteOp& op : refused) {
     EXPECT_EQ(sender.PostWrites(link.peer, std::span<const WriteOp>(&op, 1)).status().code(),

@@ -86,18 +86,30 @@ std::string Binary(const std::string& rel) {
 }
 
 std::vector<std::string> NodeArgs(const std::string& router, const std::string& name) {
-  return {"--router-address", router,
-          "--cluster-token", testing::kTestToken,
-          "--node-name", name,
-          "--model-dir", engine::testing::GoldenDir("llama"),
-          "--model-name", "golden",
-          "--kv-num-device-blocks", "96",
-          "--heartbeat-interval-ms", "100",
-          "--transport", "ucx",
-          "--ucx-transports", "tcp",
-          "--lease-ms", "1500",
-          "--late-write-grace-ms", "100",
-          "--drain-timeout-ms", "5000"};
+  return {"--router-address",
+          router,
+          "--cluster-token",
+          testing::kTestToken,
+          "--node-name",
+          name,
+          "--model-dir",
+          engine::testing::GoldenDir("llama"),
+          "--model-name",
+          "golden",
+          "--kv-num-device-blocks",
+          "96",
+          "--heartbeat-interval-ms",
+          "100",
+          "--transport",
+          "ucx",
+          "--ucx-transports",
+          "tcp",
+          "--lease-ms",
+          "1500",
+          "--late-write-grace-ms",
+          "100",
+          "--drain-timeout-ms",
+          "5000"};
 }
 
 proto::ReserveRequest Reserve(uint64_t id, const std::vector<TokenId>& prompt, int max_tokens, uint32_t lease_ms) {
@@ -150,11 +162,12 @@ bool WaitMetricZero(const std::string& http, const std::vector<std::string>& ser
 }
 
 // The KV-clean gauges of a prefill node; a decode node adds its reservations.
-const std::vector<std::string> kKvClean = {
-    "tandem_num_requests_running{model_name=\"golden\"}", "tandem_num_requests_waiting{model_name=\"golden\"}",
-    "tandem_kv_blocks_referenced{model_name=\"golden\",tier=\"gpu\"}",
-    "tandem_kv_blocks_referenced{model_name=\"golden\",tier=\"host\"}", "tandem_kv_transfer_sessions",
-    "tandem_kv_transfer_blocks_in_use"};
+const std::vector<std::string> kKvClean = {"tandem_num_requests_running{model_name=\"golden\"}",
+                                           "tandem_num_requests_waiting{model_name=\"golden\"}",
+                                           "tandem_kv_blocks_referenced{model_name=\"golden\",tier=\"gpu\"}",
+                                           "tandem_kv_blocks_referenced{model_name=\"golden\",tier=\"host\"}",
+                                           "tandem_kv_transfer_sessions",
+                                           "tandem_kv_transfer_blocks_in_use"};
 std::vector<std::string> DecodeKvClean() {
   std::vector<std::string> series = kKvClean;
   series.push_back("tandem_kv_reservations_active{model_name=\"golden\"}");

@@ -69,8 +69,8 @@ TEST(PrefillJobTest, EveryStateEventPairFollowsTheTable) {
       PrefillActions out = job.Handle({e, InternalError("why"), 7});
       auto it = table.find({s, e});
       const Expect expect = it != table.end() ? it->second : Expect{s, {}};
-      EXPECT_EQ(job.state(), expect.next) << PrefillStateName(s) << " x " << PrefillEventName(e) << " -> "
-                                          << PrefillStateName(job.state());
+      EXPECT_EQ(job.state(), expect.next)
+          << PrefillStateName(s) << " x " << PrefillEventName(e) << " -> " << PrefillStateName(job.state());
       EXPECT_EQ(out.actions, expect.actions) << PrefillStateName(s) << " x " << PrefillEventName(e);
       ++checked;
     }

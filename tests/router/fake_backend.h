@@ -29,8 +29,8 @@ struct Script {
   std::vector<TokenId> tokens;  // played in order, cycled
   int32_t batch_size = 1;
   int32_t cached_tokens = 0;
-  int32_t fail_after = -1;      // >= 0: on_error(fail_with) after this many tokens
-  int32_t hold_after = -1;      // >= 0: stop emitting after this many tokens until cancelled
+  int32_t fail_after = -1;  // >= 0: on_error(fail_with) after this many tokens
+  int32_t hold_after = -1;  // >= 0: stop emitting after this many tokens until cancelled
   int32_t step_delay_ms = 0;
   bool error_on_cancel = false;
   Status fail_with = UnavailableError("decode node lost");
@@ -54,9 +54,8 @@ class FakeBackend : public InferenceBackend {
     std::lock_guard<std::mutex> lock(mu_);
     Script script = script_fn_(request);
     submitted_.push_back(request);
-    threads_.emplace_back([this, request, script, callbacks = std::move(callbacks)] {
-      Play(request, script, callbacks);
-    });
+    threads_.emplace_back(
+        [this, request, script, callbacks = std::move(callbacks)] { Play(request, script, callbacks); });
   }
 
   void Cancel(RequestId id) override {
@@ -94,8 +93,7 @@ class FakeBackend : public InferenceBackend {
   // Waits until `id` is cancelled; false on timeout.
   bool WaitCancelled(RequestId id, int timeout_ms) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                        [&] { return cancelled_.count(id) > 0; });
+    return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return cancelled_.count(id) > 0; });
   }
   int active() const { return active_.load(); }
 
@@ -128,14 +126,12 @@ class FakeBackend : public InferenceBackend {
       }
       std::vector<TokenId> batch;
       bool stop = false;
-      while (static_cast<int32_t>(batch.size()) < script.batch_size &&
-             produced < request.max_tokens) {
+      while (static_cast<int32_t>(batch.size()) < script.batch_size && produced < request.max_tokens) {
         const TokenId id = script.tokens[pos++ % script.tokens.size()];
         batch.push_back(id);
         ++produced;
-        const bool is_stop_id = std::find(request.stop_token_ids.begin(),
-                                          request.stop_token_ids.end(), id) !=
-                                request.stop_token_ids.end();
+        const bool is_stop_id =
+            std::find(request.stop_token_ids.begin(), request.stop_token_ids.end(), id) != request.stop_token_ids.end();
         if ((id == kEos && !request.ignore_eos) || is_stop_id) {
           stop = true;
           break;

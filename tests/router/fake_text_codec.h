@@ -47,8 +47,7 @@ class FakeTextCodec : public TextCodec {
     for (unsigned char c : text) ids.push_back(c);
     return ids;
   }
-  StatusOr<std::string> RenderChat(const nlohmann::json& messages,
-                                   const ChatRenderOptions& options) const override {
+  StatusOr<std::string> RenderChat(const nlohmann::json& messages, const ChatRenderOptions& options) const override {
     std::string out;
     for (const auto& m : messages) {
       if (m["content"] == "RAISE") return InvalidArgumentError("template raised: boom");
@@ -57,9 +56,7 @@ class FakeTextCodec : public TextCodec {
     if (options.add_generation_prompt) out += "<|assistant|>";
     return out;
   }
-  std::unique_ptr<TextDecoder> NewDecoder() const override {
-    return std::make_unique<FakeDecoder>();
-  }
+  std::unique_ptr<TextDecoder> NewDecoder() const override { return std::make_unique<FakeDecoder>(); }
 };
 
 }  // namespace tandem::router::testing

@@ -153,8 +153,10 @@ TEST(GenerationJobTest, ErrorEndsJobAndCancelsOthers) {
   ManualExecutor exec;
   backend.SetScriptFn([](const GenerateRequest& r) {
     Script s{{kWordBase}};
-    if (*r.sampling.seed == 11) s.fail_after = 1;
-    else s.hold_after = 1;
+    if (*r.sampling.seed == 11)
+      s.fail_after = 1;
+    else
+      s.hold_after = 1;
     return s;
   });
   JobSpec spec;

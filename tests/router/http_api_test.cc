@@ -44,8 +44,7 @@ TEST_F(HttpApiTest, CompletionStreamingWithUsage) {
   StartServer();
   backend_.SetScript({{kHello, kWorld, kEos}});
   HttpResult r = Post(port_, "/v1/completions",
-                      {{"prompt", "hi"}, {"stream", true},
-                       {"stream_options", {{"include_usage", true}}}});
+                      {{"prompt", "hi"}, {"stream", true}, {"stream_options", {{"include_usage", true}}}});
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.headers["content-type"].rfind("text/event-stream", 0), 0u);
   auto events = SseEvents(r.body);
@@ -74,8 +73,9 @@ TEST_F(HttpApiTest, ChatNonStreamingAndStreaming) {
   StartServer();
   backend_.SetScript({{kHello, kWorld, kEos}});
   json request = {{"model", "tiny"},
-                  {"messages", {{{"role", "system"}, {"content", "be brief"}},
-                                {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}}}}}}}};
+                  {"messages",
+                   {{{"role", "system"}, {"content", "be brief"}},
+                    {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}}}}}}}};
   HttpResult r = Post(port_, "/v1/chat/completions", request);
   ASSERT_EQ(r.status, 200) << r.body;
   json body = r.Json();
@@ -116,8 +116,11 @@ TEST_F(HttpApiTest, StopStringAcrossTokenBoundariesIsNotEmitted) {
   backend_.SetScript({script});
   for (bool stream : {false, true}) {
     HttpResult r = Post(port_, "/v1/completions",
-                        {{"prompt", "x"}, {"stop", {"zz", "STOP"}}, {"max_tokens", 20},
-                         {"stream", stream}, {"stream_options", {{"include_usage", true}}}});
+                        {{"prompt", "x"},
+                         {"stop", {"zz", "STOP"}},
+                         {"max_tokens", 20},
+                         {"stream", stream},
+                         {"stream_options", {{"include_usage", true}}}});
     ASSERT_EQ(r.status, 200);
     std::string text, finish;
     json usage;
@@ -219,10 +222,18 @@ TEST_F(HttpApiTest, MaxTokensIgnoreEosAndSamplingReachBackend) {
   StartServer();
   backend_.SetScript({{kHello, kEos}});
   HttpResult r = Post(port_, "/v1/completions",
-                      {{"prompt", "x"}, {"max_tokens", 5}, {"ignore_eos", true},
-                       {"temperature", 0.5}, {"top_p", 0.9}, {"top_k", 7}, {"min_p", 0.1},
-                       {"presence_penalty", 0.5}, {"frequency_penalty", -0.5},
-                       {"repetition_penalty", 1.2}, {"seed", 42}, {"stop_token_ids", {5}},
+                      {{"prompt", "x"},
+                       {"max_tokens", 5},
+                       {"ignore_eos", true},
+                       {"temperature", 0.5},
+                       {"top_p", 0.9},
+                       {"top_k", 7},
+                       {"min_p", 0.1},
+                       {"presence_penalty", 0.5},
+                       {"frequency_penalty", -0.5},
+                       {"repetition_penalty", 1.2},
+                       {"seed", 42},
+                       {"stop_token_ids", {5}},
                        {"some_unknown_field", {{"nested", true}}}});
   ASSERT_EQ(r.status, 200) << r.body;
   json body = r.Json();

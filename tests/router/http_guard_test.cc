@@ -56,8 +56,7 @@ TEST_F(HttpGuardTest, BadInputTable) {
       {"max_tokens float", C, R"({"prompt": "x", "max_tokens": 2.5})", 400, "max_tokens"},
       {"max_tokens over context", C, R"({"prompt": "x", "max_tokens": 63})", 400, "max_tokens",
        "context_length_exceeded"},
-      {"prompt over context", C, R"({"prompt": ")" + long_prompt + R"("})", 400, "prompt",
-       "context_length_exceeded"},
+      {"prompt over context", C, R"({"prompt": ")" + long_prompt + R"("})", 400, "prompt", "context_length_exceeded"},
       {"temperature high", C, R"({"prompt": "x", "temperature": 2.5})", 400, "temperature"},
       {"temperature negative", C, R"({"prompt": "x", "temperature": -1})", 400, "temperature"},
       {"temperature string", C, R"({"prompt": "x", "temperature": "hot"})", 400, "temperature"},
@@ -66,21 +65,17 @@ TEST_F(HttpGuardTest, BadInputTable) {
       {"top_k below -1", C, R"({"prompt": "x", "top_k": -2})", 400, "top_k"},
       {"min_p high", C, R"({"prompt": "x", "min_p": 2})", 400, "min_p"},
       {"presence_penalty", C, R"({"prompt": "x", "presence_penalty": 3})", 400, "presence_penalty"},
-      {"frequency_penalty", C, R"({"prompt": "x", "frequency_penalty": -3})", 400,
-       "frequency_penalty"},
-      {"repetition_penalty zero", C, R"({"prompt": "x", "repetition_penalty": 0})", 400,
-       "repetition_penalty"},
+      {"frequency_penalty", C, R"({"prompt": "x", "frequency_penalty": -3})", 400, "frequency_penalty"},
+      {"repetition_penalty zero", C, R"({"prompt": "x", "repetition_penalty": 0})", 400, "repetition_penalty"},
       {"n zero", C, R"({"prompt": "x", "n": 0})", 400, "n"},
       {"n too big", C, R"({"prompt": "x", "n": 1000})", 400, "n"},
       {"seed string", C, R"({"prompt": "x", "seed": "1"})", 400, "seed"},
       {"stream not bool", C, R"({"prompt": "x", "stream": "yes"})", 400, "stream"},
-      {"include_usage not bool", C,
-       R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})", 400,
+      {"include_usage not bool", C, R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})", 400,
        "stream_options.include_usage"},
       {"stop wrong type", C, R"({"prompt": "x", "stop": 5})", 400, "stop"},
       {"stop empty string", C, R"({"prompt": "x", "stop": ["a", ""]})", 400, "stop"},
-      {"stop_token_ids out of range", C, R"({"prompt": "x", "stop_token_ids": [999]})", 400,
-       "stop_token_ids"},
+      {"stop_token_ids out of range", C, R"({"prompt": "x", "stop_token_ids": [999]})", 400, "stop_token_ids"},
       {"logprobs unsupported", C, R"({"prompt": "x", "logprobs": 2})", 400, "logprobs"},
       {"echo unsupported", C, R"({"prompt": "x", "echo": true})", 400, "echo"},
       {"ignore_eos not bool", C, R"({"prompt": "x", "ignore_eos": 1})", 400, "ignore_eos"},
@@ -91,26 +86,18 @@ TEST_F(HttpGuardTest, BadInputTable) {
       {"messages empty", K, R"({"messages": []})", 400, "messages"},
       {"messages [{}]", K, R"({"messages": [{}]})", 400, "messages[0].role"},
       {"message not object", K, R"({"messages": ["hi"]})", 400, "messages[0]"},
-      {"unknown role", K, R"({"messages": [{"role": "wizard", "content": "x"}]})", 400,
-       "messages[0].role"},
-      {"role not string", K, R"({"messages": [{"role": 1, "content": "x"}]})", 400,
-       "messages[0].role"},
+      {"unknown role", K, R"({"messages": [{"role": "wizard", "content": "x"}]})", 400, "messages[0].role"},
+      {"role not string", K, R"({"messages": [{"role": 1, "content": "x"}]})", 400, "messages[0].role"},
       {"content missing", K, R"({"messages": [{"role": "user"}]})", 400, "messages[0].content"},
-      {"content number", K, R"({"messages": [{"role": "user", "content": 5}]})", 400,
-       "messages[0].content"},
-      {"image part", K,
-       R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})",
-       400, "messages[0].content[0].type"},
-      {"part text missing", K,
-       R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})", 400,
+      {"content number", K, R"({"messages": [{"role": "user", "content": 5}]})", 400, "messages[0].content"},
+      {"image part", K, R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})", 400,
+       "messages[0].content[0].type"},
+      {"part text missing", K, R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})", 400,
        "messages[0].content[0].text"},
-      {"template raises", K, R"({"messages": [{"role": "user", "content": "RAISE"}]})", 400,
-       "messages"},
-      {"chat over context", K,
-       R"({"messages": [{"role": "user", "content": ")" + long_prompt + R"("}]})", 400,
+      {"template raises", K, R"({"messages": [{"role": "user", "content": "RAISE"}]})", 400, "messages"},
+      {"chat over context", K, R"({"messages": [{"role": "user", "content": ")" + long_prompt + R"("}]})", 400,
        "messages", "context_length_exceeded"},
-      {"chat max_tokens over context", K,
-       R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 60})", 400,
+      {"chat max_tokens over context", K, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 60})", 400,
        "max_tokens", "context_length_exceeded"},
   };
   for (const BadCase& c : cases) {
@@ -119,8 +106,7 @@ TEST_F(HttpGuardTest, BadInputTable) {
     json body = r.Json();
     ASSERT_TRUE(body.is_object() && body.contains("error")) << c.name << ": " << r.body;
     const json& error = body["error"];
-    EXPECT_TRUE(error["message"].is_string() && !error["message"].get<std::string>().empty())
-        << c.name;
+    EXPECT_TRUE(error["message"].is_string() && !error["message"].get<std::string>().empty()) << c.name;
     EXPECT_TRUE(error["type"].is_string()) << c.name;
     ASSERT_TRUE(error.contains("param") && error.contains("code")) << c.name;
     if (c.param == nullptr) {
@@ -135,8 +121,7 @@ TEST_F(HttpGuardTest, BadInputTable) {
   }
   EXPECT_TRUE(backend_.submitted().empty());
   // Template errors carry the template's message.
-  HttpResult r = Post(port_, "/v1/chat/completions",
-                      {{"messages", {{{"role", "user"}, {"content", "RAISE"}}}}});
+  HttpResult r = Post(port_, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "RAISE"}}}}});
   EXPECT_NE(r.body.find("boom"), std::string::npos);
   // After all that the server still serves.
   EXPECT_EQ(Post(port_, "/v1/completions", {{"prompt", "ok"}}).status, 200);
@@ -152,8 +137,7 @@ TEST_F(HttpGuardTest, OversizedBodyIs413) {
 
 TEST_F(HttpGuardTest, HugeOrManyHeadersAre431) {
   StartServer();
-  std::string raw = "GET /health/live HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20 << 10, 'a') +
-                    "\r\n\r\n";
+  std::string raw = "GET /health/live HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20 << 10, 'a') + "\r\n\r\n";
   EXPECT_EQ(RawExchange(port_, raw).rfind("HTTP/1.1 431", 0), 0u);
   raw = "GET /health/live HTTP/1.1\r\nHost: x\r\n";
   for (int i = 0; i < 150; ++i) raw += "X-H" + std::to_string(i) + ": v\r\n";
@@ -199,7 +183,9 @@ TEST_F(HttpGuardTest, ApiKeysMapToTenants) {
   EXPECT_EQ(Send(port_, "GET", "/metrics").status, 200);
   ASSERT_EQ(Post(port_, "/v1/completions", req, {{"Authorization", "Bearer key-alpha-123"}}).status, 200);
   ASSERT_EQ(Post(port_, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}},
-                 {{"Authorization", "bearer key-beta-4567"}}).status, 200);
+                 {{"Authorization", "bearer key-beta-4567"}})
+                .status,
+            200);
   EXPECT_EQ(Send(port_, "GET", "/v1/models", "", {{"Authorization", "Bearer key-beta-4567"}}).status, 200);
   auto submitted = backend_.submitted();
   ASSERT_EQ(submitted.size(), 2u);
@@ -261,8 +247,9 @@ TEST_F(HttpGuardTest, ClientDisconnectCancelsBackend) {
       boost::asio::io_context ioc;
       auto socket = Connect(ioc, port_);
       const std::string body = json{{"prompt", "x"}, {"stream", stream}, {"max_tokens", 50}}.dump();
-      const std::string raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
+      const std::string raw =
+          "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+          body;
       boost::asio::write(socket, boost::asio::buffer(raw));
       if (stream) {  // wait for the first bytes of the stream
         char buf[256];
@@ -277,8 +264,7 @@ TEST_F(HttpGuardTest, ClientDisconnectCancelsBackend) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ASSERT_EQ(backend_.submitted().size(), before + 1);
-    EXPECT_TRUE(backend_.WaitCancelled(backend_.submitted().back().request_id, 3000))
-        << "stream=" << stream;
+    EXPECT_TRUE(backend_.WaitCancelled(backend_.submitted().back().request_id, 3000)) << "stream=" << stream;
   }
   for (int i = 0; i < 200 && server_->context().admission.running() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -311,8 +297,7 @@ TEST_F(HttpGuardTest, Http10StreamHasNoChunkFramingAndCloses) {
   StartServer();
   const std::string body = json{{"prompt", "x"}, {"stream", true}}.dump();
   const std::string got = RawExchange(
-      port_, "POST /v1/completions HTTP/1.0\r\nContent-Length: " + std::to_string(body.size()) +
-                 "\r\n\r\n" + body);
+      port_, "POST /v1/completions HTTP/1.0\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
   ASSERT_EQ(got.rfind("HTTP/1.0 200", 0), 0u) << got;
   EXPECT_EQ(got.find("chunked"), std::string::npos);
   const std::string payload = got.substr(got.find("\r\n\r\n") + 4);

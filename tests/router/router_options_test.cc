@@ -70,8 +70,8 @@ TEST(RouterOptionsTest, DeployYamlHoldsEveryKeyAndEveryKeyIsAFlag) {
   const std::set<std::string> name_set(names.begin(), names.end());
   EXPECT_EQ(name_set, file_keys) << "deploy/router.yaml and RouterOptions::Bind disagree";
   EXPECT_EQ(name_set.size(), names.size());
-  for (const char* key : {"listen_port", "api_keys", "control_address", "cluster_token", "node_dead_after_ms",
-                          "mode", "control_tls.enabled", "control_tls.ca_file", "model_dir", "log_level"}) {
+  for (const char* key : {"listen_port", "api_keys", "control_address", "cluster_token", "node_dead_after_ms", "mode",
+                          "control_tls.enabled", "control_tls.ca_file", "model_dir", "log_level"}) {
     EXPECT_TRUE(name_set.count(key)) << key;
   }
 

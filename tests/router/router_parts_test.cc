@@ -51,9 +51,8 @@ TEST(RouterConfigTest, RejectsBadFiles) {
   EXPECT_FALSE(ParseRouterConfigYaml("listen_port: 70000").ok());
   EXPECT_FALSE(ParseRouterConfigYaml("- a\n- b").ok());
   EXPECT_FALSE(ParseRouterConfigYaml("{unterminated").ok());
-  Status dup = ParseRouterConfigYaml(
-                   "api_keys: [{key: secret-key-1, tenant: a}, {key: secret-key-1, tenant: b}]")
-                   .status();
+  Status dup =
+      ParseRouterConfigYaml("api_keys: [{key: secret-key-1, tenant: a}, {key: secret-key-1, tenant: b}]").status();
   EXPECT_FALSE(dup.ok());
   EXPECT_EQ(dup.message().find("secret-key-1"), std::string::npos) << "a key leaked";
   Status no_tenant = ParseRouterConfigYaml("api_keys: [{key: secret-key-2}]").status();
@@ -110,4 +109,3 @@ TEST(SseWriterTest, FramesArbitraryBytesSafely) {
 
 }  // namespace
 }  // namespace tandem::router
-

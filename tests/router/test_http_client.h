@@ -19,7 +19,7 @@
 namespace tandem::router::testing {
 
 struct HttpResult {
-  int status = 0;  // 0 = the connection failed or closed without a response
+  int status = 0;                              // 0 = the connection failed or closed without a response
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   nlohmann::json Json() const { return nlohmann::json::parse(body, nullptr, false); }

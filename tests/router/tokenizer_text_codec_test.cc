@@ -50,8 +50,7 @@ TEST_F(TokenizerTextCodecTest, TemplateErrorsAreInvalidArgument) {
   EXPECT_EQ(text.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(text.status().message().find("roles must alternate"), std::string::npos);
   TokenizerTextCodec no_template(tokenizer_.get(), nullptr);
-  EXPECT_EQ(no_template.RenderChat(nlohmann::json::array(), {true}).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(no_template.RenderChat(nlohmann::json::array(), {true}).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -10,15 +10,15 @@ const std::string kFffd = "\xEF\xBF\xBD";
 TEST(Utf8Test, ValidityTable) {
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8("plain ascii"));
-  EXPECT_TRUE(IsValidUtf8("\xC3\xA9"));              // é
-  EXPECT_TRUE(IsValidUtf8("\xE2\x82\xAC"));          // €
-  EXPECT_TRUE(IsValidUtf8("\xF0\x9F\x98\x80"));      // 😀
-  EXPECT_TRUE(IsValidUtf8("\xF4\x8F\xBF\xBF"));      // U+10FFFF
-  EXPECT_FALSE(IsValidUtf8("\xC3"));                 // truncated
-  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));             // overlong
-  EXPECT_FALSE(IsValidUtf8("\xE0\x80\xAF"));         // overlong 3-byte
-  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));         // surrogate D800
-  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));     // > U+10FFFF
+  EXPECT_TRUE(IsValidUtf8("\xC3\xA9"));           // é
+  EXPECT_TRUE(IsValidUtf8("\xE2\x82\xAC"));       // €
+  EXPECT_TRUE(IsValidUtf8("\xF0\x9F\x98\x80"));   // 😀
+  EXPECT_TRUE(IsValidUtf8("\xF4\x8F\xBF\xBF"));   // U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xC3"));              // truncated
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));          // overlong
+  EXPECT_FALSE(IsValidUtf8("\xE0\x80\xAF"));      // overlong 3-byte
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));      // surrogate D800
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // > U+10FFFF
   EXPECT_FALSE(IsValidUtf8("\xFF"));
   EXPECT_FALSE(IsValidUtf8("\x80"));
 }
@@ -34,7 +34,9 @@ TEST(Utf8Test, AssemblerHoldsPartialSequences) {
 
 TEST(Utf8Test, AssemblerReplacesInvalidAndTruncatedTail) {
   Utf8Assembler a;
-  EXPECT_EQ(a.Add("a\xFF" "b"), "a" + kFffd + "b");
+  EXPECT_EQ(a.Add("a\xFF"
+                  "b"),
+            "a" + kFffd + "b");
   EXPECT_EQ(a.Add("\xE2\x82"), "");
   EXPECT_EQ(a.Add("x"), kFffd + "x");  // an interrupted sequence is one U+FFFD
   EXPECT_EQ(a.Add("\xC3"), "");

@@ -18,8 +18,7 @@ namespace tandem::testing {
 
 class LogCapture {
  public:
-  explicit LogCapture(size_t max_lines = 4096)
-      : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(max_lines)) {
+  explicit LogCapture(size_t max_lines = 4096) : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(max_lines)) {
     sink_->set_pattern("%l %v");
     spdlog::default_logger()->sinks().push_back(sink_);
   }

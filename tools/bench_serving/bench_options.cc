@@ -38,7 +38,8 @@ Status Validate(const CLI::App& app, BenchOptions& o) {
   if (o.dataset == "sharegpt-shaped") {
     for (const char* flag : {"--input-len", "--output-len", "--range-ratio"}) {
       if (given(flag)) {
-        return InvalidArgumentError(std::string(flag) + " applies to --dataset random only; sharegpt-shaped "
+        return InvalidArgumentError(std::string(flag) +
+                                    " applies to --dataset random only; sharegpt-shaped "
                                     "draws its own lengths (cap them with --max-input-len / --max-output-len)");
       }
     }

@@ -65,15 +65,15 @@ std::vector<Prompt> MakePrompts(const BenchOptions& o, std::mt19937_64& rng) {
 // Prompt i's contents depend on (seed, i, its length): prompts of different runs
 // or lengths share no prefix (no accidental prefix-cache hits across scenarios).
 std::string MakeBody(const BenchOptions& o, const Prompt& p, size_t index) {
-  std::seed_seq seq{static_cast<uint32_t>(o.seed), static_cast<uint32_t>(o.seed >> 32),
-                    static_cast<uint32_t>(index), static_cast<uint32_t>(p.input_len)};
+  std::seed_seq seq{static_cast<uint32_t>(o.seed), static_cast<uint32_t>(o.seed >> 32), static_cast<uint32_t>(index),
+                    static_cast<uint32_t>(p.input_len)};
   std::mt19937_64 rng(seq);
-  nlohmann::json body = {{"model", o.model}, {"max_tokens", p.output_len}, {"ignore_eos", true},
-                         {"stream", true}, {"temperature", 0.0},
-                         {"stream_options", {{"include_usage", true}}}};
+  nlohmann::json body = {{"model", o.model},   {"max_tokens", p.output_len},
+                         {"ignore_eos", true}, {"stream", true},
+                         {"temperature", 0.0}, {"stream_options", {{"include_usage", true}}}};
   if (o.api == "chat") {
-    static const char* kWords[] = {"the", "model", "serves", "tokens", "quickly", "while", "decode",
-                                   "prefill", "cache", "blocks", "stream", "over", "network"};
+    static const char* kWords[] = {"the",     "model", "serves", "tokens", "quickly", "while",  "decode",
+                                   "prefill", "cache", "blocks", "stream", "over",    "network"};
     std::string text;
     for (int i = 0; i < p.input_len; ++i) text += std::string(i ? " " : "") + kWords[rng() % 13];
     body["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", text}}});
@@ -196,8 +196,7 @@ int Run(const BenchOptions& o) {
     for (size_t i = 0; i < prompts.size(); ++i) {
       std::this_thread::sleep_until(at);
       threads.emplace_back(send, i);
-      at += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::duration<double>(gap(rng)));
+      at += std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(gap(rng)));
     }
   } else {
     std::atomic<size_t> next{0};

@@ -65,7 +65,7 @@ bool InFirstBucket(const HistogramData& histogram, double q);
 
 struct HistogramStats {
   double count = 0;
-  double mean = 0;  // sum / count (exact, not from buckets)
+  double mean = 0;                   // sum / count (exact, not from buckets)
   double p50 = 0, p90 = 0, p99 = 0;  // approximate (HistogramQuantile)
 };
 

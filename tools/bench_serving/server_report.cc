@@ -19,9 +19,7 @@ bool IsSeconds(const std::string& series) {
 
 }  // namespace
 
-double KvTransferTotals::GigabytesPerSecond() const {
-  return seconds > 0 && bytes > 0 ? bytes / seconds / 1e9 : 0;
-}
+double KvTransferTotals::GigabytesPerSecond() const { return seconds > 0 && bytes > 0 ? bytes / seconds / 1e9 : 0; }
 
 KvTransferTotals KvTransfer(const MetricsSnapshot& delta) {
   KvTransferTotals t;
@@ -62,9 +60,9 @@ std::string FormatServerReport(const std::vector<SourceDelta>& sources) {
         }
         return std::string(v);
       };
-      std::snprintf(buf, sizeof(buf), "| %s | %s | %.0f | %.2f%s | %s / %s / %s%s |\n", s.name.c_str(),
-                    series.c_str(), st.count, st.mean * k, unit, quantile(0.5, st.p50).c_str(),
-                    quantile(0.9, st.p90).c_str(), quantile(0.99, st.p99).c_str(), unit);
+      std::snprintf(buf, sizeof(buf), "| %s | %s | %.0f | %.2f%s | %s / %s / %s%s |\n", s.name.c_str(), series.c_str(),
+                    st.count, st.mean * k, unit, quantile(0.5, st.p50).c_str(), quantile(0.9, st.p90).c_str(),
+                    quantile(0.99, st.p99).c_str(), unit);
       out += buf;
     }
     for (const auto& [series, value] : s.delta.counters) {
@@ -74,9 +72,10 @@ std::string FormatServerReport(const std::vector<SourceDelta>& sources) {
     }
     const KvTransferTotals kv = KvTransfer(s.delta);
     if (kv.transfers > 0 && kv.bytes > 0) {
-      std::snprintf(buf, sizeof(buf), "| %s | KV transfer: MB per transfer, GB/s (bytes / summed time) | %.0f | "
-                    "%.2f MB | %.3f GB/s |\n", s.name.c_str(), kv.transfers, kv.bytes / kv.transfers / 1e6,
-                    kv.GigabytesPerSecond());
+      std::snprintf(buf, sizeof(buf),
+                    "| %s | KV transfer: MB per transfer, GB/s (bytes / summed time) | %.0f | "
+                    "%.2f MB | %.3f GB/s |\n",
+                    s.name.c_str(), kv.transfers, kv.bytes / kv.transfers / 1e6, kv.GigabytesPerSecond());
       out += buf;
     }
   }
@@ -94,7 +93,7 @@ nlohmann::json ServerReportJson(const std::vector<SourceDelta>& sources) {
     for (const auto& [series, h] : s.delta.histograms) {
       if (h.count <= 0) continue;
       const HistogramStats st = Stats(h);
-      histograms[series] = {{"count", st.count}, {"sum", h.sum}, {"mean", st.mean},
+      histograms[series] = {{"count", st.count}, {"sum", h.sum},  {"mean", st.mean},
                             {"p50", st.p50},     {"p90", st.p90}, {"p99", st.p99}};
     }
     for (const auto& [series, value] : s.delta.counters) {
@@ -104,7 +103,9 @@ nlohmann::json ServerReportJson(const std::vector<SourceDelta>& sources) {
     all[s.name] = {{"histograms", histograms},
                    {"counters", counters},
                    {"kv_transfer",
-                    {{"transfers", kv.transfers}, {"seconds", kv.seconds}, {"bytes", kv.bytes},
+                    {{"transfers", kv.transfers},
+                     {"seconds", kv.seconds},
+                     {"bytes", kv.bytes},
                      {"gb_per_s", kv.GigabytesPerSecond()}}}};
   }
   return all;

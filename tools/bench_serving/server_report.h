@@ -14,8 +14,8 @@ namespace tandem::bench {
 
 // What one page changed by over the run.
 struct SourceDelta {
-  std::string name;    // "router", "decode", ...
-  std::string error;   // non-empty when a scrape failed; `delta` is then empty
+  std::string name;   // "router", "decode", ...
+  std::string error;  // non-empty when a scrape failed; `delta` is then empty
   MetricsSnapshot delta;
 };
 

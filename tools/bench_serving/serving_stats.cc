@@ -35,8 +35,7 @@ LatencyMs Milliseconds(const std::vector<double>& seconds) {
 
 }  // namespace
 
-Summary Summarize(const std::vector<RequestRecord>& records, double duration_s,
-                  const GoodputLimits& limits) {
+Summary Summarize(const std::vector<RequestRecord>& records, double duration_s, const GoodputLimits& limits) {
   Summary s;
   s.duration_s = duration_s;
   std::vector<double> ttft, tpot, itl, e2e;
@@ -72,19 +71,18 @@ Summary Summarize(const std::vector<RequestRecord>& records, double duration_s,
 
 std::string FormatSummary(const Summary& s) {
   char buf[2048];
-  int n = std::snprintf(
-      buf, sizeof(buf),
-      "| client-side metric | value |\n|---|---|\n"
-      "| completed / failed | %d / %d |\n| duration (s) | %.2f |\n"
-      "| prompt tokens / completion tokens | %ld / %ld |\n"
-      "| request throughput (req/s) | %.2f |\n| output throughput (tok/s) | %.1f |\n"
-      "| goodput (req/s) | %.2f (%d of %d within the SLO) |\n",
-      s.completed, s.failed, s.duration_s, s.total_prompt_tokens, s.total_completion_tokens,
-      s.request_throughput, s.output_throughput, s.goodput, s.within_slo, s.completed);
+  int n = std::snprintf(buf, sizeof(buf),
+                        "| client-side metric | value |\n|---|---|\n"
+                        "| completed / failed | %d / %d |\n| duration (s) | %.2f |\n"
+                        "| prompt tokens / completion tokens | %ld / %ld |\n"
+                        "| request throughput (req/s) | %.2f |\n| output throughput (tok/s) | %.1f |\n"
+                        "| goodput (req/s) | %.2f (%d of %d within the SLO) |\n",
+                        s.completed, s.failed, s.duration_s, s.total_prompt_tokens, s.total_completion_tokens,
+                        s.request_throughput, s.output_throughput, s.goodput, s.within_slo, s.completed);
   std::string out(buf, n);
   auto row = [&](const char* name, const LatencyMs& v) {
-    int m = std::snprintf(buf, sizeof(buf), "| %s mean; p50 / p90 / p99 (ms) | %.2f; %.2f / %.2f / %.2f |\n",
-                          name, v.mean, v.p50, v.p90, v.p99);
+    int m = std::snprintf(buf, sizeof(buf), "| %s mean; p50 / p90 / p99 (ms) | %.2f; %.2f / %.2f / %.2f |\n", name,
+                          v.mean, v.p50, v.p90, v.p99);
     out.append(buf, m);
   };
   row("TTFT", s.ttft_ms);

@@ -10,12 +10,12 @@ namespace tandem::bench {
 // What one request measured (seconds, wall clock from its send).
 struct RequestRecord {
   bool ok = false;
-  std::string error;              // why it failed, when !ok
-  int prompt_tokens = 0;          // from usage
-  int completion_tokens = 0;      // from usage
-  double ttft_s = 0;              // send -> first content chunk
-  double e2e_s = 0;               // send -> [DONE]
-  std::vector<double> itl_s;      // gaps between content chunks
+  std::string error;          // why it failed, when !ok
+  int prompt_tokens = 0;      // from usage
+  int completion_tokens = 0;  // from usage
+  double ttft_s = 0;          // send -> first content chunk
+  double e2e_s = 0;           // send -> [DONE]
+  std::vector<double> itl_s;  // gaps between content chunks
   // Time per output token after the first: (e2e - ttft) / (completion_tokens - 1).
   double TpotSeconds() const;
 };
@@ -33,20 +33,19 @@ struct LatencyMs {
 
 struct Summary {
   int completed = 0, failed = 0;
-  int within_slo = 0;              // completed requests meeting the goodput limits
+  int within_slo = 0;  // completed requests meeting the goodput limits
   double duration_s = 0;
   long total_prompt_tokens = 0, total_completion_tokens = 0;
-  double request_throughput = 0;   // completed requests / s
-  double output_throughput = 0;    // completion tokens / s
-  double goodput = 0;              // requests meeting the limits / s
+  double request_throughput = 0;  // completed requests / s
+  double output_throughput = 0;   // completion tokens / s
+  double goodput = 0;             // requests meeting the limits / s
   LatencyMs ttft_ms, tpot_ms, itl_ms, e2e_ms;
 };
 
 // Nearest-rank percentile (p in [0, 100]) of values; 0 for an empty list.
 double Percentile(std::vector<double> values, double p);
 
-Summary Summarize(const std::vector<RequestRecord>& records, double duration_s,
-                  const GoodputLimits& limits);
+Summary Summarize(const std::vector<RequestRecord>& records, double duration_s, const GoodputLimits& limits);
 
 // A Markdown table, one metric per line.
 std::string FormatSummary(const Summary& summary);

@@ -24,8 +24,7 @@ double SecondsSince(SteadyClock::time_point start) {
 
 // Consumes complete "data: ..." events from `pending`; updates the record.
 // Returns true once "[DONE]" was seen.
-bool ConsumeEvents(std::string& pending, SteadyClock::time_point start, double& last_chunk_s,
-                   RequestRecord& record) {
+bool ConsumeEvents(std::string& pending, SteadyClock::time_point start, double& last_chunk_s, RequestRecord& record) {
   size_t pos;
   while ((pos = pending.find("\n\n")) != std::string::npos) {
     std::string event = pending.substr(0, pos);
@@ -131,8 +130,7 @@ StatusOr<Endpoint> ParseHttpUrl(const std::string& url) {
   size_t colon = authority.rfind(':');
   e.host = authority.substr(0, colon);
   e.port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
-  bool port_ok = !e.port.empty() && e.port.size() <= 5 &&
-                 e.port.find_first_not_of("0123456789") == std::string::npos;
+  bool port_ok = !e.port.empty() && e.port.size() <= 5 && e.port.find_first_not_of("0123456789") == std::string::npos;
   if (e.host.empty() || !port_ok) return InvalidArgumentError("malformed URL (want http://host:port/path): " + url);
   return e;
 }

@@ -68,9 +68,8 @@ StatusOr<uint64_t> ParseSize(const std::string& text) {
     return InvalidArgumentError("bad size '" + text + "' (e.g. 5GB, 500MB, 2GiB)");
   }
   std::string unit = text.substr(pos);
-  const std::pair<const char*, double> units[] = {{"", 1},       {"B", 1},        {"KB", 1e3},
-                                                 {"MB", 1e6},   {"GB", 1e9},     {"KiB", 1024.0},
-                                                 {"MiB", 1 << 20}, {"GiB", 1 << 30}};
+  const std::pair<const char*, double> units[] = {{"", 1},     {"B", 1},        {"KB", 1e3},      {"MB", 1e6},
+                                                  {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1 << 20}, {"GiB", 1 << 30}};
   for (const auto& [name, scale] : units) {
     if (unit == name && value > 0) return static_cast<uint64_t>(value * scale);
   }
@@ -126,15 +125,17 @@ Status ApplyShapeOverrides(const CLI::App& app, const Flags& f, ModelConfig* c) 
 void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("-o,--output", f.output, "Output directory (created if missing)")->required();
   app.add_option("-p,--preset", f.preset, "Starting shape (see Presets above)")->capture_default_str();
-  app.add_option("--family", f.family, "Architecture: llama|mistral|qwen2|qwen3 (qwen2 turns on q/k/v bias, "
-                                       "qwen3 turns on q/k norm)");
+  app.add_option("--family", f.family,
+                 "Architecture: llama|mistral|qwen2|qwen3 (qwen2 turns on q/k/v bias, "
+                 "qwen3 turns on q/k norm)");
   app.add_option("--dtype", f.dtype, "Weight dtype: bf16|f16|f32 (default: the preset's)")
       ->check(CLI::IsMember({"bf16", "f16", "f32"}));
   app.add_option("--seed", f.seed, "Random seed")->capture_default_str();
   app.add_option("--std", f.std, "Std of the normal init of linear/embedding weights (norms are ~1.0)")
       ->capture_default_str();
-  app.add_option("--tokenizer-dir", f.tokenizer_dir, "Copy tokenizer files from this directory (for real-model "
-                                                     "presets); default: write the built-in tiny tokenizer");
+  app.add_option("--tokenizer-dir", f.tokenizer_dir,
+                 "Copy tokenizer files from this directory (for real-model "
+                 "presets); default: write the built-in tiny tokenizer");
   app.add_option("--max-shard-size", f.max_shard_size, "Split weights into shards above this size (5GB, 500MB, ...)")
       ->capture_default_str();
   app.add_option("--threads", f.threads, "Weight generator threads (0 = all cores)")->capture_default_str();
@@ -150,17 +151,20 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--max-position-embeddings", f.max_position_embeddings, "max_position_embeddings")->group(shape);
   app.add_option("--rope-theta", f.rope_theta, "rope_theta")->group(shape);
   app.add_option("--rms-norm-eps", f.rms_norm_eps, "rms_norm_eps")->group(shape);
-  app.add_option("--tie-word-embeddings", f.tie_word_embeddings, "true|false: lm_head shares embed_tokens")->group(shape);
+  app.add_option("--tie-word-embeddings", f.tie_word_embeddings, "true|false: lm_head shares embed_tokens")
+      ->group(shape);
   app.add_option("--attention-bias", f.attention_bias, "true|false: q/k/v projection biases")->group(shape);
   app.add_option("--qk-norm", f.qk_norm, "true|false: per-head q/k RMSNorm (Qwen3)")->group(shape);
   app.add_option("--sliding-window", f.sliding_window, "sliding_window (Mistral/Qwen only)")->group(shape);
-  app.add_option("--rope-scaling", f.rope_scaling, "none|linear|llama3")->group(shape)
+  app.add_option("--rope-scaling", f.rope_scaling, "none|linear|llama3")
+      ->group(shape)
       ->check(CLI::IsMember({"none", "linear", "llama3"}));
   app.add_option("--rope-factor", f.rope_factor, "rope_scaling.factor")->group(shape);
   app.add_option("--rope-low-freq-factor", f.rope_low_freq, "llama3 low_freq_factor")->group(shape);
   app.add_option("--rope-high-freq-factor", f.rope_high_freq, "llama3 high_freq_factor")->group(shape);
   app.add_option("--rope-original-max-position-embeddings", f.rope_original_max,
-                 "llama3 original_max_position_embeddings")->group(shape);
+                 "llama3 original_max_position_embeddings")
+      ->group(shape);
   app.add_option("--bos-token-id", f.bos_token_id, "bos_token_id (default: from the tokenizer)")->group(shape);
   app.add_option("--eos-token-ids", f.eos_token_ids, "eos_token_id list (default: from the tokenizer)")->group(shape);
 }
@@ -181,7 +185,8 @@ Status Run(const CLI::App& app, const Flags& f) {
   if (fs::exists(fs::path(f.output) / "config.json") && !f.force) {
     return AlreadyExistsError(f.output + " already holds a model; pass --force to overwrite");
   }
-  for (const char* stale : {"model.safetensors", "model.safetensors.index.json"}) fs::remove(fs::path(f.output) / stale, ec);
+  for (const char* stale : {"model.safetensors", "model.safetensors.index.json"})
+    fs::remove(fs::path(f.output) / stale, ec);
   if (f.tokenizer_dir.empty()) {
     TANDEM_RETURN_IF_ERROR(WriteTinyTokenizer(f.output, &config));
   } else {

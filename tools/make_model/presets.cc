@@ -80,12 +80,17 @@ ModelConfig Mistral7B() {
 }
 
 constexpr Preset kPresets[] = {
-    {"tiny", "Llama-style, vocab 512, hidden 64, 2 layers, 4 heads / 2 KV heads, head_dim 16, ffn 128, f32 "
-             "(0.14 M params; built-in byte-level BPE tokenizer)", Tiny},
-    {"llama3-8b", "Llama-3.1-8B shape: 32 layers, hidden 4096, 32/8 heads, ffn 14336, llama3 RoPE scaling, bf16 (~16 GB)",
+    {"tiny",
+     "Llama-style, vocab 512, hidden 64, 2 layers, 4 heads / 2 KV heads, head_dim 16, ffn 128, f32 "
+     "(0.14 M params; built-in byte-level BPE tokenizer)",
+     Tiny},
+    {"llama3-8b",
+     "Llama-3.1-8B shape: 32 layers, hidden 4096, 32/8 heads, ffn 14336, llama3 RoPE scaling, bf16 (~16 GB)",
      Llama3_8B},
-    {"llama3-70b", "Llama-3.1-70B shape: 80 layers, hidden 8192, 64/8 heads, ffn 28672, bf16 (~141 GB; "
-                   "use --num-layers)", Llama3_70B},
+    {"llama3-70b",
+     "Llama-3.1-70B shape: 80 layers, hidden 8192, 64/8 heads, ffn 28672, bf16 (~141 GB; "
+     "use --num-layers)",
+     Llama3_70B},
     {"qwen2.5-7b", "Qwen2.5-7B shape: 28 layers, hidden 3584, 28/4 heads, ffn 18944, qkv bias, bf16 (~15 GB)",
      Qwen25_7B},
     {"qwen3-8b", "Qwen3-8B shape: 36 layers, hidden 4096, 32/8 heads, ffn 12288, q/k norm, bf16 (~16 GB)", Qwen3_8B},
@@ -157,7 +162,9 @@ std::string ModelConfigJson(const ModelConfig& c) {
   if (r.type == RopeScalingType::kLinear) {
     j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", r.factor}};
   } else if (r.type == RopeScalingType::kLlama3) {
-    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", r.factor}, {"low_freq_factor", r.low_freq_factor},
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", r.factor},
+                         {"low_freq_factor", r.low_freq_factor},
                          {"high_freq_factor", r.high_freq_factor},
                          {"original_max_position_embeddings", r.original_max_position_embeddings}};
   } else {

@@ -4,7 +4,8 @@
 
 namespace tandem::tools {
 
-inline constexpr const char* kTinyCorpus = R"(The quick brown fox jumps over the lazy dog. The dog was not happy about it, and the fox ran into the forest.
+inline constexpr const char* kTinyCorpus =
+    R"(The quick brown fox jumps over the lazy dog. The dog was not happy about it, and the fox ran into the forest.
 Hello, world! This is a small model that can write text. It is not very smart, but it is fast.
 What is the capital of France? The capital of France is Paris. What is the capital of Germany? It is Berlin.
 You are a helpful assistant. The user asks a question and the assistant gives an answer.

@@ -22,7 +22,8 @@ constexpr const char* kSpecialTokens[] = {"<|begin_of_text|>", "<|end_of_text|>"
 constexpr const char* kChatTemplate =
     "{{- bos_token }}"
     "{%- for message in messages %}"
-    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + "
+    "'<|eot_id|>' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}"
     "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
@@ -69,7 +70,7 @@ size_t NextPiece(std::string_view text, size_t i) {
 }
 
 struct Learned {
-  std::vector<std::string> tokens;                        // id -> byte-level string
+  std::vector<std::string> tokens;                          // id -> byte-level string
   std::vector<std::pair<std::string, std::string>> merges;  // in priority order
 };
 
@@ -127,12 +128,11 @@ Learned Train(int num_merges) {
 }
 
 ordered_json ByteLevel(bool add_prefix_space) {
-  return {{"type", "ByteLevel"}, {"add_prefix_space", add_prefix_space}, {"trim_offsets", true},
-          {"use_regex", true}};
+  return {{"type", "ByteLevel"}, {"add_prefix_space", add_prefix_space}, {"trim_offsets", true}, {"use_regex", true}};
 }
 
 ordered_json AddedToken(int id, const std::string& content) {
-  return {{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+  return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
           {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
 
@@ -155,14 +155,25 @@ std::string TokenizerJson(const Learned& learned, int first_special) {
   for (const auto& [a, b] : learned.merges) merges.push_back(a + " " + b);
   ordered_json added = ordered_json::array();
   for (int i = 0; i < 5; ++i) added.push_back(AddedToken(first_special + i, kSpecialTokens[i]));
-  ordered_json model = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
-                        {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
-                        {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
-                        {"vocab", vocab}, {"merges", merges}};
-  ordered_json root = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr},
-                       {"added_tokens", added}, {"normalizer", nullptr},
-                       {"pre_tokenizer", ByteLevel(false)}, {"post_processor", PostProcessor(first_special)},
-                       {"decoder", ByteLevel(true)}, {"model", model}};
+  ordered_json model = {{"type", "BPE"},
+                        {"dropout", nullptr},
+                        {"unk_token", nullptr},
+                        {"continuing_subword_prefix", nullptr},
+                        {"end_of_word_suffix", nullptr},
+                        {"fuse_unk", false},
+                        {"byte_fallback", false},
+                        {"ignore_merges", false},
+                        {"vocab", vocab},
+                        {"merges", merges}};
+  ordered_json root = {{"version", "1.0"},
+                       {"truncation", nullptr},
+                       {"padding", nullptr},
+                       {"added_tokens", added},
+                       {"normalizer", nullptr},
+                       {"pre_tokenizer", ByteLevel(false)},
+                       {"post_processor", PostProcessor(first_special)},
+                       {"decoder", ByteLevel(true)},
+                       {"model", model}};
   return root.dump(2);
 }
 
@@ -173,14 +184,10 @@ std::string TokenizerConfigJson(int first_special, int model_max_length) {
     token.erase("id");
     decoder[std::to_string(first_special + i)] = token;
   }
-  ordered_json root = {{"added_tokens_decoder", decoder},
-                       {"bos_token", kSpecialTokens[0]},
-                       {"chat_template", kChatTemplate},
-                       {"clean_up_tokenization_spaces", false},
-                       {"eos_token", kSpecialTokens[4]},
-                       {"model_input_names", {"input_ids", "attention_mask"}},
-                       {"model_max_length", model_max_length},
-                       {"tokenizer_class", "PreTrainedTokenizerFast"}};
+  ordered_json root = {{"added_tokens_decoder", decoder},      {"bos_token", kSpecialTokens[0]},
+                       {"chat_template", kChatTemplate},       {"clean_up_tokenization_spaces", false},
+                       {"eos_token", kSpecialTokens[4]},       {"model_input_names", {"input_ids", "attention_mask"}},
+                       {"model_max_length", model_max_length}, {"tokenizer_class", "PreTrainedTokenizerFast"}};
   return root.dump(2);
 }
 

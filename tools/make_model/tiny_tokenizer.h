@@ -15,12 +15,12 @@
 namespace tandem::tools {
 
 struct TinyTokenizer {
-  std::string tokenizer_json;          // tokenizer.json text
-  std::string tokenizer_config_json;   // tokenizer_config.json (chat_template, bos/eos)
-  std::string special_tokens_map_json; // special_tokens_map.json
-  int num_tokens = 0;                  // highest id + 1; config vocab_size must be >= this
-  int bos_token_id = 0;                // <|begin_of_text|>
-  std::vector<int> eos_token_ids;      // <|eot_id|>, <|end_of_text|>
+  std::string tokenizer_json;           // tokenizer.json text
+  std::string tokenizer_config_json;    // tokenizer_config.json (chat_template, bos/eos)
+  std::string special_tokens_map_json;  // special_tokens_map.json
+  int num_tokens = 0;                   // highest id + 1; config vocab_size must be >= this
+  int bos_token_id = 0;                 // <|begin_of_text|>
+  std::vector<int> eos_token_ids;       // <|eot_id|>, <|end_of_text|>
 };
 
 // Learns up to `num_merges` merges (fewer if the text runs out of pairs that

@@ -28,7 +28,8 @@ std::string TokenContent(const json& config, const char* key) {
   auto it = config.find(key);
   if (it == config.end()) return "";
   if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
   return "";
 }
 
@@ -93,8 +94,8 @@ Status CopyTokenizer(const std::string& source_dir, const std::string& dir, mode
   if (!fs::exists(tokenizer_json) && !fs::exists(source_dir + "/tokenizer.model")) {
     return NotFoundError(source_dir + ": has neither tokenizer.json nor tokenizer.model");
   }
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                           "chat_template.jinja", "tokenizer.model"}) {
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                           "tokenizer.model"}) {
     fs::path from = fs::path(source_dir) / name;
     if (!fs::exists(from)) continue;
     std::error_code ec;
@@ -106,8 +107,8 @@ Status CopyTokenizer(const std::string& source_dir, const std::string& dir, mode
   int max_id = -1;
   TANDEM_RETURN_IF_ERROR(ReadTokenIds(tokenizer_json, &ids, &max_id));
   if (max_id >= config->vocab_size) {
-    return InvalidArgumentError(tokenizer_json + ": has token id " + std::to_string(max_id) +
-                                " but vocab_size is " + std::to_string(config->vocab_size));
+    return InvalidArgumentError(tokenizer_json + ": has token id " + std::to_string(max_id) + " but vocab_size is " +
+                                std::to_string(config->vocab_size));
   }
   if (!fs::exists(source_dir + "/tokenizer_config.json")) return Status::Ok();
   return ApplySpecialIds(source_dir + "/tokenizer_config.json", ids, config);

@@ -142,8 +142,8 @@ Status WriteIndex(const std::string& dir, const std::vector<std::vector<TensorSp
 
 }  // namespace
 
-StatusOr<WeightWriterResult> WriteRandomWeights(const model::ModelConfig& config,
-                                                const WeightWriterOptions& options, const std::string& dir) {
+StatusOr<WeightWriterResult> WriteRandomWeights(const model::ModelConfig& config, const WeightWriterOptions& options,
+                                                const std::string& dir) {
   TANDEM_RETURN_IF_ERROR(config.Validate());
   std::vector<TensorSpec> specs = model::ExpectedTensors(config);
   std::vector<std::vector<TensorSpec>> shards = PlanShards(specs, options.max_shard_bytes);

@@ -33,7 +33,7 @@ struct WeightWriterResult {
 };
 
 // Writes the weights of `config` (dtype config.dtype) into existing directory `dir`.
-StatusOr<WeightWriterResult> WriteRandomWeights(const model::ModelConfig& config,
-                                                const WeightWriterOptions& options, const std::string& dir);
+StatusOr<WeightWriterResult> WriteRandomWeights(const model::ModelConfig& config, const WeightWriterOptions& options,
+                                                const std::string& dir);
 
 }  // namespace tandem::tools

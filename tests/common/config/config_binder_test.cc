@@ -58,8 +58,8 @@ TEST(ConfigBinderTest, YamlThenFlagsOverride) {
   ConfigBinder b;
   c.Bind(b);
   ASSERT_TRUE(ParseArgs(b, {"--config", path, "--port", "4321", "--keys", "x"}).ok());
-  EXPECT_EQ(c.port, 4321);        // flag beats file
-  EXPECT_EQ(c.max_bytes, 77);     // nested key from file
+  EXPECT_EQ(c.port, 4321);     // flag beats file
+  EXPECT_EQ(c.max_bytes, 77);  // nested key from file
   EXPECT_DOUBLE_EQ(c.ratio, 0.25);
   EXPECT_TRUE(c.tls);
   EXPECT_EQ(c.host, "h1");

@@ -29,8 +29,8 @@ std::vector<TokenId> Prompt(int len, int salt) {
 TEST(EngineCudaTest, GreedyMatchesCpuWithGraphsAndPreemption) {
   std::string dir = testing::GoldenDir("qwen3");
   EngineConfig config = testing::SmallConfig(dir);
-  std::vector<std::vector<TokenId>> prompts = {testing::ReadGoldenIds(dir, "prompt_ids"), Prompt(5, 1),
-                                               Prompt(17, 2), Prompt(40, 3)};
+  std::vector<std::vector<TokenId>> prompts = {testing::ReadGoldenIds(dir, "prompt_ids"), Prompt(5, 1), Prompt(17, 2),
+                                               Prompt(40, 3)};
   auto cpu = testing::MakeEngine(config);
   auto gpu = MakeCudaEngine(config);
   if (gpu == nullptr) GTEST_SKIP() << "SKIPPED: no CUDA GPU";

@@ -48,8 +48,7 @@ std::vector<TokenId> Prompt(int len, int salt) {
 
 // Reference: each prompt alone in a fresh engine with plenty of blocks.
 std::map<RequestId, std::vector<TokenId>> SoloRuns(const std::string& dir,
-                                                   const std::vector<std::vector<TokenId>>& prompts,
-                                                   int max_tokens) {
+                                                   const std::vector<std::vector<TokenId>>& prompts, int max_tokens) {
   std::map<RequestId, std::vector<TokenId>> out;
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto engine = MakeEngine(SmallConfig(dir));
@@ -61,7 +60,7 @@ std::map<RequestId, std::vector<TokenId>> SoloRuns(const std::string& dir,
 
 TEST(EngineTest, ConcurrentRequestsMatchSoloRuns) {
   std::string dir = testing::GoldenDir("llama");
-  std::vector<std::vector<TokenId>> prompts = {Prompt(1, 1), Prompt(15, 2), Prompt(16, 3),
+  std::vector<std::vector<TokenId>> prompts = {Prompt(1, 1),  Prompt(15, 2), Prompt(16, 3),
                                                Prompt(17, 4), Prompt(70, 5), Prompt(33, 6)};
   auto solo = SoloRuns(dir, prompts, 12);
   auto engine = MakeEngine(SmallConfig(dir));
@@ -101,8 +100,7 @@ TEST_P(EnginePreemptionTest, PreemptedOutputEqualsUninterrupted) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, EnginePreemptionTest,
-                         ::testing::Values(scheduler::PreemptionMode::kSwap,
-                                           scheduler::PreemptionMode::kRecompute));
+                         ::testing::Values(scheduler::PreemptionMode::kSwap, scheduler::PreemptionMode::kRecompute));
 
 TEST(EngineTest, PrefixCacheIsPerTenant) {
   std::string dir = testing::GoldenDir("qwen3");
@@ -140,7 +138,7 @@ TEST(EngineTest, CancelAndBadRequestsEndCleanly) {
   std::string dir = testing::GoldenDir("llama");
   auto engine = MakeEngine(SmallConfig(dir));
   engine->Submit(Greedy(1, Prompt(30, 1), 50));
-  engine->Submit(Greedy(2, {5, 999999}, 4));  // token out of range
+  engine->Submit(Greedy(2, {5, 999999}, 4));     // token out of range
   engine->Submit(Greedy(3, Prompt(600, 2), 4));  // longer than max_position_embeddings (512)
   std::vector<EngineOutput> outputs;
   engine->StepOnce(&outputs);
@@ -257,7 +255,7 @@ TEST(EngineTest, ReusedIdOfALiveRequestIsRejectedWithoutHarm) {
   std::vector<EngineOutput> outputs;
   engine->StepOnce(&outputs);
   engine->Submit(Greedy(7, Prompt(5, 2), 6));  // same id while the first is running
-  auto results = RunToCompletion(*engine, 2);   // one rejection + the original's end
+  auto results = RunToCompletion(*engine, 2);  // one rejection + the original's end
   for (auto& o : outputs) results[o.id].tokens.insert(results[o.id].tokens.begin(), o.tokens.begin(), o.tokens.end());
   EXPECT_EQ(results[7].final.finish_reason, "length");
   EXPECT_EQ(results[7].tokens.size(), 6u);

@@ -34,8 +34,7 @@ inline std::unique_ptr<Engine> MakeEngine(const EngineConfig& config) {
   return std::move(*engine);
 }
 
-inline EngineRequest Greedy(RequestId id, std::vector<TokenId> prompt, int max_tokens,
-                            std::string tenant = "t0") {
+inline EngineRequest Greedy(RequestId id, std::vector<TokenId> prompt, int max_tokens, std::string tenant = "t0") {
   EngineRequest r;
   r.id = id;
   r.tenant_salt = std::move(tenant);

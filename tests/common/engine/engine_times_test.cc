@@ -11,8 +11,8 @@
 namespace tandem::engine {
 namespace {
 
-using testing::Greedy;
 using testing::GoldenDir;
+using testing::Greedy;
 using testing::SmallConfig;
 
 std::vector<TokenId> Prompt(int n) {
@@ -27,9 +27,8 @@ class EngineTimesTest : public ::testing::Test {
     auto engine = Engine::Create(SmallConfig(GoldenDir("llama")), std::make_unique<runtime::CpuBackend>(), clock_);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     engine_ = std::move(*engine);
-    engine_->SetStepObserver([this](const scheduler::SchedulerOutput& step) {
-      step_tokens_.push_back(step.num_batched_tokens);
-    });
+    engine_->SetStepObserver(
+        [this](const scheduler::SchedulerOutput& step) { step_tokens_.push_back(step.num_batched_tokens); });
   }
 
   // One step after `ms` more milliseconds; keeps the finished output of `id`.
@@ -72,8 +71,7 @@ TEST_F(EngineTimesTest, ChunkedPrefillThenDecode) {
 TEST_F(EngineTimesTest, ReservationWaitsForItsFirstToken) {
   const std::vector<TokenId> prompt = Prompt(20);
   bool reserved = false;
-  engine_->Reserve(Greedy(2, prompt, 3), 60000,
-                   [&](StatusOr<scheduler::Reservation> r) { reserved = r.ok(); });
+  engine_->Reserve(Greedy(2, prompt, 3), 60000, [&](StatusOr<scheduler::Reservation> r) { reserved = r.ok(); });
   StepAfter(2, 2);  // granted: admitted
   ASSERT_TRUE(reserved);
   clock_.AdvanceMs(30);

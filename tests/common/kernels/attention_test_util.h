@@ -14,8 +14,8 @@ namespace tandem::testing {
 
 struct PagedKv {
   kv_cache::KvLayout layout;
-  std::vector<uint16_t> pool;        // [num_blocks, 2, Hkv, bs, hd] bf16 bits
-  std::vector<int32_t> block_tables; // [num_seqs, max_blocks_per_seq]
+  std::vector<uint16_t> pool;         // [num_blocks, 2, Hkv, bs, hd] bf16 bits
+  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq]
   int max_blocks_per_seq = 0;
 
   float K(int seq, int head, int t, int d) const { return At(seq, 0, head, t, d); }
@@ -26,8 +26,8 @@ struct PagedKv {
   }
 };
 
-inline PagedKv MakePagedKv(const std::vector<int>& context_lens, int num_kv_heads, int head_dim,
-                           int block_size, std::mt19937& rng) {
+inline PagedKv MakePagedKv(const std::vector<int>& context_lens, int num_kv_heads, int head_dim, int block_size,
+                           std::mt19937& rng) {
   PagedKv kv;
   int max_len = 1, total_blocks = 0;
   for (int len : context_lens) {
@@ -35,8 +35,10 @@ inline PagedKv MakePagedKv(const std::vector<int>& context_lens, int num_kv_head
     total_blocks += (len + block_size - 1) / block_size;
   }
   kv.max_blocks_per_seq = (max_len + block_size - 1) / block_size;
-  kv.layout = kv_cache::KvLayout{.num_layers = 1, .num_kv_heads = num_kv_heads,
-                                 .head_dim = head_dim, .block_size = block_size,
+  kv.layout = kv_cache::KvLayout{.num_layers = 1,
+                                 .num_kv_heads = num_kv_heads,
+                                 .head_dim = head_dim,
+                                 .block_size = block_size,
                                  .num_blocks = total_blocks + 3};
   kv.pool.assign(kv.layout.TotalBytes() / 2, 0x7fc0);  // NaN
   std::vector<int32_t> ids(kv.layout.num_blocks);
@@ -63,8 +65,8 @@ inline PagedKv MakePagedKv(const std::vector<int>& context_lens, int num_kv_head
 }
 
 // softmax(q·K^T * scale) · V over keys [0, num_keys) of one sequence and KV head, in double.
-inline void RefAttentionRow(const PagedKv& kv, int seq, int kv_head, const float* q, int num_keys,
-                            float scale, float* out) {
+inline void RefAttentionRow(const PagedKv& kv, int seq, int kv_head, const float* q, int num_keys, float scale,
+                            float* out) {
   const int hd = kv.layout.head_dim;
   std::vector<double> s(num_keys);
   double mx = -INFINITY;

@@ -61,8 +61,7 @@ TEST_P(DecodeAttentionTest, MatchesCpuReference) {
   for (int s = 0; s < seqs; ++s)
     for (int h = 0; h < c.hq; ++h) {
       const size_t off = (static_cast<size_t>(s) * c.hq + h) * hd;
-      testing::RefAttentionRow(kv, s, h / group, qf.data() + off, c.context_lens[s], scale,
-                               ref.data() + off);
+      testing::RefAttentionRow(kv, s, h / group, qf.data() + off, c.context_lens[s], scale, ref.data() + off);
     }
   auto dq = testing::Upload(q), dpool = testing::Upload(kv.pool);
   auto dtables = testing::Upload(kv.block_tables), dlens = testing::Upload(c.context_lens);
@@ -83,28 +82,20 @@ TEST_P(DecodeAttentionTest, MatchesCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, DecodeAttentionTest,
-    ::testing::Values(
-        DecodeCase{128, 32, 8, 16, {1, 17, 64, 65, 300, 1000, 2049}, 0},
-        DecodeCase{128, 32, 8, 16, {1, 17, 64, 65, 300, 1000, 2049}, 1},
-        DecodeCase{128, 32, 8, 16, {5, 129, 700}, 7},  // empty splits for the short sequences
-        DecodeCase{64, 8, 8, 32, {33, 2, 512, 4000}, 0},
-        DecodeCase{128, 16, 2, 64, {64, 63, 1500}, 0},
-        DecodeCase{64, 12, 4, 16, {100, 1, 257}, 3},
-        DecodeCase{128, 10, 2, 32, {90, 3000}, 0},
-        DecodeCase{128, 8, 4, 32, {0, 40}, 2},  // an empty sequence gives zeros
-        DecodeCase{128, 32, 2, 16, {1000, 77}, 0},  // group 16: all mma rows used
-        DecodeCase{128, 32, 8, 16, {1, 300, 2049}, 0, 2},
-        DecodeCase{64, 8, 2, 32, {70, 1999}, 3, 4},
-        DecodeCase{64, 4, 2, 64, {8192}, 0},
-        DecodeCase{128, 32, 8, 16, ManyLens(), 0},
-        DecodeCase{128, 32, 2, 16, {1000, 77, 0}, 8},  // group 16, an empty sequence
-        DecodeCase{64, 8, 4, 16, {5, 129, 700, 3000}, 12},
-        DecodeCase{128, 32, 8, 32, {2049, 31}, 9, 4},
-        // Split counts around the merge's one-round limits (16 and 64).
-        DecodeCase{128, 32, 8, 16, {1100, 9}, 17},
-        DecodeCase{128, 32, 8, 16, {3000, 50}, 40},
-        DecodeCase{64, 8, 4, 16, {4100}, 64},
-        DecodeCase{64, 8, 4, 16, {5000, 3}, 65}));
+    ::testing::Values(DecodeCase{128, 32, 8, 16, {1, 17, 64, 65, 300, 1000, 2049}, 0},
+                      DecodeCase{128, 32, 8, 16, {1, 17, 64, 65, 300, 1000, 2049}, 1},
+                      DecodeCase{128, 32, 8, 16, {5, 129, 700}, 7},  // empty splits for the short sequences
+                      DecodeCase{64, 8, 8, 32, {33, 2, 512, 4000}, 0}, DecodeCase{128, 16, 2, 64, {64, 63, 1500}, 0},
+                      DecodeCase{64, 12, 4, 16, {100, 1, 257}, 3}, DecodeCase{128, 10, 2, 32, {90, 3000}, 0},
+                      DecodeCase{128, 8, 4, 32, {0, 40}, 2},      // an empty sequence gives zeros
+                      DecodeCase{128, 32, 2, 16, {1000, 77}, 0},  // group 16: all mma rows used
+                      DecodeCase{128, 32, 8, 16, {1, 300, 2049}, 0, 2}, DecodeCase{64, 8, 2, 32, {70, 1999}, 3, 4},
+                      DecodeCase{64, 4, 2, 64, {8192}, 0}, DecodeCase{128, 32, 8, 16, ManyLens(), 0},
+                      DecodeCase{128, 32, 2, 16, {1000, 77, 0}, 8},  // group 16, an empty sequence
+                      DecodeCase{64, 8, 4, 16, {5, 129, 700, 3000}, 12}, DecodeCase{128, 32, 8, 32, {2049, 31}, 9, 4},
+                      // Split counts around the merge's one-round limits (16 and 64).
+                      DecodeCase{128, 32, 8, 16, {1100, 9}, 17}, DecodeCase{128, 32, 8, 16, {3000, 50}, 40},
+                      DecodeCase{64, 8, 4, 16, {4100}, 64}, DecodeCase{64, 8, 4, 16, {5000, 3}, 65}));
 
 // The decode kernel with RoPE + K/V write fused in against the two kernels it replaces
 // (LaunchRopeKvWrite, then the attention reading q_out and the cache): the same output and
@@ -209,10 +200,10 @@ TEST_P(FusedRopeDecodeTest, MatchesRopeThenAttention) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, FusedRopeDecodeTest,
     ::testing::Values(FusedCase{128, 32, 8, 16, {1, 17, 64, 65, 300, 1000, 2049}, 0, false},
-                      FusedCase{128, 32, 8, 16, {1025}, 0, false},          // b = 1: the plan's 9 splits
+                      FusedCase{128, 32, 8, 16, {1025}, 0, false},           // b = 1: the plan's 9 splits
                       FusedCase{128, 32, 8, 16, {5, 129, 0, 700}, 7, true},  // empty splits, a padding row
                       FusedCase{64, 12, 4, 32, {100, 1, 257, 4000}, 12, true},
-                      FusedCase{128, 32, 2, 64, {1000, 77}, 1, false},       // group 16, one split
+                      FusedCase{128, 32, 2, 64, {1000, 77}, 1, false},  // group 16, one split
                       FusedCase{64, 8, 8, 16, {64, 63, 1500}, 3, false}));
 
 // A Llama-3-8B layer (32 query heads, 8 KV heads of 128, blocks of 16), for planning.
@@ -266,11 +257,11 @@ TEST(DecodeAttentionPlanTest, SplitsFillWholeWaves) {
     TANDEM_CHECK_OK(plan.status());
     return plan->num_splits;
   };
-  EXPECT_EQ(splits(8, 32768), 4);   // 256 blocks: one wave of 264, 0.97 full
+  EXPECT_EQ(splits(8, 32768), 4);  // 256 blocks: one wave of 264, 0.97 full
   EXPECT_EQ(splits(8, 8192), 4);
-  EXPECT_EQ(splits(8, 1040), 4);    // was 5: 320 blocks, 2 waves 0.61 full
-  EXPECT_EQ(splits(64, 4096), 1);   // 512 blocks, 2 waves 0.97 full; no merge pass
-  EXPECT_EQ(splits(1, 1040), 17);   // 17 tiles: one tile per split at most
+  EXPECT_EQ(splits(8, 1040), 4);   // was 5: 320 blocks, 2 waves 0.61 full
+  EXPECT_EQ(splits(64, 4096), 1);  // 512 blocks, 2 waves 0.97 full; no merge pass
+  EXPECT_EQ(splits(1, 1040), 17);  // 17 tiles: one tile per split at most
   EXPECT_EQ(splits(1, 160), 3);
   EXPECT_EQ(splits(1, 32768), 33);  // 264 blocks: exactly one wave
 }

@@ -51,8 +51,8 @@ TEST_P(GemmBf16Test, MatchesCpuReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemmBf16Test,
-                         ::testing::Values(GemmShape{1, 128, 64}, GemmShape{7, 384, 4096},
-                                           GemmShape{64, 256, 512}, GemmShape{33, 100, 72}));
+                         ::testing::Values(GemmShape{1, 128, 64}, GemmShape{7, 384, 4096}, GemmShape{64, 256, 512},
+                                           GemmShape{33, 100, 72}));
 
 TEST(GemmBf16Test, RejectsBadArguments) {
   TANDEM_SKIP_WITHOUT_GPU();
@@ -83,10 +83,10 @@ TEST(CudaRaiiTest, BuffersStreamsAndEvents) {
   TANDEM_ASSERT_OK(start.status());
   TANDEM_ASSERT_OK(stop.status());
   TANDEM_ASSERT_OK(start->Record(stream->get()));
-  TANDEM_ASSERT_OK(CudaStatus(cudaMemcpyAsync(dev->data(), pinned->data(), 1 << 20,
-                                              cudaMemcpyHostToDevice, stream->get()), "h2d"));
-  TANDEM_ASSERT_OK(CudaStatus(cudaMemcpyAsync(back->data(), dev->data(), 1 << 20,
-                                              cudaMemcpyDeviceToHost, stream->get()), "d2h"));
+  TANDEM_ASSERT_OK(
+      CudaStatus(cudaMemcpyAsync(dev->data(), pinned->data(), 1 << 20, cudaMemcpyHostToDevice, stream->get()), "h2d"));
+  TANDEM_ASSERT_OK(
+      CudaStatus(cudaMemcpyAsync(back->data(), dev->data(), 1 << 20, cudaMemcpyDeviceToHost, stream->get()), "d2h"));
   TANDEM_ASSERT_OK(stop->Record(stream->get()));
   TANDEM_ASSERT_OK(stop->Synchronize());
   auto ms = CudaEvent::ElapsedMs(*start, *stop);

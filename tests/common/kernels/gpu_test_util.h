@@ -19,21 +19,20 @@
 
 namespace tandem::testing {
 
-#define TANDEM_SKIP_WITHOUT_GPU()                                              \
-  do {                                                                         \
-    if (::tandem::cuda::DeviceCount() == 0)                                    \
+#define TANDEM_SKIP_WITHOUT_GPU()                                                 \
+  do {                                                                            \
+    if (::tandem::cuda::DeviceCount() == 0)                                       \
       GTEST_SKIP() << "SKIPPED: no CUDA GPU on this machine (gpu-labelled test)"; \
   } while (0)
 
-#define TANDEM_ASSERT_OK(expr)                         \
-  do {                                                 \
-    const auto& _st = (expr);                          \
-    ASSERT_TRUE(_st.ok()) << _st.ToString();           \
+#define TANDEM_ASSERT_OK(expr)               \
+  do {                                       \
+    const auto& _st = (expr);                \
+    ASSERT_TRUE(_st.ok()) << _st.ToString(); \
   } while (0)
 
 // bf16 bit patterns of N(mean, stddev) draws, and their exact fp32 values.
-inline std::vector<uint16_t> RandomBf16(size_t n, std::mt19937& rng, float stddev = 1.f,
-                                        float mean = 0.f) {
+inline std::vector<uint16_t> RandomBf16(size_t n, std::mt19937& rng, float stddev = 1.f, float mean = 0.f) {
   std::normal_distribution<float> dist(mean, stddev);
   std::vector<uint16_t> v(n);
   for (auto& x : v) x = F32ToBF16(dist(rng));
@@ -55,8 +54,7 @@ cuda::DeviceBuffer Upload(const std::vector<T>& host) {
   TANDEM_CHECK(buf.ok()) << buf.status().ToString();
   if (!host.empty())
     TANDEM_CHECK_OK(cuda::CudaStatus(
-        cudaMemcpy(buf->data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-        "upload"));
+        cudaMemcpy(buf->data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "upload"));
   return std::move(buf).value();
 }
 
@@ -74,9 +72,8 @@ std::vector<T> Download(const cuda::DeviceBuffer& buf, size_t count) {
   TANDEM_CHECK_OK(cuda::CudaStatus(cudaDeviceSynchronize(), "sync before download"));
   std::vector<T> host(count);
   if (count)
-    TANDEM_CHECK_OK(cuda::CudaStatus(
-        cudaMemcpy(host.data(), buf.data(), count * sizeof(T), cudaMemcpyDeviceToHost),
-        "download"));
+    TANDEM_CHECK_OK(
+        cuda::CudaStatus(cudaMemcpy(host.data(), buf.data(), count * sizeof(T), cudaMemcpyDeviceToHost), "download"));
   return host;
 }
 
@@ -86,9 +83,8 @@ inline std::vector<float> DownloadBf16(const cuda::DeviceBuffer& buf, size_t cou
 
 // Every element satisfies |got - ref| <= atol + rtol * |ref| (NaN never passes), and the
 // relative L2 error is <= max_rel_l2. Reports the first few mismatches.
-inline ::testing::AssertionResult AllClose(const std::vector<float>& got,
-                                           const std::vector<float>& ref, float atol, float rtol,
-                                           double max_rel_l2 = 1e-2) {
+inline ::testing::AssertionResult AllClose(const std::vector<float>& got, const std::vector<float>& ref, float atol,
+                                           float rtol, double max_rel_l2 = 1e-2) {
   if (got.size() != ref.size()) return ::testing::AssertionFailure() << "size mismatch";
   size_t bad = 0;
   std::string first;
@@ -99,15 +95,13 @@ inline ::testing::AssertionResult AllClose(const std::vector<float>& got,
     ref2 += static_cast<double>(ref[i]) * ref[i];
     if (!(d <= atol + rtol * std::fabs(ref[i]))) {
       if (bad++ < 5)
-        first += " [" + std::to_string(i) + "] got " + std::to_string(got[i]) + " ref " +
-                 std::to_string(ref[i]) + ";";
+        first += " [" + std::to_string(i) + "] got " + std::to_string(got[i]) + " ref " + std::to_string(ref[i]) + ";";
     }
   }
   const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
   if (bad > 0 || !(rel <= max_rel_l2))
-    return ::testing::AssertionFailure() << bad << " of " << got.size()
-                                         << " elements out of tolerance, rel L2 " << rel << ":"
-                                         << first;
+    return ::testing::AssertionFailure() << bad << " of " << got.size() << " elements out of tolerance, rel L2 " << rel
+                                         << ":" << first;
   return ::testing::AssertionSuccess() << "rel L2 " << rel;
 }
 

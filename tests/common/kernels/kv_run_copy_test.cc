@@ -38,12 +38,12 @@ TEST(RunCopyTest, RunsLandByteExactAndNothingElseChanges) {
     ++p->count;
     std::memcpy(expect.data() + dst_off, src.data() + src_off, bytes);
   };
-  add(0, 0, 65536);                 // aligned, two tiles
-  add(16 + 3, 65536 + 3, 40000);    // co-aligned with a head and a tail
-  add(5, 2 * 65536 + 9, 30001);     // never co-aligned: bytes
-  add(100, 3 * 65536, 1);           // one byte
-  add(200, 4 * 65536, 0);           // empty: skipped
-  add(1 << 20, 5 * 65536, 3 << 18); // long run (768 KiB, 24 tiles) over slots 5..16
+  add(0, 0, 65536);                  // aligned, two tiles
+  add(16 + 3, 65536 + 3, 40000);     // co-aligned with a head and a tail
+  add(5, 2 * 65536 + 9, 30001);      // never co-aligned: bytes
+  add(100, 3 * 65536, 1);            // one byte
+  add(200, 4 * 65536, 0);            // empty: skipped
+  add(1 << 20, 5 * 65536, 3 << 18);  // long run (768 KiB, 24 tiles) over slots 5..16
   ASSERT_TRUE(LaunchRunCopy(*p, nullptr).ok());
   EXPECT_EQ(Download<uint8_t>(d_dst, kBytes), expect);
 }

@@ -68,13 +68,12 @@ TEST_P(PrefillAttentionTest, MatchesCpuReference) {
   EXPECT_TRUE(AllClose(testing::DownloadBf16(out, ref.size()), ref, 1.5e-2f, 3e-2f, 1.5e-2));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, PrefillAttentionTest,
-    ::testing::Values(PrefillCase{128, 8, 2, 16, {1, 64, 100, 257}, {0, 0, 0, 0}},
-                      PrefillCase{128, 4, 4, 32, {37, 130}, {500, 64}},  // prefix hits
-                      PrefillCase{64, 8, 2, 64, {200, 1, 65}, {0, 1000, 3}},
-                      PrefillCase{64, 6, 3, 16, {513}, {129}},
-                      PrefillCase{128, 4, 1, 16, {1024}, {0}}));
+INSTANTIATE_TEST_SUITE_P(Cases, PrefillAttentionTest,
+                         ::testing::Values(PrefillCase{128, 8, 2, 16, {1, 64, 100, 257}, {0, 0, 0, 0}},
+                                           PrefillCase{128, 4, 4, 32, {37, 130}, {500, 64}},  // prefix hits
+                                           PrefillCase{64, 8, 2, 64, {200, 1, 65}, {0, 1000, 3}},
+                                           PrefillCase{64, 6, 3, 16, {513}, {129}},
+                                           PrefillCase{128, 4, 1, 16, {1024}, {0}}));
 
 TEST(PrefillAttentionValidationTest, RejectsBadShapes) {
   int x = 0;

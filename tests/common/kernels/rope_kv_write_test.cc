@@ -25,8 +25,8 @@ float RefInvFreq(const RopeConfig& c, int j, int head_dim) {
   const float wavelen = 2.0f * static_cast<float>(M_PI) / inv;
   if (wavelen > low_freq_wavelen) return inv / c.factor;
   if (wavelen < high_freq_wavelen) return inv;
-  const float smooth = (c.original_max_position / wavelen - c.low_freq_factor) /
-                       (c.high_freq_factor - c.low_freq_factor);
+  const float smooth =
+      (c.original_max_position / wavelen - c.low_freq_factor) / (c.high_freq_factor - c.low_freq_factor);
   return (1 - smooth) * inv / c.factor + smooth * inv;
 }
 
@@ -42,8 +42,8 @@ TEST_P(RopeKvWriteTest, MatchesCpuReference) {
   TANDEM_SKIP_WITHOUT_GPU();
   const RopeCase c = GetParam();
   const int hd = c.head_dim, tokens = 23, num_blocks = 16;
-  kv_cache::KvLayout layout{.num_layers = 1, .num_kv_heads = c.hkv, .head_dim = hd,
-                            .block_size = c.block_size, .num_blocks = num_blocks};
+  kv_cache::KvLayout layout{
+      .num_layers = 1, .num_kv_heads = c.hkv, .head_dim = hd, .block_size = c.block_size, .num_blocks = num_blocks};
   std::mt19937 rng(hd * 7 + c.hq + static_cast<int>(c.scaling) * 3 + c.qk_norm);
   const int heads = c.hq + 2 * c.hkv, stride = heads * hd + 8;  // padded rows
   auto qkv = RandomBf16(static_cast<size_t>(tokens) * stride, rng);
@@ -59,8 +59,12 @@ TEST_P(RopeKvWriteTest, MatchesCpuReference) {
     pos[t] = t < 5 ? t : static_cast<int32_t>(rng() % 131072);
     slots[t] = (t % 7 == 6) ? -1 : perm[t];  // some tokens are not cached
   }
-  RopeConfig rope{.theta = 500000.f, .scaling = c.scaling, .factor = 8.f, .low_freq_factor = 1.f,
-                  .high_freq_factor = 4.f, .original_max_position = 8192.f};
+  RopeConfig rope{.theta = 500000.f,
+                  .scaling = c.scaling,
+                  .factor = 8.f,
+                  .low_freq_factor = 1.f,
+                  .high_freq_factor = 4.f,
+                  .original_max_position = 8192.f};
   // Reference.
   const size_t cache_elems = layout.TotalBytes() / 2;
   std::vector<float> ref_q(static_cast<size_t>(tokens) * c.hq * hd);
@@ -134,16 +138,15 @@ TEST_P(RopeKvWriteTest, MatchesCpuReference) {
   EXPECT_TRUE(AllClose(got_written, ref_written, 2e-2f, 1e-2f, 8e-3));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, RopeKvWriteTest,
-    ::testing::Values(RopeCase{128, 32, 8, 16, RopeScaling::kLlama3, false},
-                      RopeCase{128, 4, 2, 32, RopeScaling::kNone, true},
-                      RopeCase{64, 8, 8, 64, RopeScaling::kLinear, false},
-                      RopeCase{64, 6, 2, 16, RopeScaling::kLlama3, true},
-                      RopeCase{256, 4, 1, 16, RopeScaling::kNone, false},
-                      // Generic kernel (head_dim not 64/128/256), as in the tiny test models.
-                      RopeCase{16, 4, 2, 16, RopeScaling::kLlama3, true},
-                      RopeCase{96, 6, 2, 32, RopeScaling::kNone, false}));
+INSTANTIATE_TEST_SUITE_P(Cases, RopeKvWriteTest,
+                         ::testing::Values(RopeCase{128, 32, 8, 16, RopeScaling::kLlama3, false},
+                                           RopeCase{128, 4, 2, 32, RopeScaling::kNone, true},
+                                           RopeCase{64, 8, 8, 64, RopeScaling::kLinear, false},
+                                           RopeCase{64, 6, 2, 16, RopeScaling::kLlama3, true},
+                                           RopeCase{256, 4, 1, 16, RopeScaling::kNone, false},
+                                           // Generic kernel (head_dim not 64/128/256), as in the tiny test models.
+                                           RopeCase{16, 4, 2, 16, RopeScaling::kLlama3, true},
+                                           RopeCase{96, 6, 2, 32, RopeScaling::kNone, false}));
 
 TEST(RopeKvWriteValidationTest, RejectsBadShapes) {
   int x = 0;

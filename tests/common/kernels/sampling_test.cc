@@ -99,7 +99,7 @@ TEST_P(SamplingTest, MatchesFilteredDistribution) {
   auto dp = testing::Upload(top_p), dm = testing::Upload(min_p), ds = testing::Upload(seeds);
   auto doff = testing::Upload(offsets);
   auto out = testing::Poisoned<int32_t>(rows), out2 = testing::Poisoned<int32_t>(rows);
-  SamplingParams p{dl.as<float>(), vocab, out.as<int32_t>(), dt.as<float>(), dk.as<int32_t>(),
+  SamplingParams p{dl.as<float>(), vocab,          out.as<int32_t>(), dt.as<float>(),      dk.as<int32_t>(),
                    dp.as<float>(), dm.as<float>(), ds.as<uint64_t>(), doff.as<uint64_t>(), rows,
                    vocab};
   TANDEM_ASSERT_OK(LaunchSampling(p, nullptr));
@@ -146,7 +146,7 @@ TEST(SamplingTest, GreedyRowsAndLargeVocab) {
   auto dp = testing::Upload(top_p), dm = testing::Upload(min_p), ds = testing::Upload(seeds);
   auto doff = testing::Upload(offsets);
   auto out = testing::Poisoned<int32_t>(rows);
-  SamplingParams p{dl.as<float>(), vocab, out.as<int32_t>(), dt.as<float>(), dk.as<int32_t>(),
+  SamplingParams p{dl.as<float>(), vocab,          out.as<int32_t>(), dt.as<float>(),      dk.as<int32_t>(),
                    dp.as<float>(), dm.as<float>(), ds.as<uint64_t>(), doff.as<uint64_t>(), rows,
                    vocab};
   TANDEM_ASSERT_OK(LaunchSampling(p, nullptr));

@@ -46,8 +46,8 @@ struct Reference {
   std::vector<double> y, abs_sum;
 };
 
-Reference ComputeReference(const Case& c, const std::vector<float>& x, int64_t ldx,
-                           const std::vector<float>& w, const std::vector<float>& bias) {
+Reference ComputeReference(const Case& c, const std::vector<float>& x, int64_t ldx, const std::vector<float>& w,
+                           const std::vector<float>& bias) {
   Reference ref;
   ref.y.resize(static_cast<size_t>(c.m) * c.n);
   ref.abs_sum.resize(ref.y.size());
@@ -68,9 +68,8 @@ Reference ComputeReference(const Case& c, const std::vector<float>& x, int64_t l
 }
 
 // Runs one case; returns the raw output rows (m + 1 rows of ldy, the last one a guard).
-std::vector<uint32_t> RunKernel(const Case& c, const cuda::DeviceBuffer& dx, int64_t ldx,
-                                const cuda::DeviceBuffer& dw, const cuda::DeviceBuffer& db,
-                                int64_t ldy) {
+std::vector<uint32_t> RunKernel(const Case& c, const cuda::DeviceBuffer& dx, int64_t ldx, const cuda::DeviceBuffer& dw,
+                                const cuda::DeviceBuffer& db, int64_t ldy) {
   const size_t elem = c.y_dtype == DType::kF32 ? 4 : 2;
   const size_t y_count = static_cast<size_t>(c.m + 1) * ldy;
   auto dy = testing::Poisoned<uint8_t>(y_count * elem);
@@ -94,8 +93,10 @@ std::vector<uint32_t> RunKernel(const Case& c, const cuda::DeviceBuffer& dx, int
   std::vector<uint32_t> out(y_count);
   const auto raw = testing::Download<uint8_t>(dy, y_count * elem);
   for (size_t i = 0; i < y_count; ++i) {
-    if (elem == 4) std::memcpy(&out[i], &raw[4 * i], 4);
-    else out[i] = static_cast<uint32_t>(raw[2 * i]) | (static_cast<uint32_t>(raw[2 * i + 1]) << 8);
+    if (elem == 4)
+      std::memcpy(&out[i], &raw[4 * i], 4);
+    else
+      out[i] = static_cast<uint32_t>(raw[2 * i]) | (static_cast<uint32_t>(raw[2 * i + 1]) << 8);
   }
   return out;
 }
@@ -142,8 +143,7 @@ std::vector<uint32_t> CheckCase(const Case& c) {
       err2 += (got - want) * (got - want);
       ref2 += want * want;
       if (!(std::fabs(got - want) <= tol) && bad++ < 5)
-        ADD_FAILURE() << "y[" << i << ", " << j << "] = " << got << ", want " << want
-                      << " (tol " << tol << ")";
+        ADD_FAILURE() << "y[" << i << ", " << j << "] = " << got << ", want " << want << " (tol " << tol << ")";
     }
   EXPECT_EQ(bad, 0);
   const double rel_l2 = std::sqrt(err2 / std::max(ref2, 1e-30));
@@ -162,11 +162,11 @@ TEST(SkinnyGemmTest, EveryRowCountMatchesReference) {
 TEST(SkinnyGemmTest, EdgeShapes) {
   TANDEM_SKIP_WITHOUT_GPU();
   for (int m : {1, 3, 8, 9, 16}) {
-    CheckCase({.m = m, .n = 1, .k = 8});                      // smallest everything
-    CheckCase({.m = m, .n = 37, .k = 8, .bias = true});       // k = 8: one lane of four works
-    CheckCase({.m = m, .n = 130, .k = 264});                  // k % 32 = 8: ragged last step
-    CheckCase({.m = m, .n = 17, .k = 4104, .bias = true});    // k steps not a multiple of 8 warps
-    CheckCase({.m = m, .n = 40, .k = 14336});                 // the 8B down-projection k
+    CheckCase({.m = m, .n = 1, .k = 8});                    // smallest everything
+    CheckCase({.m = m, .n = 37, .k = 8, .bias = true});     // k = 8: one lane of four works
+    CheckCase({.m = m, .n = 130, .k = 264});                // k % 32 = 8: ragged last step
+    CheckCase({.m = m, .n = 17, .k = 4104, .bias = true});  // k steps not a multiple of 8 warps
+    CheckCase({.m = m, .n = 40, .k = 14336});               // the 8B down-projection k
   }
 }
 
@@ -196,7 +196,8 @@ TEST(SkinnyGemmTest, EveryTilingMatchesReferenceAndAgrees) {
       for (int t = 0; t < kNumSkinnyGemmTilings; ++t) {
         const auto tiling = static_cast<SkinnyGemmTiling>(t);
         auto out = CheckCase({.m = m, .n = n, .k = k, .bias = true, .ldy_pad = 2, .tiling = tiling});
-        if (t == 0) first = out;
+        if (t == 0)
+          first = out;
         else
           EXPECT_TRUE(out == first) << "tiling " << SkinnyGemmTilingName(tiling) << " differs from auto";
       }

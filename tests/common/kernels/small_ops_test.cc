@@ -27,8 +27,7 @@ TEST(EmbeddingTest, GathersRowsAndZeroesOutOfRangeIds) {
     ids[5] = vocab;
     auto dt = testing::Upload(table), di = testing::Upload(ids);
     auto out = testing::Poisoned<uint16_t>(static_cast<size_t>(n) * hidden);
-    EmbeddingParams p{di.as<int32_t>(), dt.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), n, vocab,
-                      hidden};
+    EmbeddingParams p{di.as<int32_t>(), dt.as<__nv_bfloat16>(), out.as<__nv_bfloat16>(), n, vocab, hidden};
     TANDEM_ASSERT_OK(LaunchEmbedding(p, nullptr));
     auto got = testing::Download<uint16_t>(out, static_cast<size_t>(n) * hidden);
     // The fp32 variant: the same rows as exact floats.
@@ -39,8 +38,7 @@ TEST(EmbeddingTest, GathersRowsAndZeroesOutOfRangeIds) {
     auto got_f32 = testing::Download<float>(out_f32, static_cast<size_t>(n) * hidden);
     for (int t = 0; t < n; ++t)
       for (int d = 0; d < hidden; ++d) {
-        const uint16_t want =
-            ids[t] < 0 || ids[t] >= vocab ? 0 : table[static_cast<size_t>(ids[t]) * hidden + d];
+        const uint16_t want = ids[t] < 0 || ids[t] >= vocab ? 0 : table[static_cast<size_t>(ids[t]) * hidden + d];
         ASSERT_EQ(got[static_cast<size_t>(t) * hidden + d], want) << "t=" << t << " d=" << d;
         ASSERT_EQ(got_f32[static_cast<size_t>(t) * hidden + d], BF16ToF32(want)) << "f32 t=" << t << " d=" << d;
       }
@@ -49,8 +47,12 @@ TEST(EmbeddingTest, GathersRowsAndZeroesOutOfRangeIds) {
 
 TEST(EmbeddingTest, RejectsBadShapes) {
   int x = 0;
-  EmbeddingParams p{reinterpret_cast<int32_t*>(&x), reinterpret_cast<__nv_bfloat16*>(&x),
-                    reinterpret_cast<__nv_bfloat16*>(&x), 1, 10, 12};
+  EmbeddingParams p{reinterpret_cast<int32_t*>(&x),
+                    reinterpret_cast<__nv_bfloat16*>(&x),
+                    reinterpret_cast<__nv_bfloat16*>(&x),
+                    1,
+                    10,
+                    12};
   EXPECT_EQ(LaunchEmbedding(p, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
@@ -98,11 +100,18 @@ void RunRmsNorm(int rows, int hidden, bool with_residual, bool f32 = false) {
       ref_out[static_cast<size_t>(r) * hidden + d] = static_cast<float>(x[d] * inv * wf[d]);
   }
   // The fp32 variant gets the same values as floats.
-  auto din = f32 ? testing::Upload(inf) : testing::Upload(in), dres = f32 ? testing::Upload(resf) : testing::Upload(res);
+  auto din = f32 ? testing::Upload(inf) : testing::Upload(in),
+       dres = f32 ? testing::Upload(resf) : testing::Upload(res);
   auto dw = testing::Upload(w);
   auto out = testing::Poisoned<uint16_t>(n);
-  RmsNormParams p{din.data(), with_residual ? dres.data() : nullptr, dw.as<__nv_bfloat16>(),
-                  out.as<__nv_bfloat16>(), rows, hidden, eps, f32};
+  RmsNormParams p{din.data(),
+                  with_residual ? dres.data() : nullptr,
+                  dw.as<__nv_bfloat16>(),
+                  out.as<__nv_bfloat16>(),
+                  rows,
+                  hidden,
+                  eps,
+                  f32};
   TANDEM_ASSERT_OK(LaunchRmsNorm(p, nullptr));
   EXPECT_TRUE(AllClose(testing::DownloadBf16(out, n), ref_out, 1e-2f, 1e-2f, 5e-3))
       << "rows " << rows << " hidden " << hidden << " f32 " << f32;

@@ -24,13 +24,13 @@ TEST(MetricNamesTest, TokenBucketsFollowTheirSeries) {
 TEST(MetricNamesTest, LatencyBucketsKeepVllmBoundsAndResolveMilliseconds) {
   // vLLM's inter-token latency bounds start at 10 ms; an H200 decodes a small model faster.
   const std::vector<double> itl = InterTokenLatencyBuckets();
-  for (double vllm : {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                      20.0, 40.0, 80.0}) {
+  for (double vllm :
+       {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}) {
     EXPECT_TRUE(Contains(itl, vllm)) << vllm;
   }
   const std::vector<double> latency = RequestLatencyBuckets();
-  for (double vllm : {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-                      480.0, 960.0, 1920.0, 7680.0}) {
+  for (double vllm : {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+                      30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}) {
     EXPECT_TRUE(Contains(latency, vllm)) << vllm;
   }
   for (const std::vector<double>& bounds : {itl, latency, TimeToFirstTokenBuckets(), TransferSecondsBuckets()}) {

@@ -10,13 +10,11 @@ namespace {
 
 TEST(MetricsRegistryTest, RendersExactText) {
   MetricsRegistry registry;
-  auto& success = registry.AddCounter("tandem_request_success_total", "Finished requests.",
-                                      {"finished_reason"});
+  auto& success = registry.AddCounter("tandem_request_success_total", "Finished requests.", {"finished_reason"});
   success.WithLabels({"stop"}).Increment(3);
   success.WithLabels({"length"}).Increment();
   registry.AddGauge("tandem_num_requests_running", "Requests running now.").Get().Set(2);
-  auto& ttft = registry.AddHistogram("tandem_ttft_seconds", "Time to first token.\nIn seconds.",
-                                     {0.1, 1, 2.5});
+  auto& ttft = registry.AddHistogram("tandem_ttft_seconds", "Time to first token.\nIn seconds.", {0.1, 1, 2.5});
   ttft.Get().Observe(0.05);
   ttft.Get().Observe(0.1);  // le is inclusive: still the 0.1 bucket
   ttft.Get().Observe(2);

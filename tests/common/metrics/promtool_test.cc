@@ -18,8 +18,8 @@ bool HavePromtool() { return std::system("command -v promtool > /dev/null 2>&1")
 
 // Exit status of promtool over `text`; its output goes to the test log.
 int PromtoolCheck(const std::string& text) {
-  std::filesystem::path file = std::filesystem::temp_directory_path() /
-                               ("tandem_metrics_" + std::to_string(getpid()) + ".prom");
+  std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("tandem_metrics_" + std::to_string(getpid()) + ".prom");
   std::ofstream(file) << text;
   int rc = std::system(("promtool check metrics < " + file.string()).c_str());
   std::filesystem::remove(file);

@@ -166,7 +166,7 @@ TEST(MakeModelTest, RejectsBadArguments) {
   EXPECT_NE(RunTool("--preset nope -o " + dir + "/x"), 0);
   EXPECT_NE(RunTool("--num-kv-heads 3 -o " + dir + "/x"), 0);
   EXPECT_NE(RunTool("--vocab-size 100 -o " + dir + "/x"), 0);  // smaller than the tokenizer
-  EXPECT_NE(RunTool(""), 0);                                    // -o is required
+  EXPECT_NE(RunTool(""), 0);                                   // -o is required
   ASSERT_EQ(RunTool("-o " + dir + "/y"), 0);
   EXPECT_NE(RunTool("-o " + dir + "/y"), 0);  // exists: needs --force
   EXPECT_EQ(RunTool("--force -o " + dir + "/y"), 0);
@@ -255,8 +255,8 @@ TEST(MakeModelTest, TinyTokenizerIsByteLevelBpe) {
     EXPECT_TRUE(t["special"].get<bool>());
   }
   EXPECT_LT(max_id, config->vocab_size);
-  for (const char* s : {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
-                        "<|eot_id|>"}) {
+  for (const char* s :
+       {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}) {
     EXPECT_TRUE(specials.count(s)) << s;
   }
   EXPECT_EQ(config->bos_token_id, specials["<|begin_of_text|>"]);

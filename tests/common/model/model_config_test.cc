@@ -243,8 +243,7 @@ TEST(GenerationConfigTest, ParsesLlamaAndQwenFiles) {
   EXPECT_FALSE(llama->top_k.has_value());
   EXPECT_FALSE(llama->repetition_penalty.has_value());
 
-  StatusOr<GenerationConfig> qwen =
-      ParseGenerationConfig(ReadAll(TestDataPath("generation/qwen2.5-7b-instruct.json")));
+  StatusOr<GenerationConfig> qwen = ParseGenerationConfig(ReadAll(TestDataPath("generation/qwen2.5-7b-instruct.json")));
   ASSERT_TRUE(qwen.ok()) << qwen.status().ToString();
   EXPECT_EQ(qwen->eos_token_ids, (std::vector<int>{151645, 151643}));
   EXPECT_EQ(qwen->top_k, 20);

@@ -55,7 +55,7 @@ TEST(SafetensorsHeaderTest, RejectsTruncation) {
   ExpectInvalid("", "truncated");
   ExpectInvalid(std::string("\x10\0\0", 3), "truncated");
   std::string full = RawSafetensors(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", 16);
-  ExpectInvalid(full.substr(0, 20), "truncated");              // cut inside the header
+  ExpectInvalid(full.substr(0, 20), "truncated");               // cut inside the header
   ExpectInvalid(full.substr(0, full.size() - 1), "truncated");  // cut inside the data
 }
 
@@ -82,8 +82,7 @@ TEST(SafetensorsHeaderTest, RejectsNonJsonAndNonObject) {
 TEST(SafetensorsHeaderTest, RejectsUnknownAndUnsupportedDtypes) {
   ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "Q4_K", "shape": [1], "data_offsets": [0, 1]}})", 1),
                 "unknown dtype 'Q4_K'");
-  ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", 8),
-                "not supported");
+  ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", 8), "not supported");
   ExpectInvalid(RawSafetensors(R"({"w": {"dtype": 3, "shape": [1], "data_offsets": [0, 4]}})", 4), "'w'");
 }
 
@@ -92,31 +91,31 @@ TEST(SafetensorsHeaderTest, RejectsBadShapes) {
   ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F32", "shape": [1.5], "data_offsets": [0, 4]}})", 4), "shape");
   ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F32", "data_offsets": [0, 4]}})", 4), "shape");
   ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F32", "shape": [281474976710656, 281474976710656],
-                                   "data_offsets": [0, 4]}})", 4), "too many elements");
+                                   "data_offsets": [0, 4]}})",
+                               4),
+                "too many elements");
 }
 
 TEST(SafetensorsHeaderTest, RejectsOffsetsOutOfRangeOrInconsistent) {
   ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", 8),
                 "past the data section");
-  ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", 8),
-                "begin > end");
+  ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", 8), "begin > end");
   ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8),
                 "dtype x shape needs 12");
-  ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0]}})", 8),
-                "data_offsets");
-  ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [-8, 0]}})", 8),
-                "data_offsets");
+  ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0]}})", 8), "data_offsets");
+  ExpectInvalid(RawSafetensors(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [-8, 0]}})", 8), "data_offsets");
 }
 
 TEST(SafetensorsHeaderTest, RejectsOverlapsGapsAndUncoveredBytes) {
   ExpectInvalid(RawSafetensors(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-                                   "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 12),
+                                   "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+                               12),
                 "overlap");
   ExpectInvalid(RawSafetensors(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
-                                   "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})", 12),
+                                   "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
+                               12),
                 "gap");
-  ExpectInvalid(RawSafetensors(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 12),
-                "cover");
+  ExpectInvalid(RawSafetensors(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 12), "cover");
 }
 
 TEST(SafetensorsWriterTest, RoundTripsThroughReaderWithExactBytes) {

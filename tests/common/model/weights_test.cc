@@ -35,8 +35,9 @@ void ExpectError(const StatusOr<std::unique_ptr<ModelWeights>>& weights, StatusC
 // Two shards plus an index, as HF writes them.
 std::string MakeShardedDir() {
   std::string dir = ScratchDir();
-  EXPECT_TRUE(WriteSafetensorsFile(dir + "/model-00001-of-00002.safetensors",
-                                   {F32("a", {2}, {1, 2}), F32("b", {1}, {3})}).ok());
+  EXPECT_TRUE(
+      WriteSafetensorsFile(dir + "/model-00001-of-00002.safetensors", {F32("a", {2}, {1, 2}), F32("b", {1}, {3})})
+          .ok());
   EXPECT_TRUE(WriteSafetensorsFile(dir + "/model-00002-of-00002.safetensors", {F32("c", {3}, {4, 5, 6})}).ok());
   WriteAll(dir + "/model.safetensors.index.json", R"({
     "metadata": {"total_size": 24},
@@ -187,7 +188,7 @@ TEST(ModelTensorsTest, CheckModelWeightsFindsMissingAndMisshapedTensors) {
   ASSERT_TRUE(weights.ok()) << weights.status().ToString();
   EXPECT_TRUE(CheckModelWeights(config, **weights).ok());
 
-  tensors.pop_back();  // lm_head
+  tensors.pop_back();           // lm_head
   tensors[3].spec.shape = {6};  // q_proj.bias too short
   tensors[3].bytes.resize(24);
   ASSERT_TRUE(WriteSafetensorsFile(dir + "/model.safetensors", tensors).ok());

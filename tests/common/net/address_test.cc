@@ -18,8 +18,8 @@ TEST(AddressTest, ParsesHostPortForms) {
   EXPECT_EQ(v6->host, "::1");
   EXPECT_EQ(FormatHostPort(*v6), "[::1]:80");
   EXPECT_EQ(ParseHostPort("decode-0.svc:65535")->port, 65535);
-  for (const char* bad : {"", "host", ":80", "host:", "host:65536", "host:8x", "::1:80", "[::1]80",
-                          "[::1", "host:-1"}) {
+  for (const char* bad :
+       {"", "host", ":80", "host:", "host:65536", "host:8x", "::1:80", "[::1]80", "[::1", "host:-1"}) {
     EXPECT_FALSE(ParseHostPort(bad).ok()) << bad;
   }
   EXPECT_FALSE(ParseHostPort(std::string(600, 'a') + ":1").ok());

@@ -21,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!next.ok()) return 0;
       if (!next->has_value()) break;
       const auto& frame = **next;
-      auto message = tandem::proto::ParseMessage(
-          static_cast<tandem::proto::MessageType>(frame.header.type), frame.payload, kCap);
+      auto message =
+          tandem::proto::ParseMessage(static_cast<tandem::proto::MessageType>(frame.header.type), frame.payload, kCap);
       if (message.ok()) (*message)->ByteSizeLong();
     }
   }

@@ -36,8 +36,9 @@ TEST(FrameTest, EncodeMatchesTheDocumentedLayout) {
   auto frame = EncodeFrame(FrameKind::kRequest, 0x0102030405060708ULL, cancel, 1 << 20);
   ASSERT_TRUE(frame.ok());
   std::string payload = cancel.SerializeAsString();
-  EXPECT_EQ(*frame, HandHeader(0, proto::MESSAGE_TYPE_CANCEL, 0x0102030405060708ULL,
-                               static_cast<uint32_t>(payload.size())) + payload);
+  EXPECT_EQ(*frame,
+            HandHeader(0, proto::MESSAGE_TYPE_CANCEL, 0x0102030405060708ULL, static_cast<uint32_t>(payload.size())) +
+                payload);
 }
 
 TEST(FrameTest, RoundTripsWhateverTheSplit) {
@@ -118,8 +119,7 @@ TEST(FrameTest, RejectsEveryGarbledHeaderField) {
 
 TEST(FrameTest, RejectsOversizedPayloadFromTheHeaderAlone) {
   // Only the header arrives: the cap is enforced before any payload is buffered.
-  EXPECT_EQ(FirstError(HandHeader(2, proto::MESSAGE_TYPE_TOKENS, 0, 1025)).code(),
-            StatusCode::kResourceExhausted);
+  EXPECT_EQ(FirstError(HandHeader(2, proto::MESSAGE_TYPE_TOKENS, 0, 1025)).code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(FirstError(HandHeader(2, proto::MESSAGE_TYPE_TOKENS, 0, 0xffffffffu)).code(),
             StatusCode::kResourceExhausted);
   EXPECT_TRUE(FirstError(HandHeader(2, proto::MESSAGE_TYPE_TOKENS, 0, 1024)).ok());
@@ -140,12 +140,10 @@ TEST(FrameTest, TruncatedFrameWaitsForMoreBytes) {
 
 TEST(FrameTest, EncodeRefusesForeignAndOversizedMessages) {
   proto::BlockRun not_a_frame_type;  // a sub-message, not a control message
-  EXPECT_EQ(EncodeFrame(FrameKind::kOneWay, 0, not_a_frame_type, 1024).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodeFrame(FrameKind::kOneWay, 0, not_a_frame_type, 1024).status().code(), StatusCode::kInvalidArgument);
   proto::Tokens big;
   for (int i = 0; i < 1000; ++i) big.add_entries()->add_token_ids(i);
-  EXPECT_EQ(EncodeFrame(FrameKind::kOneWay, 0, big, 1024).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodeFrame(FrameKind::kOneWay, 0, big, 1024).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(FrameTest, HeaderDecodesWhatEncodeWrote) {

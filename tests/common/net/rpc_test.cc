@@ -181,9 +181,8 @@ TEST_F(RpcTest, OneWayStreamsArriveInOrderBothWays) {
     entry->add_token_ids(i);
     ASSERT_TRUE(conn->Send(tokens).ok());
   }
-  ASSERT_TRUE(waiter.WaitFor([&] {
-    return server_steps.size() == kMessages && client_steps.size() == kMessages;
-  }, 20000));
+  ASSERT_TRUE(
+      waiter.WaitFor([&] { return server_steps.size() == kMessages && client_steps.size() == kMessages; }, 20000));
   for (int i = 0; i < kMessages; ++i) {
     ASSERT_EQ(server_steps[i], static_cast<uint64_t>(i));
     ASSERT_EQ(client_steps[i], static_cast<uint64_t>(i) + 1000000);
@@ -204,8 +203,8 @@ TEST_F(RpcTest, DeadlineExceededWhenNoReplyAndLateReplyIsDropped) {
   auto conn = *client->Connect(server_->address());
   auto start = std::chrono::steady_clock::now();
   auto reply = conn->CallAndWait(MakeReserve(5, 1), 200);
-  auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::steady_clock::now() - start).count();
+  auto elapsed_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(reply.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_GE(elapsed_ms, 190);
   EXPECT_LT(elapsed_ms, 2000);
@@ -232,9 +231,7 @@ TEST_F(RpcTest, PeerCloseIsNoticedAndPendingCallsFail) {
   bool server_saw_close = false;
   std::shared_ptr<RpcConnection> server_side;
   RpcHandlers handlers;
-  handlers.on_open = [&](const std::shared_ptr<RpcConnection>& conn) {
-    waiter.Notify([&] { server_side = conn; });
-  };
+  handlers.on_open = [&](const std::shared_ptr<RpcConnection>& conn) { waiter.Notify([&] { server_side = conn; }); };
   std::mutex held_mu;
   std::vector<Responder> held;  // requests left unanswered on purpose
   handlers.on_request = [&](const std::shared_ptr<RpcConnection>&, MessagePtr, Responder responder) {
@@ -259,9 +256,8 @@ TEST_F(RpcTest, PeerCloseIsNoticedAndPendingCallsFail) {
   ASSERT_TRUE(waiter.WaitFor([&] { return server_side != nullptr; }));
   Waiter call_waiter;
   std::optional<Status> call_status;
-  conn->Call(MakeReserve(1, 1), 10000, [&](StatusOr<MessagePtr> reply) {
-    call_waiter.Notify([&] { call_status = reply.status(); });
-  });
+  conn->Call(MakeReserve(1, 1), 10000,
+             [&](StatusOr<MessagePtr> reply) { call_waiter.Notify([&] { call_status = reply.status(); }); });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   server_side->Close(CancelledError("test closes"));
   ASSERT_TRUE(waiter.WaitFor([&] { return client_saw_close && server_saw_close; }));
@@ -433,8 +429,8 @@ TEST_F(RpcTest, SilentUnauthenticatedPeerIsCutAtHelloTimeout) {
   StartServer({}, config);
   auto start = std::chrono::steady_clock::now();
   std::string received = RawExchange(server_->port(), "");  // connects and says nothing
-  auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::steady_clock::now() - start).count();
+  auto elapsed_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   EXPECT_TRUE(received.empty());
   EXPECT_LT(elapsed_ms, 3000);
 }

@@ -31,16 +31,15 @@ class TlsTest : public ::testing::Test {
     std::string d = dir_->string();
     std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
     std::string ca_ext = " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign";
-    std::string script =
-        "set -e; cd " + d + ";" +
-        "openssl req -x509" + key + ca_ext + " -keyout ca.key -out ca.pem -days 1 -subj /CN=TandemTestCA;" +
-        "openssl req -x509" + key + ca_ext + " -keyout other_ca.key -out other_ca.pem -days 1 -subj /CN=OtherCA;" +
-        "openssl req" + key + " -keyout server.key -out server.csr -subj /CN=localhost;" +
-        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem "
-        "-days 1 -extfile server.ext;" +
-        "openssl req" + key + " -keyout client.key -out client.csr -subj /CN=router;" +
-        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem "
-        "-days 1 -extfile client.ext;";
+    std::string script = "set -e; cd " + d + ";" + "openssl req -x509" + key + ca_ext +
+                         " -keyout ca.key -out ca.pem -days 1 -subj /CN=TandemTestCA;" + "openssl req -x509" + key +
+                         ca_ext + " -keyout other_ca.key -out other_ca.pem -days 1 -subj /CN=OtherCA;" + "openssl req" +
+                         key + " -keyout server.key -out server.csr -subj /CN=localhost;" +
+                         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem "
+                         "-days 1 -extfile server.ext;" +
+                         "openssl req" + key + " -keyout client.key -out client.csr -subj /CN=router;" +
+                         "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem "
+                         "-days 1 -extfile client.ext;";
     std::string command = "sh -c '" + script + "' > " + d + "/openssl.log 2>&1";
     certs_ok_ = std::system(command.c_str()) == 0;
   }
@@ -76,8 +75,7 @@ class TlsTest : public ::testing::Test {
   }
   void StartServer(RpcServerConfig config) {
     RpcHandlers handlers;
-    handlers.on_request = [this](const std::shared_ptr<RpcConnection>& conn, MessagePtr message,
-                                 Responder responder) {
+    handlers.on_request = [this](const std::shared_ptr<RpcConnection>& conn, MessagePtr message, Responder responder) {
       ++requests_served_;
       EchoReserve(conn, std::move(message), std::move(responder));
     };

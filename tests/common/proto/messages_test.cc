@@ -64,8 +64,7 @@ TEST(MessagesTest, TokensBatchCarriesManyRequests) {
 TEST(MessagesTest, ParseRejectsGarbageOversizeAndUnknownType) {
   // 0x0a = field 1, length-delimited, then a length running past the end.
   std::string truncated("\x0a\x7f\x01", 3);
-  EXPECT_EQ(ParseMessage(MESSAGE_TYPE_HELLO, truncated, 1024).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseMessage(MESSAGE_TYPE_HELLO, truncated, 1024).status().code(), StatusCode::kInvalidArgument);
   // Wire type 7 does not exist.
   EXPECT_FALSE(ParseMessage(MESSAGE_TYPE_CANCEL, std::string("\x0f", 1), 1024).ok());
   EXPECT_FALSE(ParseMessage(MESSAGE_TYPE_CANCEL, std::string(2048, '\0'), 1024).ok());

@@ -10,8 +10,13 @@ namespace tandem::runtime {
 namespace {
 
 BatchLimits Limits() {
-  return {.vocab_size = 100, .block_size = 4, .num_blocks = 16, .max_model_len = 64, .max_num_tokens = 32,
-          .max_num_seqs = 4, .max_logits_rows = 8};
+  return {.vocab_size = 100,
+          .block_size = 4,
+          .num_blocks = 16,
+          .max_model_len = 64,
+          .max_num_tokens = 32,
+          .max_num_seqs = 4,
+          .max_logits_rows = 8};
 }
 
 TEST(BatchPlanTest, PacksMixedPrefillAndDecode) {
@@ -129,11 +134,13 @@ TEST(BatchPlanTest, RejectsLimitsAndSharedWrites) {
   std::vector<TokenId> t = {1, 2};
   std::vector<BlockId> shared_prefix_a = {4, 5}, shared_prefix_b = {4, 6};
   // Reading a shared full block is fine; both write different second blocks.
-  EXPECT_TRUE(BatchPlan::Build(std::vector<SeqChunk>{{t, 4, shared_prefix_a, true}, {t, 4, shared_prefix_b, true}},
-                               Limits()).ok());
+  EXPECT_TRUE(
+      BatchPlan::Build(std::vector<SeqChunk>{{t, 4, shared_prefix_a, true}, {t, 4, shared_prefix_b, true}}, Limits())
+          .ok());
   // Writing into the same block is not.
-  EXPECT_FALSE(BatchPlan::Build(std::vector<SeqChunk>{{t, 0, shared_prefix_a, true}, {t, 2, shared_prefix_b, true}},
-                                Limits()).ok());
+  EXPECT_FALSE(
+      BatchPlan::Build(std::vector<SeqChunk>{{t, 0, shared_prefix_a, true}, {t, 2, shared_prefix_b, true}}, Limits())
+          .ok());
   // One table naming the same block twice in its written range.
   std::vector<TokenId> six(6, 1);
   std::vector<BlockId> dup = {3, 3};

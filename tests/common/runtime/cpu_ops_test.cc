@@ -21,7 +21,9 @@ using testing::ToHost;
 // comment: [layers, blocks, 2, heads, block_size, head_dim].
 size_t PoolIndex(const kv_cache::KvLayout& l, int layer, int block, int kv, int head, int slot, int d) {
   return ((((static_cast<size_t>(layer) * l.num_blocks + block) * 2 + kv) * l.num_kv_heads + head) * l.block_size +
-          slot) * l.head_dim + d;
+          slot) *
+             l.head_dim +
+         d;
 }
 
 kv_cache::KvLayout SmallLayout() {
@@ -41,8 +43,9 @@ TEST(CpuOpsTest, RmsNormMatchesFormulaWithAndWithoutResidual) {
   auto x = RandomVector(rows * dim, 1), res = RandomVector(rows * dim, 2), w = RandomVector(dim, 3, 0.5f, 1.5f);
   Buffer xb = MakeBuffer(b, {rows, dim}, x), rb = MakeBuffer(b, {rows, dim}, res), wb = MakeBuffer(b, {dim}, w);
   Buffer out = MakeBuffer(b, {rows, dim}, std::vector<float>(rows * dim));
-  ASSERT_TRUE(b.RmsNorm({.x = xb.tensor(), .residual = rb.tensor(), .weight = wb.tensor(), .out = out.tensor(),
-                         .eps = 1e-5f}).ok());
+  ASSERT_TRUE(
+      b.RmsNorm({.x = xb.tensor(), .residual = rb.tensor(), .weight = wb.tensor(), .out = out.tensor(), .eps = 1e-5f})
+          .ok());
   std::vector<float> got = ToHost(b, out.tensor()), got_res = ToHost(b, rb.tensor());
   for (int r = 0; r < rows; ++r) {
     double ms = 0;
@@ -54,8 +57,9 @@ TEST(CpuOpsTest, RmsNormMatchesFormulaWithAndWithoutResidual) {
     }
   }
   // In place, no residual.
-  ASSERT_TRUE(b.RmsNorm({.x = xb.tensor(), .residual = Tensor(), .weight = wb.tensor(), .out = xb.tensor(),
-                         .eps = 1e-5f}).ok());
+  ASSERT_TRUE(
+      b.RmsNorm({.x = xb.tensor(), .residual = Tensor(), .weight = wb.tensor(), .out = xb.tensor(), .eps = 1e-5f})
+          .ok());
   std::vector<float> in_place = ToHost(b, xb.tensor());
   double ms = 0;
   for (int i = 0; i < dim; ++i) ms += double(x[i]) * x[i] / dim;
@@ -80,8 +84,9 @@ TEST(CpuOpsTest, LinearSiluEmbeddingGather) {
   // Accumulate: out += x * w^T + bias, one add onto what out held.
   auto prior = RandomVector(n * outf, 8);
   Buffer acc = MakeBuffer(b, {n, outf}, prior);
-  ASSERT_TRUE(b.Linear({.x = xb.tensor(), .weight = wb.tensor(), .bias = bb.tensor(), .out = acc.tensor(),
-                        .accumulate = true}).ok());
+  ASSERT_TRUE(
+      b.Linear({.x = xb.tensor(), .weight = wb.tensor(), .bias = bb.tensor(), .out = acc.tensor(), .accumulate = true})
+          .ok());
   auto acc_h = ToHost(b, acc.tensor());
   for (int i = 0; i < n * outf; ++i) EXPECT_EQ(acc_h[i], prior[i] + got[i]) << i;
   // Wrong weight width is an error, not a crash.
@@ -127,8 +132,12 @@ TEST(CpuOpsTest, LinearOptionsRunAsTheOpsInTurn) {
   Buffer xb = MakeBuffer(b, {n, in}, x), wb = MakeBuffer(b, {2 * ffn, in}, w), wob = MakeBuffer(b, {dim, in}, w_o);
   Buffer scratch = MakeBuffer(b, {n, 2 * ffn}, std::vector<float>(n * 2 * ffn));
   Buffer act = MakeBuffer(b, {n, ffn}, std::vector<float>(n * ffn));
-  ASSERT_TRUE(b.Linear({.x = xb.tensor(), .weight = wb.tensor(), .out = act.tensor(), .silu_mul = true,
-                        .scratch = scratch.tensor()}).ok());
+  ASSERT_TRUE(b.Linear({.x = xb.tensor(),
+                        .weight = wb.tensor(),
+                        .out = act.tensor(),
+                        .silu_mul = true,
+                        .scratch = scratch.tensor()})
+                  .ok());
   auto act_h = ToHost(b, act.tensor());
   for (int r = 0; r < n; ++r)
     for (int f = 0; f < ffn; ++f) {
@@ -211,8 +220,14 @@ TEST_P(RopeKvWriteTest, MatchesHfRotateHalfAndPoolLayout) {
   Buffer q_out = MakeBuffer(b, {n, heads, d}, std::vector<float>(n * heads * d));
   auto pool = b.Allocate(DType::kF32, {static_cast<int64_t>(l.TotalBytes() / 4)});
   ASSERT_TRUE(pool.ok());
-  RopeKvWriteParams p{.qkv = qkv_b.tensor(), .q_out = q_out.tensor(), .norm_eps = 1e-6f, .positions = pb.tensor(),
-                      .slot_mapping = sb->tensor(), .kv_pool = pool->tensor(), .layout = l, .layer = layer,
+  RopeKvWriteParams p{.qkv = qkv_b.tensor(),
+                      .q_out = q_out.tensor(),
+                      .norm_eps = 1e-6f,
+                      .positions = pb.tensor(),
+                      .slot_mapping = sb->tensor(),
+                      .kv_pool = pool->tensor(),
+                      .layout = l,
+                      .layer = layer,
                       .rope = {10000.0, {}}};
   if (with_norm) {
     p.q_norm = qn.tensor();
@@ -322,9 +337,17 @@ TEST(CpuOpsTest, PagedAttentionMixedBatchMatchesNaiveSoftmax) {
   Buffer qb = MakeBuffer(b, {total, heads, d}, q), ob = MakeBuffer(b, {total, heads, d}, std::vector<float>(q.size()));
   Buffer qs = MakeBuffer(b, {4}, query_start), kl = MakeBuffer(b, {3}, context_lens);
   Buffer bt = MakeBuffer(b, {3, 3}, tables);
-  PagedAttentionParams p{.q = qb.tensor(), .out = ob.tensor(), .kv_pool = pool->tensor(), .layout = l,
-                         .layer = layer, .query_start = qs.tensor(), .context_lens = kl.tensor(),
-                         .block_tables = bt.tensor(), .num_seqs = 3, .max_query_len = 5, .max_context_len = 11,
+  PagedAttentionParams p{.q = qb.tensor(),
+                         .out = ob.tensor(),
+                         .kv_pool = pool->tensor(),
+                         .layout = l,
+                         .layer = layer,
+                         .query_start = qs.tensor(),
+                         .context_lens = kl.tensor(),
+                         .block_tables = bt.tensor(),
+                         .num_seqs = 3,
+                         .max_query_len = 5,
+                         .max_context_len = 11,
                          .scale = static_cast<float>(1.0 / std::sqrt(d))};
   ASSERT_TRUE(b.PagedAttention(p).ok());
   auto out = ToHost(b, ob.tensor());

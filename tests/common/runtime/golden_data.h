@@ -24,7 +24,7 @@ struct GoldenData {
   explicit GoldenData(const std::string& family);
   model::ModelConfig config;
   std::unique_ptr<model::ModelWeights> weights;
-  std::vector<int32_t> prompt, decode;        // HF's prompt and greedy continuation
+  std::vector<int32_t> prompt, decode;         // HF's prompt and greedy continuation
   std::vector<float> prefill_ref, decode_ref;  // HF's logits [rows, vocab]
 };
 

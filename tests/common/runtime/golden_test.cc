@@ -63,11 +63,13 @@ TEST_P(GoldenTest, PrefillAndDecodeMatchTransformers) {
   Golden g(GetParam());
   const int t = static_cast<int>(g.prompt.size());
   const std::vector<BlockId> table = {9, 3, 14, 0, 7, 12, 1, 5};  // 32 positions
-  auto prefill = g.Run({{.tokens = g.prompt, .start_position = 0, .block_table = table, .want_logits = true,
-                         .all_logits = true}});
+  auto prefill =
+      g.Run({{.tokens = g.prompt, .start_position = 0, .block_table = table, .want_logits = true, .all_logits = true}});
   double worst = g.Check(prefill.data(), g.prefill_ref, 0, t, "prefill");
   for (size_t i = 0; i < g.decode.size(); ++i) {
-    auto out = g.Run({{.tokens = {&g.decode[i], 1}, .start_position = t + static_cast<int>(i), .block_table = table,
+    auto out = g.Run({{.tokens = {&g.decode[i], 1},
+                       .start_position = t + static_cast<int>(i),
+                       .block_table = table,
                        .want_logits = true}});
     worst = std::max(worst, g.Check(out.data(), g.decode_ref, i, 1, "decode"));
   }
@@ -86,19 +88,29 @@ TEST_P(GoldenTest, ChunkedAndBatchedMatchTransformers) {
   for (size_t i = 0; i < other.size(); ++i) other[i] = static_cast<TokenId>((i * 37 + 5) % g.config.vocab_size);
   std::span<const TokenId> prompt(g.prompt);
   auto s1 = g.Run({{.tokens = {other.data(), 10}, .start_position = 0, .block_table = other_table},
-                   {.tokens = prompt.first(first), .start_position = 0, .block_table = table, .want_logits = true,
+                   {.tokens = prompt.first(first),
+                    .start_position = 0,
+                    .block_table = table,
+                    .want_logits = true,
                     .all_logits = true}});
   g.Check(s1.data(), g.prefill_ref, 0, first, "chunk 1");
-  auto s2 = g.Run({{.tokens = prompt.subspan(first), .start_position = first, .block_table = table,
-                    .want_logits = true, .all_logits = true},
+  auto s2 = g.Run({{.tokens = prompt.subspan(first),
+                    .start_position = first,
+                    .block_table = table,
+                    .want_logits = true,
+                    .all_logits = true},
                    {.tokens = {&other[10], 1}, .start_position = 10, .block_table = other_table, .want_logits = true}});
   g.Check(s2.data(), g.prefill_ref, first, t - first, "chunk 2");
   const size_t v = g.config.vocab_size;
   for (size_t i = 0; i < g.decode.size(); ++i) {
-    SeqChunk mine{.tokens = {&g.decode[i], 1}, .start_position = t + static_cast<int>(i), .block_table = table,
+    SeqChunk mine{.tokens = {&g.decode[i], 1},
+                  .start_position = t + static_cast<int>(i),
+                  .block_table = table,
                   .want_logits = true};
-    SeqChunk theirs{.tokens = {&other[11 + i], 1}, .start_position = 11 + static_cast<int>(i),
-                    .block_table = other_table, .want_logits = true};
+    SeqChunk theirs{.tokens = {&other[11 + i], 1},
+                    .start_position = 11 + static_cast<int>(i),
+                    .block_table = other_table,
+                    .want_logits = true};
     bool mine_first = i % 2 == 0;
     auto out = g.Run(mine_first ? std::vector<SeqChunk>{mine, theirs} : std::vector<SeqChunk>{theirs, mine});
     g.Check(out.data() + (mine_first ? 0 : v), g.decode_ref, i, 1, "batched decode");

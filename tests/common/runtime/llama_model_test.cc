@@ -204,11 +204,11 @@ TEST(LlamaModelErrorsTest, BadChunksAreInvalidArgument) {
   std::vector<BlockId> two = {0, 1}, one = {0}, out_of_range = {0, kNumBlocks};
   auto code = [&](std::vector<SeqChunk> chunks) { return f.model->Forward(chunks, *f.cache).status().code(); };
   EXPECT_EQ(code({}), StatusCode::kInvalidArgument);
-  EXPECT_EQ(code({{{}, 0, two, true}}), StatusCode::kInvalidArgument);                // no tokens
-  EXPECT_EQ(code({{bad_token, 0, two, true}}), StatusCode::kInvalidArgument);         // id >= vocab
-  EXPECT_EQ(code({{tokens, 0, one, true}}), StatusCode::kInvalidArgument);            // table too short
-  EXPECT_EQ(code({{tokens, 0, out_of_range, true}}), StatusCode::kInvalidArgument);   // block id out of range
-  EXPECT_EQ(code({{tokens, -1, two, true}}), StatusCode::kInvalidArgument);           // negative start
+  EXPECT_EQ(code({{{}, 0, two, true}}), StatusCode::kInvalidArgument);               // no tokens
+  EXPECT_EQ(code({{bad_token, 0, two, true}}), StatusCode::kInvalidArgument);        // id >= vocab
+  EXPECT_EQ(code({{tokens, 0, one, true}}), StatusCode::kInvalidArgument);           // table too short
+  EXPECT_EQ(code({{tokens, 0, out_of_range, true}}), StatusCode::kInvalidArgument);  // block id out of range
+  EXPECT_EQ(code({{tokens, -1, two, true}}), StatusCode::kInvalidArgument);          // negative start
   EXPECT_EQ(code({{tokens, 0, two, true}, {tokens, 0, two, true}}), StatusCode::kInvalidArgument);  // same blocks
   auto long_prompt = Tokens(129, 2, vocab);
   auto big_table = Range(0, 33);

@@ -82,15 +82,14 @@ TEST_P(WeightUploaderTest, FusedMixedDtypesMatchReferenceBitForBit) {
   ScratchDir dir;
   const int64_t cols = 1000;
   auto weights = WriteRandomCheckpoint(dir.path(), {{"q", DType::kF16, {301, cols}},
-                                           {"k", DType::kBF16, {203, cols}},
-                                           {"v", DType::kF32, {107, cols}},
-                                           {"norm", DType::kBF16, {cols}}});
+                                                    {"k", DType::kBF16, {203, cols}},
+                                                    {"v", DType::kF32, {107, cols}},
+                                                    {"norm", DType::kBF16, {cols}}});
   ChunkedHostBackend backend(c.target, c.chunk_bytes);
   WeightUploadOptions options;
   options.num_threads = c.threads;
   const int64_t fused_bytes = (301 + 203 + 107) * cols * static_cast<int64_t>(DTypeSize(c.target));
-  WeightUploader uploader(&backend, *weights, fused_bytes + cols * static_cast<int64_t>(DTypeSize(c.target)),
-                          options);
+  WeightUploader uploader(&backend, *weights, fused_bytes + cols * static_cast<int64_t>(DTypeSize(c.target)), options);
   StatusOr<Buffer> qkv = uploader.Upload({{"q", {301, cols}}, {"k", {203, cols}}, {"v", {107, cols}}});
   ASSERT_TRUE(qkv.ok()) << qkv.status().ToString();
   EXPECT_EQ(qkv->tensor().dtype, c.target);
@@ -136,8 +135,7 @@ TEST(WeightUploaderRawTest, SameDtypeIsCopiedAsRawBytes) {
   const std::vector<uint16_t> bits = {0x7fc1, 0xffff, 0x7f81, 0x0001, 0x8000, 0x3f80};
   std::vector<std::byte> raw(bits.size() * 2);
   std::memcpy(raw.data(), bits.data(), raw.size());
-  TANDEM_CHECK_OK(model::WriteSafetensorsFile(dir.path() + "/model.safetensors",
-                                              {{{"w", DType::kBF16, {2, 3}}, raw}}));
+  TANDEM_CHECK_OK(model::WriteSafetensorsFile(dir.path() + "/model.safetensors", {{{"w", DType::kBF16, {2, 3}}, raw}}));
   auto weights = model::ModelWeights::Open(dir.path());
   ASSERT_TRUE(weights.ok());
   ChunkedHostBackend backend(DType::kBF16, 256);
@@ -150,10 +148,9 @@ TEST(WeightUploaderRawTest, SameDtypeIsCopiedAsRawBytes) {
 
 TEST(WeightUploaderRawTest, ErrorsNameTheTensor) {
   ScratchDir dir;
-  TANDEM_CHECK_OK(model::WriteSafetensorsFile(
-      dir.path() + "/model.safetensors",
-      {{{"w", DType::kBF16, {4, 8}}, testing::RandomBits(DType::kBF16, 32, 1)},
-       {{"ids", DType::kI32, {4}}, std::vector<std::byte>(16)}}));
+  TANDEM_CHECK_OK(model::WriteSafetensorsFile(dir.path() + "/model.safetensors",
+                                              {{{"w", DType::kBF16, {4, 8}}, testing::RandomBits(DType::kBF16, 32, 1)},
+                                               {{"ids", DType::kI32, {4}}, std::vector<std::byte>(16)}}));
   auto weights = model::ModelWeights::Open(dir.path());
   ASSERT_TRUE(weights.ok());
   CpuBackend backend;
@@ -174,8 +171,8 @@ TEST(WeightUploaderRawTest, ErrorsNameTheTensor) {
 TEST(LlamaWeightsLoadTest, MixedDtypeCheckpointMatchesReference) {
   model::ModelConfig llama_bias = testing::SmallConfig("llama");
   llama_bias.attention_bias = true;  // q/k/v and o_proj biases
-  for (const model::ModelConfig& config : {testing::SmallConfig("llama"), testing::SmallConfig("qwen2"),
-                                           testing::SmallConfig("qwen3"), llama_bias}) {
+  for (const model::ModelConfig& config :
+       {testing::SmallConfig("llama"), testing::SmallConfig("qwen2"), testing::SmallConfig("qwen3"), llama_bias}) {
     SCOPED_TRACE(static_cast<int>(config.family));
     testing::FakeWeights fake(config, 1);
     std::vector<model::TensorSpec> specs;
@@ -185,8 +182,8 @@ TEST(LlamaWeightsLoadTest, MixedDtypeCheckpointMatchesReference) {
     }
     if (config.attention_bias) {
       for (int i = 0; i < config.num_layers; ++i) {
-        specs.push_back({"model.layers." + std::to_string(i) + ".self_attn.o_proj.bias", rotation[i % 3],
-                         {config.hidden_size}});
+        specs.push_back(
+            {"model.layers." + std::to_string(i) + ".self_attn.o_proj.bias", rotation[i % 3], {config.hidden_size}});
       }
     }
     ScratchDir dir;

@@ -52,13 +52,12 @@ void FakeEngine::WriteSlot(BlockId block, int slot, uint64_t value) {
   }
 }
 
-StatusOr<uint64_t> FakeEngine::VerifyAndWrite(const Sequence& seq, std::span<const BlockId> table,
-                                              int verify_end, int end) {
+StatusOr<uint64_t> FakeEngine::VerifyAndWrite(const Sequence& seq, std::span<const BlockId> table, int verify_end,
+                                              int end) {
   const int bs = sched_->kv().config().block_size;
   const auto& pool = sched_->kv().pool(KvTier::kDevice);
   if (static_cast<int>(table.size()) * bs < end) {
-    return InternalError(fmt::format("request {}: table of {} blocks for {} tokens", seq.params.id,
-                                     table.size(), end));
+    return InternalError(fmt::format("request {}: table of {} blocks for {} tokens", seq.params.id, table.size(), end));
   }
   uint64_t h = Seed(seq.params.tenant_salt);
   for (int p = 0; p < end; ++p) {
@@ -67,15 +66,15 @@ StatusOr<uint64_t> FakeEngine::VerifyAndWrite(const Sequence& seq, std::span<con
     if (p < verify_end) {
       for (int layer = 0; layer < 2; ++layer) {
         if (ReadSlot(block, p % bs, layer, 0) != h || ReadSlot(block, p % bs, layer, 1) != ~h + layer) {
-          return InternalError(fmt::format("request {}: KV mismatch at position {} (block {}, layer {})",
-                                           seq.params.id, p, block, layer));
+          return InternalError(fmt::format("request {}: KV mismatch at position {} (block {}, layer {})", seq.params.id,
+                                           p, block, layer));
         }
       }
       ++num_verified_;
     } else {
       if (pool.RefCount(block) != 1 || pool.HasHash(block)) {
-        return InternalError(fmt::format("request {}: writing block {} with refcount {} hashed {}",
-                                         seq.params.id, block, pool.RefCount(block), pool.HasHash(block)));
+        return InternalError(fmt::format("request {}: writing block {} with refcount {} hashed {}", seq.params.id,
+                                         block, pool.RefCount(block), pool.HasHash(block)));
       }
       WriteSlot(block, p % bs, h);
     }
@@ -116,8 +115,8 @@ Status FakeEngine::Step(SchedulerOutput* out_copy) {
     const Sequence* seq = sched_->Find(s.id);
     if (seq == nullptr) return InternalError(fmt::format("scheduled unknown request {}", s.id));
     scheduled_.insert(s.block_table.begin(), s.block_table.end());
-    TANDEM_ASSIGN_OR_RETURN(uint64_t h, VerifyAndWrite(*seq, s.block_table, s.start_position,
-                                                       s.start_position + s.num_new_tokens));
+    TANDEM_ASSIGN_OR_RETURN(uint64_t h,
+                            VerifyAndWrite(*seq, s.block_table, s.start_position, s.start_position + s.num_new_tokens));
     if (s.needs_logits) samples.emplace_back(s.id, SampleFrom(h));
   }
   for (auto [id, token] : samples) TANDEM_RETURN_IF_ERROR(Append(id, token));
@@ -134,8 +133,7 @@ StatusOr<Reservation> FakeEngine::Reserve(SequenceParams params, int64_t lease_m
 Status FakeEngine::LandReservation(RequestId id, const Reservation& reservation) {
   const Sequence* seq = sched_->Find(id);
   if (seq == nullptr) return NotFoundError(fmt::format("no request {}", id));
-  TANDEM_ASSIGN_OR_RETURN(uint64_t h, VerifyAndWrite(*seq, reservation.block_table,
-                                                     reservation.num_cached_tokens,
+  TANDEM_ASSIGN_OR_RETURN(uint64_t h, VerifyAndWrite(*seq, reservation.block_table, reservation.num_cached_tokens,
                                                      seq->num_prompt_tokens()));
   TokenId token = SampleFrom(h);
   generated_[id].push_back(token);

@@ -39,8 +39,7 @@ class FakeEngine {
   Status LandReservation(RequestId id, const Reservation& reservation);
 
   // Checks that device `table` holds the KV of `tokens` (tenant `salt`) at every position.
-  Status VerifyBlocks(const std::string& salt, std::span<const TokenId> tokens,
-                      std::span<const BlockId> table) const;
+  Status VerifyBlocks(const std::string& salt, std::span<const TokenId> tokens, std::span<const BlockId> table) const;
 
   // Generated tokens per request, recorded as they are sampled.
   const std::map<RequestId, std::vector<TokenId>>& generated() const { return generated_; }
@@ -59,8 +58,7 @@ class FakeEngine {
   uint64_t ReadSlot(BlockId block, int slot, int layer, int kv) const;
   void WriteSlot(BlockId block, int slot, uint64_t value);
   // Walks positions [0, end): verifies those below `verify_end`, writes the rest.
-  StatusOr<uint64_t> VerifyAndWrite(const Sequence& seq, std::span<const BlockId> table,
-                                    int verify_end, int end);
+  StatusOr<uint64_t> VerifyAndWrite(const Sequence& seq, std::span<const BlockId> table, int verify_end, int end);
   Status Append(RequestId id, TokenId token);
 
   Scheduler* sched_;

@@ -157,8 +157,7 @@ TEST(HeldKvTest, HeldBlocksSurvivePreemptionAndEviction) {
   ASSERT_EQ(blocks.size(), 4u);
   // 10 device blocks left; four requests of 5 blocks each at their end.
   for (RequestId id = 2; id <= 5; ++id) ASSERT_TRUE(s.AddRequest(Request(id, MakeTokens(8, 100 + id), 12)).ok());
-  for (int i = 0; i < 400 && s.Counters().num_running + s.Counters().num_waiting + s.Counters().num_swapped > 0;
-       ++i) {
+  for (int i = 0; i < 400 && s.Counters().num_running + s.Counters().num_waiting + s.Counters().num_swapped > 0; ++i) {
     SchedulerOutput out;
     ASSERT_TRUE(engine.Step(&out).ok());
     for (BlockId b : blocks) EXPECT_EQ(engine.scheduled_blocks().count(b), 0u) << "held block " << b << " reused";

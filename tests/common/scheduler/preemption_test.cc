@@ -39,8 +39,8 @@ RunResult RunWorkload(SchedulerConfig cfg, kv_cache::KvCacheConfig kv) {
   for (int i = 0; i < 10; ++i) {
     auto prompt = MakeTokens(5 + 3 * i, i);
     if (i % 3 == 0) prompt.insert(prompt.begin(), shared.begin(), shared.end());
-    EXPECT_TRUE(s.AddRequest(Request(i + 1, prompt, 20 + i, "t", i % 2 ? Priority::kBatch
-                                                                       : Priority::kInteractive)).ok());
+    EXPECT_TRUE(
+        s.AddRequest(Request(i + 1, prompt, 20 + i, "t", i % 2 ? Priority::kBatch : Priority::kInteractive)).ok());
   }
   RunResult r;
   for (; r.steps < 2000; ++r.steps) {
@@ -110,8 +110,8 @@ TEST(PreemptionTest, PressureSeveralTimesThePoolFinishesEveryRequestInOrder) {
       for (const ScheduledSequence& sch : out.scheduled) {
         if (preempted.erase(sch.id) > 0) continue;  // resumed
         if (seen.insert(sch.id).second && !preempted.empty()) {
-          EXPECT_GT(sch.id, *preempted.begin()) << "new request " << sch.id << " overtook preempted "
-                                                << *preempted.begin() << " at step " << steps;
+          EXPECT_GT(sch.id, *preempted.begin())
+              << "new request " << sch.id << " overtook preempted " << *preempted.begin() << " at step " << steps;
         }
       }
     }
@@ -228,7 +228,7 @@ TEST(PreemptionTest, OldestAloneWaitsForBlocksHeldByAReservation) {
   Scheduler s(cfg, SmallKv(/*device=*/16, /*host=*/16), clock);
   FakeEngine engine(&s);
   ASSERT_TRUE(s.Reserve(Request(9, MakeTokens(40, 9), 4), 10'000).ok());  // 10 blocks
-  ASSERT_TRUE(s.AddRequest(Request(1, MakeTokens(4, 1), 40)).ok());     // 11 blocks at its end
+  ASSERT_TRUE(s.AddRequest(Request(1, MakeTokens(4, 1), 40)).ok());       // 11 blocks at its end
   int idle_steps = 0;
   for (int i = 0; i < 60; ++i) {
     SchedulerOutput out;

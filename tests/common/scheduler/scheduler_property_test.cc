@@ -103,16 +103,15 @@ class Harness {
         return ::testing::AssertionFailure() << "free + referenced + cached + quarantined != total in tier " << t;
       }
       if (static_cast<int64_t>(refs[t].size()) != tc[t]->referenced_blocks + tc[t]->quarantined_blocks) {
-        return ::testing::AssertionFailure() << "tier " << t << ": " << refs[t].size()
-                                             << " blocks in tables vs " << tc[t]->referenced_blocks
-                                             << " referenced";
+        return ::testing::AssertionFailure() << "tier " << t << ": " << refs[t].size() << " blocks in tables vs "
+                                             << tc[t]->referenced_blocks << " referenced";
       }
       for (BlockId b = 0; b < pool.num_blocks(); ++b) {
         auto it = refs[t].find(b);
         int expect = it == refs[t].end() ? 0 : it->second;
         if (pool.RefCount(b) != expect) {
-          return ::testing::AssertionFailure() << "tier " << t << " block " << b << " refcount "
-                                               << pool.RefCount(b) << ", tables hold " << expect;
+          return ::testing::AssertionFailure()
+                 << "tier " << t << " block " << b << " refcount " << pool.RefCount(b) << ", tables hold " << expect;
         }
         if (expect > 1 && !pool.HasHash(b)) {
           return ::testing::AssertionFailure() << "unhashed block " << b << " shared";

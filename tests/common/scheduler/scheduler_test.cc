@@ -29,9 +29,9 @@ TEST(SchedulerTest, RejectsRequestsThatCanNeverFitWithReason) {
   FakeClock clock;
   SchedulerConfig cfg = SmallConfig();
   cfg.max_model_len = 100;
-  Scheduler s(cfg, SmallKv(/*device=*/8, /*host=*/0), clock);  // 32 tokens of KV
+  Scheduler s(cfg, SmallKv(/*device=*/8, /*host=*/0), clock);   // 32 tokens of KV
   Status st = s.AddRequest(Request(1, MakeTokens(30, 1), 10));  // 39 tokens of KV
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);  // L5: a 400 at admission, never a queue
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);           // L5: a 400 at admission, never a queue
   EXPECT_NE(st.message().find("can never fit"), std::string::npos) << st.ToString();
   EXPECT_EQ(s.Reserve(Request(6, MakeTokens(30, 1), 10), 100).status().code(), StatusCode::kInvalidArgument);
   st = s.AddRequest(Request(2, MakeTokens(90, 1), 20));
@@ -185,10 +185,10 @@ TEST(SchedulerTest, CancelInEveryPhaseFreesEverything) {
   SchedulerConfig cfg = SmallConfig(/*budget=*/8, 8, /*chunk=*/8);
   Scheduler s(cfg, SmallKv(16, 32), clock);
   FakeEngine engine(&s);
-  ASSERT_TRUE(s.AddRequest(Request(1, MakeTokens(30, 1), 8)).ok());   // mid-prefill after 1 step
+  ASSERT_TRUE(s.AddRequest(Request(1, MakeTokens(30, 1), 8)).ok());  // mid-prefill after 1 step
   ASSERT_TRUE(engine.Step().ok());
   ASSERT_TRUE(s.Reserve(Request(3, MakeTokens(8, 3), 4), 1000).ok());  // reserved (before anything queues)
-  ASSERT_TRUE(s.AddRequest(Request(2, MakeTokens(30, 2), 8)).ok());   // waiting (budget)
+  ASSERT_TRUE(s.AddRequest(Request(2, MakeTokens(30, 2), 8)).ok());    // waiting (budget)
   EXPECT_EQ(s.Find(1)->state, SequenceState::kRunning);
   EXPECT_EQ(s.Find(2)->state, SequenceState::kWaiting);
   // Drive until someone gets swapped.

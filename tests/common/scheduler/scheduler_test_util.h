@@ -40,8 +40,8 @@ inline std::vector<TokenId> MakeTokens(int n, int seed) {
   return t;
 }
 
-inline SequenceParams Request(RequestId id, std::vector<TokenId> prompt, int max_tokens,
-                              std::string salt = "tenant-a", Priority priority = Priority::kInteractive) {
+inline SequenceParams Request(RequestId id, std::vector<TokenId> prompt, int max_tokens, std::string salt = "tenant-a",
+                              Priority priority = Priority::kInteractive) {
   SequenceParams p;
   p.id = id;
   p.prompt_tokens = std::move(prompt);

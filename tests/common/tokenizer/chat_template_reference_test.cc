@@ -26,8 +26,8 @@ TEST(ChatTemplateReferenceTest, MatchesPythonJinja2) {
   int failures = 0, rendered = 0, raised = 0;
   for (const auto& c : cases) {
     const std::string label = c["template"].get<std::string>() + "/" + c["conversation"].get<std::string>() +
-                              " agp=" + (c["add_generation_prompt"].get<bool>() ? "1" : "0") + " extra=" +
-                              c["extra"].dump();
+                              " agp=" + (c["add_generation_prompt"].get<bool>() ? "1" : "0") +
+                              " extra=" + c["extra"].dump();
     auto tmpl = ChatTemplate::FromSource(c["source"].get<std::string>());
     ASSERT_TRUE(tmpl.ok()) << label << ": " << tmpl.status().ToString();
     ChatRenderOptions options;

@@ -61,7 +61,11 @@ TEST(ChatTemplateTest, ErrorsAreStatuses) {
   EXPECT_NE(ChatTemplate::FromSource("a\n{% for %}").status().message().find("line 2"), std::string::npos);
   EXPECT_EQ(ChatTemplate::FromSource("{{ 'abc }}").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ChatTemplate::FromSource("{% include 'x' %}").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ChatTemplate::FromSource("{{ (((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1)))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))) }}").status().code(),
+  EXPECT_EQ(ChatTemplate::FromSource("{{ "
+                                     "(((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((1)))))))))))"
+                                     "))))))))))))))))))))))))))))))))))))))))))))))))))))))))))) }}")
+                .status()
+                .code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(Render("{{ undefined_thing.attr }}"), "ERROR: chat template error: 'undefined_thing' is undefined");
   EXPECT_EQ(Render("{{ 1 + 'a' }}").rfind("ERROR: chat template error", 0), 0u);
@@ -80,7 +84,8 @@ TEST(ChatTemplateTest, LimitsStopRunawayTemplates) {
   ASSERT_TRUE(recursive.ok());
   EXPECT_EQ(recursive->Render(kMessages, {}).status().code(), StatusCode::kResourceExhausted);
   auto loops = ChatTemplate::FromSource(
-      "{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(100) %}{% endfor %}{% endfor %}{% endfor %}");
+      "{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(100) %}{% endfor %}{% endfor %}{% endfor "
+      "%}");
   ASSERT_TRUE(loops.ok());
   EXPECT_EQ(loops->Render(kMessages, {}).status().code(), StatusCode::kResourceExhausted);
 }
@@ -88,8 +93,7 @@ TEST(ChatTemplateTest, LimitsStopRunawayTemplates) {
 class ModelDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tandem_chat_template_test_" + std::to_string(::getpid()));
+    dir_ = std::filesystem::temp_directory_path() / ("tandem_chat_template_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

@@ -35,8 +35,7 @@ inline std::string RefsDir() { return DepsNpmDir() + "/refs"; }
 // Fails the current test when `path` is missing.
 inline bool RequireFile(const std::string& path) {
   if (std::filesystem::exists(path)) return true;
-  ADD_FAILURE() << "missing test data " << path
-                << "; run tests/common/tokenizer/setup_test_data.sh first";
+  ADD_FAILURE() << "missing test data " << path << "; run tests/common/tokenizer/setup_test_data.sh first";
   return false;
 }
 

@@ -40,14 +40,18 @@ inline std::string TinyByteLevelJson() {
   vocab[g + "the"] = 258;
   vocab["ll"] = 259;
   vocab[g + "a"] = 260;
-  nlohmann::json merges = nlohmann::json::array(
-      {nlohmann::json::array({g, "t"}), nlohmann::json::array({"h", "e"}),
-       nlohmann::json::array({g + "t", "he"}), nlohmann::json::array({"l", "l"}),
-       nlohmann::json::array({g, "a"})});
+  nlohmann::json merges = nlohmann::json::array({nlohmann::json::array({g, "t"}), nlohmann::json::array({"h", "e"}),
+                                                 nlohmann::json::array({g + "t", "he"}),
+                                                 nlohmann::json::array({"l", "l"}), nlohmann::json::array({g, "a"})});
   nlohmann::json added = nlohmann::json::array();
   auto add = [&](int id, const char* content, bool special, bool lstrip) {
-    added.push_back({{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", lstrip},
-                     {"rstrip", false}, {"normalized", false}, {"special", special}});
+    added.push_back({{"id", id},
+                     {"content", content},
+                     {"single_word", false},
+                     {"lstrip", lstrip},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", special}});
   };
   add(300, "<|end|>", true, false);
   add(301, "<tool>", false, false);
@@ -62,7 +66,9 @@ inline std::string TinyByteLevelJson() {
         {"pretokenizers",
          nlohmann::json::array(
              {{{"type", "Split"},
-               {"pattern", {{"Regex", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}}},
+               {"pattern",
+                {{"Regex",
+                  R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}}},
                {"behavior", "Isolated"},
                {"invert", false}},
               {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
@@ -93,15 +99,21 @@ inline std::string TinySentencePieceJson() {
   vocab[sp + "ab"] = 263;
   nlohmann::json added = nlohmann::json::array();
   for (auto [id, content] : {std::pair{0, "<unk>"}, std::pair{1, "<s>"}, std::pair{2, "</s>"}}) {
-    added.push_back({{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+    added.push_back({{"id", id},
+                     {"content", content},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
   }
   nlohmann::json j = {
       {"added_tokens", added},
       {"normalizer",
        {{"type", "Sequence"},
-        {"normalizers", nlohmann::json::array({{{"type", "Prepend"}, {"prepend", sp}},
-                                               {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}})}}},
+        {"normalizers",
+         nlohmann::json::array({{{"type", "Prepend"}, {"prepend", sp}},
+                                {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}})}}},
       {"pre_tokenizer", nullptr},
       {"post_processor",
        {{"type", "TemplateProcessing"},

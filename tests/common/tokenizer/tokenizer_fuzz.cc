@@ -22,10 +22,8 @@ using tandem::tokenizer::IncrementalDetokenizer;
 using tandem::tokenizer::Tokenizer;
 
 const Tokenizer& Tiny(bool sentencepiece) {
-  static const auto* byte_level =
-      Tokenizer::FromJson(tandem::tokenizer::test_data::TinyByteLevelJson())->release();
-  static const auto* sp =
-      Tokenizer::FromJson(tandem::tokenizer::test_data::TinySentencePieceJson())->release();
+  static const auto* byte_level = Tokenizer::FromJson(tandem::tokenizer::test_data::TinyByteLevelJson())->release();
+  static const auto* sp = Tokenizer::FromJson(tandem::tokenizer::test_data::TinySentencePieceJson())->release();
   return sentencepiece ? *sp : *byte_level;
 }
 
@@ -77,7 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     default: {
       std::vector<TokenId> ids;
       for (size_t i = 0; i + 1 < rest.size(); i += 2) {
-        ids.push_back(static_cast<TokenId>((static_cast<uint8_t>(rest[i]) << 8 | static_cast<uint8_t>(rest[i + 1])) % 320));
+        ids.push_back(
+            static_cast<TokenId>((static_cast<uint8_t>(rest[i]) << 8 | static_cast<uint8_t>(rest[i + 1])) % 320));
       }
       CheckStreaming(Tiny(data[0] & 4), ids);
       return 0;

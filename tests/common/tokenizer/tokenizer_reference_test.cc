@@ -64,8 +64,8 @@ TEST_P(ReferenceTest, MatchesJavaScriptReference) {
     const auto want_special = c["ids_special"].get<std::vector<TokenId>>();
     if (*plain != want_plain || *special != want_special) {
       if (++id_mismatches <= 5) {
-        ADD_FAILURE() << model << " ids differ for " << nlohmann::json(text).dump() << "\n got  "
-                      << Show(*special) << "\n want " << Show(want_special);
+        ADD_FAILURE() << model << " ids differ for " << nlohmann::json(text).dump() << "\n got  " << Show(*special)
+                      << "\n want " << Show(want_special);
       }
       continue;
     }
@@ -75,18 +75,18 @@ TEST_P(ReferenceTest, MatchesJavaScriptReference) {
     if (*full != c["decoded"].get<std::string>() || *skip != c["decoded_skip"].get<std::string>()) {
       if (++decode_mismatches <= 5) {
         ADD_FAILURE() << model << " decode differs for " << nlohmann::json(text).dump() << "\n got  "
-                      << nlohmann::json(*full).dump() << " / " << nlohmann::json(*skip).dump()
-                      << "\n want " << c["decoded"].dump() << " / " << c["decoded_skip"].dump();
+                      << nlohmann::json(*full).dump() << " / " << nlohmann::json(*skip).dump() << "\n want "
+                      << c["decoded"].dump() << " / " << c["decoded_skip"].dump();
       }
     }
     const auto round = (*tok)->Decode(*plain, false);
     bool has_added = false;
     for (TokenId id : *plain) has_added = has_added || (*tok)->IsAdded(id);
-    const bool lossless = byte_level_lossless ||
-                          (sentencepiece && !has_added && text.find("\xE2\x96\x81") == std::string::npos);
+    const bool lossless =
+        byte_level_lossless || (sentencepiece && !has_added && text.find("\xE2\x96\x81") == std::string::npos);
     if (lossless && (!round.ok() || *round != text) && ++roundtrip_failures <= 5) {
-      ADD_FAILURE() << model << " decode(encode(s)) != s for " << nlohmann::json(text).dump()
-                    << " got " << nlohmann::json(*round).dump();
+      ADD_FAILURE() << model << " decode(encode(s)) != s for " << nlohmann::json(text).dump() << " got "
+                    << nlohmann::json(*round).dump();
     }
     for (bool skip_special : {false, true}) {
       IncrementalDetokenizer inc(**tok, skip_special);
@@ -101,9 +101,8 @@ TEST_P(ReferenceTest, MatchesJavaScriptReference) {
       EXPECT_TRUE(chunks_valid) << model << " streamed invalid UTF-8 for " << nlohmann::json(text).dump();
       const std::string& want = skip_special ? *skip : *full;
       if (streamed != want && ++incremental_failures <= 5) {
-        ADD_FAILURE() << model << " incremental decode differs for " << nlohmann::json(text).dump()
-                      << "\n got  " << nlohmann::json(streamed).dump() << "\n want "
-                      << nlohmann::json(want).dump();
+        ADD_FAILURE() << model << " incremental decode differs for " << nlohmann::json(text).dump() << "\n got  "
+                      << nlohmann::json(streamed).dump() << "\n want " << nlohmann::json(want).dump();
       }
     }
   }

@@ -58,7 +58,9 @@ TEST(TokenizerTest, ByteLevelDecodeRepairsInvalidUtf8) {
   auto t = Load(test_data::TinyByteLevelJson());
   EXPECT_EQ(*t->Decode(Ids{0xF0, 0x9F, 0x98, 0x80}, false), "\xF0\x9F\x98\x80");
   EXPECT_EQ(*t->Decode(Ids{'a', 0xF0, 0x9F}, false), "a\xEF\xBF\xBD");
-  EXPECT_EQ(*t->Decode(Ids{0xFF, 'b'}, false), "\xEF\xBF\xBD" "b");
+  EXPECT_EQ(*t->Decode(Ids{0xFF, 'b'}, false),
+            "\xEF\xBF\xBD"
+            "b");
   // Unknown ids are skipped.
   EXPECT_EQ(*t->Decode(Ids{'a', 5000, -1, 'b'}, false), "ab");
 }
@@ -73,7 +75,9 @@ TEST(TokenizerTest, SentencePieceByteFallback) {
   EXPECT_EQ(*t->Decode(Ids{1, 263, 259, 3 + 0xC3, 3 + 0xA9}, true), "ab \xC3\xA9");
   EXPECT_EQ(*t->Decode(Ids{1, 263}, false), "<s> ab");
   // An invalid byte sequence decodes to one U+FFFD per byte.
-  EXPECT_EQ(*t->Decode(Ids{3 + 0xC3, 260}, false), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(*t->Decode(Ids{3 + 0xC3, 260}, false),
+            "\xEF\xBF\xBD"
+            "a");
 }
 
 TEST(TokenizerTest, RejectsInvalidInput) {
@@ -96,8 +100,10 @@ TEST(TokenizerTest, MalformedFilesGiveClearErrors) {
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})", "not in the vocab"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [1]}})", "a merge must be"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "normalizer": {"type": "Magic"}})", "unsupported normalizer"},
-      {R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "("}}})", "bad regex"},
-      {R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [{"id": -4, "content": "x"}]})", "out of range"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "("}}})",
+       "bad regex"},
+      {R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [{"id": -4, "content": "x"}]})",
+       "out of range"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "decoder": {"type": "WordPiece"}})", "unsupported decoder"},
       {std::string(100, '[') + std::string(100, ']'), "nested too deeply"},
   };
@@ -113,7 +119,8 @@ TEST(TokenizerTest, MalformedFilesGiveClearErrors) {
 TEST(TokenizerTest, ConcurrentEncodesAgree) {
   auto t = Load(test_data::TinyByteLevelJson());
   std::vector<std::string> texts;
-  for (int i = 0; i < 200; ++i) texts.push_back("the hello " + std::to_string(i * 7919) + " the" + std::string(i % 5, 'l'));
+  for (int i = 0; i < 200; ++i)
+    texts.push_back("the hello " + std::to_string(i * 7919) + " the" + std::string(i % 5, 'l'));
   std::vector<Ids> want;
   for (const auto& s : texts) want.push_back(*t->Encode(s, true));
   std::atomic<int> mismatches{0};

@@ -40,8 +40,7 @@ void FeedStateMachines(std::string_view bytes) {
   StatusOr<std::string> target = receiver.Open(std::move(rp));
   TANDEM_CHECK_OK(target.status());
   receiver.OnControlMessage(bytes);
-  KvSender sender(KvSenderConfig{.model_id = "m", .layout = Layout()}, send_t, clock,
-                  [](RequestId, std::string) {});
+  KvSender sender(KvSenderConfig{.model_id = "m", .layout = Layout()}, send_t, clock, [](RequestId, std::string) {});
   SendParams sp;
   sp.target = *target;
   sp.source_blocks = {1, 2};
@@ -93,9 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)peer;
       break;
     }
-    case 3:
-      FeedStateMachines(bytes);
-      break;
+    case 3: FeedStateMachines(bytes); break;
   }
   return 0;
 }

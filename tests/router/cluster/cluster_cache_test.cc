@@ -221,8 +221,7 @@ TEST_F(CacheHttpTest, RouterPicksOneSeedPerChoiceForPrefillAndDecode) {
   p.on_prefill = [&d](const proto::PrefillRequest& req) { d.StartStream(req.request_id(), req.epoch()); };
   d.SetScript({{kWordBase, kEos}});
   // No seed, temperature > 0, n = 3: three distinct seeds, each the same at prefill and decode.
-  HttpResult r = router::testing::Post(port_, "/v1/completions",
-                                       {{"prompt", "hello"}, {"n", 3}, {"temperature", 0.8}});
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}, {"n", 3}, {"temperature", 0.8}});
   ASSERT_EQ(r.status, 200) << r.body;
   std::map<uint64_t, uint64_t> at_decode = ReserveSeeds(d);
   ASSERT_EQ(at_decode.size(), 3u);

@@ -55,8 +55,9 @@ class ClusterHttpTest : public testing::ClusterHttpFixture {
   boost::asio::ip::tcp::socket SendStreamRequest(boost::asio::io_context& ioc) {
     auto socket = router::testing::Connect(ioc, port_);
     const std::string body = json{{"prompt", "hello"}, {"stream", true}, {"max_tokens", 50}}.dump();
-    const std::string raw = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body;
+    const std::string raw =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+        body;
     boost::asio::write(socket, boost::asio::buffer(raw));
     return socket;
   }
@@ -119,10 +120,11 @@ TEST_F(ClusterHttpTest, StreamingChatWithUsage) {
   FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
   AddPrefill(d);
   d.SetScript({{kHello, kWorld, '!', kWorld}, proto::FINISH_REASON_LENGTH, /*cached=*/16});
-  HttpResult r = router::testing::Post(
-      port_, "/v1/chat/completions",
-      {{"messages", json::array({{{"role", "user"}, {"content", "hey"}}})},
-       {"max_tokens", 4}, {"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  HttpResult r = router::testing::Post(port_, "/v1/chat/completions",
+                                       {{"messages", json::array({{{"role", "user"}, {"content", "hey"}}})},
+                                        {"max_tokens", 4},
+                                        {"stream", true},
+                                        {"stream_options", {{"include_usage", true}}}});
   ASSERT_EQ(r.status, 200) << r.body;
   std::string text;
   json usage;
@@ -268,7 +270,8 @@ TEST_F(ClusterHttpTest, DecodeDeathMidStreamEndsWithErrorAndStopsRouting) {
   json last = json::parse(events[events.size() - 2]);
   ASSERT_TRUE(last.contains("error")) << result.body;
   std::string text;
-  for (size_t i = 0; i + 2 < events.size(); ++i) text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
+  for (size_t i = 0; i + 2 < events.size(); ++i)
+    text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
   EXPECT_EQ(text, "Hello world");  // the two tokens streamed before the death
   // Not routed to any more: the router is not ready and answers 503.
   EXPECT_EQ(router::testing::Send(port_, "GET", "/health/ready", "").status, 503);
@@ -291,7 +294,7 @@ TEST_F(ClusterHttpTest, SilentDecodeIsDeadAfterItsSilenceAndItsRequestMovesOn) {
     moved = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"stream", true}});
   });
   ASSERT_TRUE(quiet.WaitFor([&] { return !quiet.prefills().empty(); }));  // no prefill node: local path
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));            // "Hello" streamed
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));             // "Hello" streamed
   const auto silent = std::chrono::steady_clock::now();
   quiet.StopHeartbeats();
   ASSERT_TRUE(other.WaitFor([&] { return !other.prefills().empty(); }, 5000));
@@ -312,7 +315,7 @@ TEST_F(ClusterHttpTest, SilentDecodeIsDeadAfterItsSilenceAndItsRequestMovesOn) {
   EXPECT_EQ(continued.epoch(), 2u);
   EXPECT_EQ(std::vector<int32_t>(continued.token_ids().begin(), continued.token_ids().end()),
             (std::vector<int32_t>{kBos, 'x', kHello}));
-  EXPECT_EQ(continued.sampling().max_tokens(), 15);  // 16 - 1 already generated
+  EXPECT_EQ(continued.sampling().max_tokens(), 15);                  // 16 - 1 already generated
   EXPECT_EQ(continued.sampling().num_output_tokens_in_prompt(), 1);  // kHello samples as output
   // New work goes to the other node only.
   HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}});
@@ -508,7 +511,10 @@ TEST_F(ClusterHttpTest, DrainingNodeKeepsItsStreamsAndLosesWhatItHasNotBegun) {
   FakeNode& d1 = AddNode(proto::NODE_ROLE_DECODE, "d1", /*free_blocks=*/10);
   d1.SetLoad(0, 0, 10, 0);
   // The stream: 8 tokens, 60 ms apart, on d0.
-  d0.SetScript({{kHello, kWorld, kWorld, kWorld, kWorld, kWorld, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, -1,
+  d0.SetScript({{kHello, kWorld, kWorld, kWorld, kWorld, kWorld, kWorld, kEos},
+                proto::FINISH_REASON_STOP,
+                0,
+                -1,
                 /*step_ms=*/60});
   HttpResult streamed, queued;
   std::thread a([&] { streamed = router::testing::Post(port_, "/v1/completions", {{"prompt", "a"}}); });
@@ -598,9 +604,8 @@ TEST_F(ClusterHttpTest, MetricsShowNodeCounts) {
   AddNode(proto::NODE_ROLE_DECODE, "d0");
   AddNode(proto::NODE_ROLE_DECODE, "d1");
   AddNode(proto::NODE_ROLE_PREFILL, "p0");
-  ASSERT_TRUE(nodes_[0]->WaitFor([&] {
-    return registry_.RenderText().find("tandem_router_nodes{role=\"decode\"} 2") != std::string::npos;
-  }));
+  ASSERT_TRUE(nodes_[0]->WaitFor(
+      [&] { return registry_.RenderText().find("tandem_router_nodes{role=\"decode\"} 2") != std::string::npos; }));
   HttpResult r = router::testing::Send(port_, "GET", "/metrics", "");
   ASSERT_EQ(r.status, 200);
   EXPECT_NE(r.body.find("tandem_router_nodes{role=\"prefill\"} 1"), std::string::npos) << r.body;

@@ -42,10 +42,10 @@ inline constexpr char kToken[] = "router-cluster-test-token-0123456789";
 inline constexpr int32_t kFakeBlockSize = 4;  // tokens per KV block the fake nodes register
 
 struct NodeScript {
-  std::vector<TokenId> tokens;          // emitted one per step
+  std::vector<TokenId> tokens;  // emitted one per step
   proto::FinishReason finish = proto::FINISH_REASON_STOP;
-  int32_t cached_tokens = 0;            // on the finishing entry
-  int hold_after = -1;                  // stop emitting after this many tokens (>= 0)
+  int32_t cached_tokens = 0;  // on the finishing entry
+  int hold_after = -1;        // stop emitting after this many tokens (>= 0)
   int step_ms = 5;
 };
 
@@ -351,19 +351,19 @@ class FakeNode {
   std::thread heartbeat_thread_;
 
   std::mutex mu_;
-  NodeScript script_;                       // guarded by mu_
-  int running_ = 0, waiting_ = 0;           // guarded by mu_
-  int64_t free_blocks_ = 100;               // guarded by mu_
-  int64_t queued_prefill_ = 0;              // guarded by mu_
+  NodeScript script_;                               // guarded by mu_
+  int running_ = 0, waiting_ = 0;                   // guarded by mu_
+  int64_t free_blocks_ = 100;                       // guarded by mu_
+  int64_t queued_prefill_ = 0;                      // guarded by mu_
   std::optional<proto::CacheReport> cache_report_;  // guarded by mu_
-  std::map<uint64_t, uint32_t> active_;     // id -> epoch, guarded by mu_
-  std::map<uint64_t, uint32_t> cancelled_;  // guarded by mu_
-  std::map<uint64_t, uint32_t> reserved_;   // id -> epoch of its last Reserve, guarded by mu_
+  std::map<uint64_t, uint32_t> active_;             // id -> epoch, guarded by mu_
+  std::map<uint64_t, uint32_t> cancelled_;          // guarded by mu_
+  std::map<uint64_t, uint32_t> reserved_;           // id -> epoch of its last Reserve, guarded by mu_
   std::vector<proto::ReserveRequest> reserves_;
   std::vector<proto::PrefillRequest> prefills_;
   std::vector<proto::Cancel> cancels_;
   std::vector<proto::Release> releases_;
-  std::vector<std::thread> streams_;        // guarded by mu_
+  std::vector<std::thread> streams_;  // guarded by mu_
 };
 
 }  // namespace tandem::router::cluster::testing

@@ -25,7 +25,8 @@ constexpr int32_t kPromptLen = 5;
 constexpr Nanos kMs = 1'000'000;
 
 HandoffParams Params(int64_t no_room_retry_ms = 30000) {
-  return HandoffParams{.request_id = 42, .prompt_len = kPromptLen, .max_tokens = 8, .no_room_retry_ms = no_room_retry_ms};
+  return HandoffParams{
+      .request_id = 42, .prompt_len = kPromptLen, .max_tokens = 8, .no_room_retry_ms = no_room_retry_ms};
 }
 
 std::shared_ptr<const proto::ReserveReply> Reservation(int runs) {
@@ -118,8 +119,7 @@ Handoff MachineIn(S state) {
 HandoffEvent EventFor(E kind, const Handoff& m) {
   const NodeId decode = m.decode_node() != 0 ? m.decode_node() : kDecode;
   switch (kind) {
-    case E::kDecodePlaced:
-      return Placed(kDecode, false);
+    case E::kDecodePlaced: return Placed(kDecode, false);
     case E::kPrefillPlaced: {
       HandoffEvent e = Ev(kind, kPrefill);
       e.prefill_tokens = 10;
@@ -130,33 +130,25 @@ HandoffEvent EventFor(E kind, const Handoff& m) {
       e.reply = Reservation(1);
       return e;
     }
-    case E::kPrefillAcked:
-      return Ev(kind, kPrefill, m.epoch());
-    case E::kPrefillFailed:
-      return Failed(kind, kPrefill, m.epoch(), UnavailableError("refused"));
+    case E::kPrefillAcked: return Ev(kind, kPrefill, m.epoch());
+    case E::kPrefillFailed: return Failed(kind, kPrefill, m.epoch(), UnavailableError("refused"));
     case E::kReserveFailed:
-    case E::kLocalFailed:
-      return Failed(kind, decode, m.epoch(), UnavailableError("refused"));
-    case E::kLocalAcked:
-      return Ev(kind, decode, m.epoch());
-    case E::kTokens:
-      return Tokens(decode, m.epoch(), {7});
-    case E::kNodeDead:
-      return Ev(kind, kDecode);
+    case E::kLocalFailed: return Failed(kind, decode, m.epoch(), UnavailableError("refused"));
+    case E::kLocalAcked: return Ev(kind, decode, m.epoch());
+    case E::kTokens: return Tokens(decode, m.epoch(), {7});
+    case E::kNodeDead: return Ev(kind, kDecode);
     case E::kNodeDraining: {
       HandoffEvent e = Ev(kind, kDecode);
       e.elsewhere = true;
       return e;
     }
-    case E::kCancel:
-      return Failed(kind, 0, 0, CancelledError("client left"));
+    case E::kCancel: return Failed(kind, 0, 0, CancelledError("client left"));
     case E::kTimerFired: {
       HandoffEvent e = Ev(kind);
       e.timer_seq = 1;
       return e;
     }
-    default:
-      return Ev(kind);
+    default: return Ev(kind);
   }
 }
 
@@ -214,7 +206,9 @@ const std::vector<Row>& TransitionTable() {
       {S::kReserving, E::kLocalFailed, S::kReserving, {}},
       {S::kReserving, E::kTokens, S::kDecoding, {A::kDeliverTokens}},
       {S::kReserving, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
-      {S::kReserving, E::kNodeDraining, S::kPlacing,
+      {S::kReserving,
+       E::kNodeDraining,
+       S::kPlacing,
        {A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kPlaceDecode}},
       {S::kReserving, E::kCancel, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
       {S::kReserving, E::kShutdown, S::kEnded, {A::kAddInflight, A::kFail}},
@@ -231,7 +225,9 @@ const std::vector<Row>& TransitionTable() {
       {S::kPlacingPrefill, E::kLocalFailed, S::kPlacingPrefill, {}},
       {S::kPlacingPrefill, E::kTokens, S::kDecoding, {A::kDeliverTokens}},
       {S::kPlacingPrefill, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
-      {S::kPlacingPrefill, E::kNodeDraining, S::kPlacing,
+      {S::kPlacingPrefill,
+       E::kNodeDraining,
+       S::kPlacing,
        {A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kPlaceDecode}},
       {S::kPlacingPrefill, E::kCancel, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
       {S::kPlacingPrefill, E::kShutdown, S::kEnded, {A::kAddInflight, A::kFail}},
@@ -243,15 +239,21 @@ const std::vector<Row>& TransitionTable() {
       {S::kPrefilling, E::kReserved, S::kPrefilling, {}},
       {S::kPrefilling, E::kReserveFailed, S::kPrefilling, {}},
       {S::kPrefilling, E::kPrefillAcked, S::kPrefilling, {}},
-      {S::kPrefilling, E::kPrefillFailed, S::kLocal,
+      {S::kPrefilling,
+       E::kPrefillFailed,
+       S::kLocal,
        {A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kSendRelease, A::kSendLocal}},
       {S::kPrefilling, E::kLocalAcked, S::kPrefilling, {}},
       {S::kPrefilling, E::kLocalFailed, S::kPrefilling, {}},
       {S::kPrefilling, E::kTokens, S::kDecoding, {A::kAddInflight, A::kDeliverTokens}},
       {S::kPrefilling, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
-      {S::kPrefilling, E::kNodeDraining, S::kPlacing,
+      {S::kPrefilling,
+       E::kNodeDraining,
+       S::kPlacing,
        {A::kAddInflight, A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kSendCancel, A::kPlaceDecode}},
-      {S::kPrefilling, E::kCancel, S::kEnded,
+      {S::kPrefilling,
+       E::kCancel,
+       S::kEnded,
        {A::kAddInflight, A::kAddInflight, A::kFail, A::kSendCancel, A::kSendCancel}},
       {S::kPrefilling, E::kShutdown, S::kEnded, {A::kAddInflight, A::kAddInflight, A::kFail}},
       {S::kPrefilling, E::kTimerFired, S::kPrefilling, {}},
@@ -283,7 +285,9 @@ const std::vector<Row>& TransitionTable() {
       {S::kLocalRetry, E::kLocalFailed, S::kLocalRetry, {}},
       {S::kLocalRetry, E::kTokens, S::kLocalRetry, {}},
       {S::kLocalRetry, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
-      {S::kLocalRetry, E::kNodeDraining, S::kPlacing,
+      {S::kLocalRetry,
+       E::kNodeDraining,
+       S::kPlacing,
        {A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kPlaceDecode}},
       {S::kLocalRetry, E::kCancel, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
       {S::kLocalRetry, E::kShutdown, S::kEnded, {A::kAddInflight, A::kFail}},
@@ -442,8 +446,8 @@ TEST(HandoffTest, RemotePrefillErrorFallsBackOnceThenFails) {
   HandoffEvent error = Tokens(kDecode, 1, {}, proto::FINISH_REASON_ERROR);
   error.status = UnavailableError("transfer failed");
   std::vector<HandoffAction> out = m.Handle(error);
-  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kSendRelease,
-                                         A::kSendLocal}));
+  ASSERT_EQ(Kinds(out),
+            (std::vector<A>{A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kSendRelease, A::kSendLocal}));
   EXPECT_EQ(out[2].node, kPrefill);
   EXPECT_EQ(out[2].text, "handoff failed");
   EXPECT_EQ(out[4].epoch, 2u);
@@ -544,8 +548,8 @@ TEST(HandoffTest, DeathDuringRemotePrefillCancelsThePrefill) {
   Handoff m = MachineIn(S::kPrefilling);
   m.Handle(Ev(E::kNodeDead, kDecode));
   std::vector<HandoffAction> out = m.Handle(Placed(kOther, true));
-  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kAddInflight, A::kLogWarning, A::kSendCancel,
-                                         A::kSendLocal}));
+  ASSERT_EQ(Kinds(out),
+            (std::vector<A>{A::kAddInflight, A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kSendLocal}));
   EXPECT_EQ(out[0].node, kPrefill);
   EXPECT_EQ(out[0].prefill_tokens, -10);
   EXPECT_EQ(out[3].node, kPrefill);
@@ -640,7 +644,7 @@ TEST(HandoffTest, DrainingNodeLosesOnlyWhatItHasNotBegun) {
 // machine counted work on is un-counted by then (dead nodes left the registry instead).
 TEST(HandoffTest, RandomEventsKeepTheInvariants) {
   std::mt19937 rng(11);
-  const std::vector<E> kinds = {E::kDecodePlaced, E::kPrefillPlaced, E::kReserved,  E::kReserveFailed,
+  const std::vector<E> kinds = {E::kDecodePlaced, E::kPrefillPlaced, E::kReserved,   E::kReserveFailed,
                                 E::kPrefillAcked, E::kPrefillFailed, E::kLocalAcked, E::kLocalFailed,
                                 E::kTokens,       E::kNodeDead,      E::kCancel,     E::kTimerFired,
                                 E::kNodeDraining};

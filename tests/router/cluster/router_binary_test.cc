@@ -93,8 +93,8 @@ TEST(RouterBinaryTest, ServesThroughAFakeDecodeNodeAndExitsOnSigterm) {
   std::ofstream(dir + "/tokenizer.json") << tokenizer::test_data::TinyByteLevelJson();
   const std::string source = std::getenv("TANDEM_SOURCE_DIR") ? std::getenv("TANDEM_SOURCE_DIR") : ".";
   RouterProcess router({"--config", source + "/deploy/router.yaml", "--model-dir", dir, "--max-model-len", "128",
-                        "--listen-port", "0", "--control-address", "127.0.0.1:0", "--cluster-token",
-                        testing::kToken, "--log-level", "warn"});
+                        "--listen-port", "0", "--control-address", "127.0.0.1:0", "--cluster-token", testing::kToken,
+                        "--log-level", "warn"});
   ASSERT_FALSE(router.control().empty());
   const uint16_t port = router.http_port();
   EXPECT_EQ(router::testing::Send(port, "GET", "/health/ready", "").status, 503);

@@ -56,10 +56,10 @@ TEST(BenchOptionsTest, ShareGptShapedKeepsItsCapsAndRefusesRandomLengths) {
   ASSERT_TRUE(cmd.ok()) << cmd.status().ToString();
   EXPECT_EQ(cmd->options.max_input_len, 1024);
   EXPECT_EQ(cmd->options.max_output_len, 512);
-  EXPECT_NE(Refusal({"--dataset", "sharegpt-shaped", "--input-len", "10"}).find("--input-len applies to --dataset random"),
-            std::string::npos);
-  EXPECT_NE(Refusal({"--dataset", "sharegpt-shaped", "--range-ratio", "0.1"}).find("--range-ratio"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal({"--dataset", "sharegpt-shaped", "--input-len", "10"}).find("--input-len applies to --dataset random"),
+      std::string::npos);
+  EXPECT_NE(Refusal({"--dataset", "sharegpt-shaped", "--range-ratio", "0.1"}).find("--range-ratio"), std::string::npos);
 }
 
 TEST(BenchOptionsTest, IgnoredOrOutOfRangeOptionsAreErrors) {
@@ -76,8 +76,8 @@ TEST(BenchOptionsTest, IgnoredOrOutOfRangeOptionsAreErrors) {
 }
 
 TEST(BenchOptionsTest, DefaultsGoodputSloAndMetricsPages) {
-  auto cmd = Parse({"--host", "10.0.0.1", "--port", "8100", "--metrics-url",
-                    "decode=http://127.0.0.1:9101/metrics", "--metrics-url", "http://10.0.0.2:9201/metrics"});
+  auto cmd = Parse({"--host", "10.0.0.1", "--port", "8100", "--metrics-url", "decode=http://127.0.0.1:9101/metrics",
+                    "--metrics-url", "http://10.0.0.2:9201/metrics"});
   ASSERT_TRUE(cmd.ok()) << cmd.status().ToString();
   const BenchOptions& o = cmd->options;
   EXPECT_DOUBLE_EQ(o.limits.ttft_ms, 500);

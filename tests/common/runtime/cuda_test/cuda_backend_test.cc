@@ -32,9 +32,9 @@
 namespace tandem::runtime::testing {
 namespace {
 
-constexpr double kMaxRelError = 2e-2;     // see the file comment
+constexpr double kMaxRelError = 2e-2;          // see the file comment
 constexpr double kFastPathMaxRelError = 6e-2;  // random bf16 weights at larger scale vs the CPU backend
-constexpr double kTie = 5e-2;          // top-two gap (relative to max|ref|) that counts as a tie
+constexpr double kTie = 5e-2;                  // top-two gap (relative to max|ref|) that counts as a tie
 
 struct Score {
   double worst = 0;
@@ -46,8 +46,8 @@ struct Score {
     ++rows;
   }
   void Expect(const std::string& what) const {
-    std::printf("%s: %d rows, top-1 agreement %.4f (%d non-tie misses), max relative error %.3g\n", what.c_str(),
-                rows, static_cast<double>(top1) / rows, wrong, worst);
+    std::printf("%s: %d rows, top-1 agreement %.4f (%d non-tie misses), max relative error %.3g\n", what.c_str(), rows,
+                static_cast<double>(top1) / rows, wrong, worst);
     EXPECT_GT(rows, 0);
     EXPECT_LE(worst, kMaxRelError) << what;
     EXPECT_EQ(wrong, 0) << what << ": top-1 differs where the reference has no near-tie";
@@ -66,12 +66,14 @@ TEST_P(CudaGoldenTest, PrefillAndDecodeMatchTransformers) {
     const int t = static_cast<int>(g.prompt.size());
     const std::vector<BlockId> table = {9, 3, 14, 0};  // 64 positions, scattered
     Score score;
-    auto prefill = m.Run({{.tokens = g.prompt, .start_position = 0, .block_table = table, .want_logits = true,
-                           .all_logits = true}});
+    auto prefill = m.Run(
+        {{.tokens = g.prompt, .start_position = 0, .block_table = table, .want_logits = true, .all_logits = true}});
     for (int r = 0; r < t; ++r) score.Add(prefill.data() + r * v, g.prefill_ref.data() + r * v, v);
     for (size_t i = 0; i < g.decode.size(); ++i) {
-      auto out = m.Run({{.tokens = {&g.decode[i], 1}, .start_position = t + static_cast<int>(i),
-                         .block_table = table, .want_logits = true}});
+      auto out = m.Run({{.tokens = {&g.decode[i], 1},
+                         .start_position = t + static_cast<int>(i),
+                         .block_table = table,
+                         .want_logits = true}});
       score.Add(out.data(), g.decode_ref.data() + i * v, v);
     }
     score.Expect(GetParam() + " one-shot");
@@ -85,8 +87,8 @@ TEST_P(CudaGoldenTest, PrefillAndDecodeMatchTransformers) {
     ModelOn m(&cpu, g.config, rounded, 16, 16);
     const size_t v = g.config.vocab_size;
     const std::vector<BlockId> table = {0, 1, 2, 3};
-    auto rows = m.Run({{.tokens = g.prompt, .start_position = 0, .block_table = table, .want_logits = true,
-                        .all_logits = true}});
+    auto rows = m.Run(
+        {{.tokens = g.prompt, .start_position = 0, .block_table = table, .want_logits = true, .all_logits = true}});
     Score cpu_score;
     for (size_t r = 0; r < g.prompt.size(); ++r) cpu_score.Add(rows.data() + r * v, g.prefill_ref.data() + r * v, v);
     std::printf("%s baseline, CPU fp32 over the same weights: top-1 %.4f, max relative error %.3g\n",
@@ -107,18 +109,28 @@ TEST_P(CudaGoldenTest, ChunkedAndBatchedMatchTransformers) {
   std::span<const TokenId> prompt(g.prompt);
   Score score;
   auto s1 = m.Run({{.tokens = {other.data(), 10}, .start_position = 0, .block_table = other_table},
-                   {.tokens = prompt.first(first), .start_position = 0, .block_table = table, .want_logits = true,
+                   {.tokens = prompt.first(first),
+                    .start_position = 0,
+                    .block_table = table,
+                    .want_logits = true,
                     .all_logits = true}});
   for (int r = 0; r < first; ++r) score.Add(s1.data() + r * v, g.prefill_ref.data() + r * v, v);
-  auto s2 = m.Run({{.tokens = prompt.subspan(first), .start_position = first, .block_table = table,
-                    .want_logits = true, .all_logits = true},
+  auto s2 = m.Run({{.tokens = prompt.subspan(first),
+                    .start_position = first,
+                    .block_table = table,
+                    .want_logits = true,
+                    .all_logits = true},
                    {.tokens = {&other[10], 1}, .start_position = 10, .block_table = other_table, .want_logits = true}});
   for (int r = first; r < t; ++r) score.Add(s2.data() + (r - first) * v, g.prefill_ref.data() + r * v, v);
   for (size_t i = 0; i < g.decode.size(); ++i) {
-    SeqChunk mine{.tokens = {&g.decode[i], 1}, .start_position = t + static_cast<int>(i), .block_table = table,
+    SeqChunk mine{.tokens = {&g.decode[i], 1},
+                  .start_position = t + static_cast<int>(i),
+                  .block_table = table,
                   .want_logits = true};
-    SeqChunk theirs{.tokens = {&other[11 + i], 1}, .start_position = 11 + static_cast<int>(i),
-                    .block_table = other_table, .want_logits = true};
+    SeqChunk theirs{.tokens = {&other[11 + i], 1},
+                    .start_position = 11 + static_cast<int>(i),
+                    .block_table = other_table,
+                    .want_logits = true};
     const bool mine_first = i % 2 == 0;
     auto out = m.Run(mine_first ? std::vector<SeqChunk>{mine, theirs} : std::vector<SeqChunk>{theirs, mine});
     score.Add(out.data() + (mine_first ? 0 : v), g.decode_ref.data() + i * v, v);
@@ -197,16 +209,18 @@ TEST_P(CudaFastPathTest, ForwardMatchesCpuBackend) {
   const std::vector<BlockId> table = {7, 2, 11, 0};
   Score score;
   int ties = 0;
-  std::vector<SeqChunk> prefill = {{.tokens = tokens, .start_position = 0, .block_table = table,
-                                    .want_logits = true, .all_logits = true}};
+  std::vector<SeqChunk> prefill = {
+      {.tokens = tokens, .start_position = 0, .block_table = table, .want_logits = true, .all_logits = true}};
   auto a = on_gpu.Run(prefill), b = on_cpu.Run(prefill);
   for (size_t r = 0; r < tokens.size(); ++r) {
     score.Add(a.data() + r * v, b.data() + r * v, v);
     ties += !SameTop1OrTie(a.data() + r * v, b.data() + r * v, v, kTie);
   }
   for (size_t i = 0; i < extra.size(); ++i) {
-    std::vector<SeqChunk> step = {{.tokens = {&extra[i], 1}, .start_position = static_cast<int>(tokens.size() + i),
-                                   .block_table = table, .want_logits = true}};
+    std::vector<SeqChunk> step = {{.tokens = {&extra[i], 1},
+                                   .start_position = static_cast<int>(tokens.size() + i),
+                                   .block_table = table,
+                                   .want_logits = true}};
     a = on_gpu.Run(step);
     b = on_cpu.Run(step);
     score.Add(a.data(), b.data(), v);
@@ -235,10 +249,12 @@ TEST_P(CudaFastPathTest, MixedBatchEqualsEachSequenceAlone) {
   const std::vector<BlockId> mixed_a = {10, 11, 12, 13}, mixed_b = {20, 21};
   // Alone: every logits row of a, then of b.
   auto alone = [&](const std::vector<TokenId>& t, const std::vector<TokenId>& d, const std::vector<BlockId>& table) {
-    std::vector<float> rows = m.Run({{.tokens = t, .start_position = 0, .block_table = table, .want_logits = true,
-                                      .all_logits = true}});
+    std::vector<float> rows =
+        m.Run({{.tokens = t, .start_position = 0, .block_table = table, .want_logits = true, .all_logits = true}});
     for (size_t i = 0; i < d.size(); ++i) {
-      auto r = m.Run({{.tokens = {&d[i], 1}, .start_position = static_cast<int>(t.size() + i), .block_table = table,
+      auto r = m.Run({{.tokens = {&d[i], 1},
+                       .start_position = static_cast<int>(t.size() + i),
+                       .block_table = table,
                        .want_logits = true}});
       rows.insert(rows.end(), r.begin(), r.end());
     }
@@ -251,23 +267,29 @@ TEST_P(CudaFastPathTest, MixedBatchEqualsEachSequenceAlone) {
   };
   std::span<const TokenId> sa(ta);
   // Step 1: a's first 16 tokens + all of b's prompt. Step 2: a's rest + b's first decode.
-  auto s1 = m.Run({{.tokens = sa.first(16), .start_position = 0, .block_table = mixed_a, .want_logits = true,
-                    .all_logits = true},
-                   {.tokens = tb, .start_position = 0, .block_table = mixed_b, .want_logits = true,
-                    .all_logits = true}});
+  auto s1 = m.Run(
+      {{.tokens = sa.first(16), .start_position = 0, .block_table = mixed_a, .want_logits = true, .all_logits = true},
+       {.tokens = tb, .start_position = 0, .block_table = mixed_b, .want_logits = true, .all_logits = true}});
   take(got_a, s1, 0, 16);
   take(got_b, s1, 16, tb.size());
   auto s2 = m.Run({{.tokens = {&db[0], 1}, .start_position = 20, .block_table = mixed_b, .want_logits = true},
-                   {.tokens = sa.subspan(16), .start_position = 16, .block_table = mixed_a, .want_logits = true,
+                   {.tokens = sa.subspan(16),
+                    .start_position = 16,
+                    .block_table = mixed_a,
+                    .want_logits = true,
                     .all_logits = true}});
   take(got_b, s2, 0, 1);
   take(got_a, s2, 1, ta.size() - 16);
   // Decode-only steps of both (a has 4 decodes, b 4 more).
   for (size_t i = 0; i < 4; ++i) {
-    auto s = m.Run({{.tokens = {&da[i], 1}, .start_position = static_cast<int>(ta.size() + i), .block_table = mixed_a,
+    auto s = m.Run({{.tokens = {&da[i], 1},
+                     .start_position = static_cast<int>(ta.size() + i),
+                     .block_table = mixed_a,
                      .want_logits = true},
-                    {.tokens = {&db[i + 1], 1}, .start_position = static_cast<int>(tb.size() + i + 1),
-                     .block_table = mixed_b, .want_logits = true}});
+                    {.tokens = {&db[i + 1], 1},
+                     .start_position = static_cast<int>(tb.size() + i + 1),
+                     .block_table = mixed_b,
+                     .want_logits = true}});
     take(got_a, s, 0, 1);
     take(got_b, s, 1, 1);
   }
@@ -353,8 +375,8 @@ TEST(CudaBackendTest, LinearAccumulateAddsOntoOut) {
     ASSERT_TRUE(plain.ok());
     ASSERT_OK(b->Linear({x.tensor(), w.tensor(), bias.tensor(), plain->tensor()}));
     const std::vector<float> before = host(y.tensor()), ops = host(plain->tensor());
-    ASSERT_OK(b->Linear({.x = x.tensor(), .weight = w.tensor(), .bias = bias.tensor(), .out = y.tensor(),
-                         .accumulate = true}));
+    ASSERT_OK(b->Linear(
+        {.x = x.tensor(), .weight = w.tensor(), .bias = bias.tensor(), .out = y.tensor(), .accumulate = true}));
     const std::vector<float> after = host(y.tensor());
     for (size_t i = 0; i < after.size(); ++i) {
       const double want = static_cast<double>(before[i]) + ops[i];
@@ -392,7 +414,10 @@ TEST(CudaBackendTest, SiluMulMatchesTheOps) {
     Buffer act = alloc(DType::kBF16, {m, ffn}), ref_act = alloc(DType::kBF16, {m, ffn});
     ASSERT_OK(b->Linear({x.tensor(), w_gu.tensor(), Tensor(), gate_up.tensor()}));
     ASSERT_OK(b->SiluAndMul(gate_up.tensor(), ref_act.tensor()));
-    ASSERT_OK(b->Linear({.x = x.tensor(), .weight = w_gu.tensor(), .out = act.tensor(), .silu_mul = true,
+    ASSERT_OK(b->Linear({.x = x.tensor(),
+                         .weight = w_gu.tensor(),
+                         .out = act.tensor(),
+                         .silu_mul = true,
                          .scratch = gate_up.tensor()}));
     const auto got = data.Host(act.tensor()), want = data.Host(ref_act.tensor());
     EXPECT_GT(*std::max_element(want.begin(), want.end()), 0.f);
@@ -408,7 +433,7 @@ TEST(CudaBackendTest, RejectsHostTensorsAndReportsWorkspace) {
   ASSERT_TRUE(host.ok());
   auto dev = gpu->Allocate(DType::kBF16, {4, 8});
   ASSERT_TRUE(dev.ok());
-  EXPECT_FALSE(gpu->CopyToDevice(nullptr, 3, dev->tensor()).ok());  // wrong size
+  EXPECT_FALSE(gpu->CopyToDevice(nullptr, 3, dev->tensor()).ok());                               // wrong size
   EXPECT_FALSE(gpu->SiluAndMul(host->tensor(), dev->tensor().Rows(0, 2).Reshape({4, 4})).ok());  // host input
   std::vector<uint16_t> back(32, 0xffff);
   ASSERT_TRUE(gpu->CopyToHost(dev->tensor(), back.data(), back.size() * 2).ok());

@@ -65,7 +65,8 @@ TEST(CudaGraphTest, ReplayMatchesEagerDecode) {
   // Batch 2 for 8 steps (a crosses into its 2nd block at 32: one more width), then batch 1.
   for (int i = 0; i < 12; ++i) {
     const TokenId ka = (i * 29 + 3) % v, kb = (i * 31 + 5) % v;
-    std::vector<SeqChunk> step = {{.tokens = {&ka, 1}, .start_position = 21 + i, .block_table = ta, .want_logits = true}};
+    std::vector<SeqChunk> step = {
+        {.tokens = {&ka, 1}, .start_position = 21 + i, .block_table = ta, .want_logits = true}};
     if (i < 8) step.push_back({.tokens = {&kb, 1}, .start_position = 30 + i, .block_table = tb, .want_logits = true});
     // The same step eagerly and as a graph: both write the same K/V to the same slots.
     const std::vector<float> eager = m.Run(step);
@@ -111,8 +112,10 @@ TEST_P(CudaGraphAlternationTest, AlternatingShapesMatchEager) {
   constexpr int kSteps = 8;
   for (int i = 0; i < kSteps; ++i) {
     const TokenId ka = (i * 29 + 3) % v, kb = (i * 31 + 5) % v;
-    std::vector<SeqChunk> step = {{.tokens = {&ka, 1}, .start_position = pos_a, .block_table = ta, .want_logits = true}};
-    if (i % 2 == 0) step.push_back({.tokens = {&kb, 1}, .start_position = pos_b, .block_table = tb, .want_logits = true});
+    std::vector<SeqChunk> step = {
+        {.tokens = {&ka, 1}, .start_position = pos_a, .block_table = ta, .want_logits = true}};
+    if (i % 2 == 0)
+      step.push_back({.tokens = {&kb, 1}, .start_position = pos_b, .block_table = tb, .want_logits = true});
     const std::vector<float> eager = m.Run(step);
     const std::vector<float> graph = GraphForward(*b, m, step);
     ASSERT_EQ(eager.size(), graph.size());

@@ -63,17 +63,20 @@ void ExpectSameAsCpu(const kv_cache::KvLayout& layout, int host_blocks, const st
 
 TEST(CudaKvTierStorageTest, MatchesCpuStorage) {
   if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device: skipping GPU test";
-  kv_cache::KvLayout layout{.num_layers = 3, .num_kv_heads = 2, .head_dim = 64, .block_size = 16,
-                            .num_blocks = 12, .dtype = DType::kBF16};
+  kv_cache::KvLayout layout{
+      .num_layers = 3, .num_kv_heads = 2, .head_dim = 64, .block_size = 16, .num_blocks = 12, .dtype = DType::kBF16};
   ExpectSameAsCpu(layout, 8,
                   {
-                      {kD, 3, kH, 0}, {kD, 4, kH, 1}, {kD, 5, kH, 2},  // a run of three (merged)
-                      {kH, 0, kD, 7},                                  // reads what the run wrote
-                      {kH, 1, kH, 3},                                  // host -> host
-                      {kD, 7, kD, 8},                                  // device -> device, after the promote
-                      {kH, 6, kD, 3},                                  // overwrites the first copy's source
-                      {kD, 1, kH, 6}, {kD, 2, kH, 7},                  // a run whose second source ...
-                      {kD, 2, kD, 1},                                  // ... is read before this overwrite
+                      {kD, 3, kH, 0},
+                      {kD, 4, kH, 1},
+                      {kD, 5, kH, 2},  // a run of three (merged)
+                      {kH, 0, kD, 7},  // reads what the run wrote
+                      {kH, 1, kH, 3},  // host -> host
+                      {kD, 7, kD, 8},  // device -> device, after the promote
+                      {kH, 6, kD, 3},  // overwrites the first copy's source
+                      {kD, 1, kH, 6},
+                      {kD, 2, kH, 7},  // a run whose second source ...
+                      {kD, 2, kD, 1},  // ... is read before this overwrite
                   });
 }
 
@@ -82,8 +85,8 @@ TEST(CudaKvTierStorageTest, MatchesCpuStorage) {
 // a run long enough for the copy engines, and random mixes with same-tier copies.
 TEST(CudaKvTierStorageTest, ScatteredCopiesMatchCpuStorage) {
   if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device: skipping GPU test";
-  kv_cache::KvLayout layout{.num_layers = 2, .num_kv_heads = 1, .head_dim = 16, .block_size = 16,
-                            .num_blocks = 3000, .dtype = DType::kBF16};
+  kv_cache::KvLayout layout{
+      .num_layers = 2, .num_kv_heads = 1, .head_dim = 16, .block_size = 16, .num_blocks = 3000, .dtype = DType::kBF16};
   const int host_blocks = 2600;  // 1 KB per (layer, block): a copy-engine run is 2048 blocks
   std::mt19937 rng(11);
   std::vector<BlockCopy> copies;

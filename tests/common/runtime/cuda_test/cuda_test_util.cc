@@ -28,8 +28,8 @@ std::unique_ptr<CudaBackend> MakeCudaBackend(const CudaBackendOptions& options) 
   return std::move(b).value();
 }
 
-ModelOn::ModelOn(Backend* backend, const model::ModelConfig& config, const model::ModelWeights& weights,
-                 int block_size, int num_blocks, int max_num_tokens) {
+ModelOn::ModelOn(Backend* backend, const model::ModelConfig& config, const model::ModelWeights& weights, int block_size,
+                 int num_blocks, int max_num_tokens) {
   RuntimeOptions options;
   options.kv_block_size = block_size;
   options.max_num_tokens = max_num_tokens;
@@ -81,8 +81,10 @@ std::vector<int32_t> Greedy(ModelOn& m, const std::vector<int32_t>& prompt, int 
   if (all_logits != nullptr) all_logits->assign(logits.begin(), logits.end());
   for (int i = 1; i < steps; ++i) {
     const TokenId t = out.back();
-    logits = m.Run({{.tokens = {&t, 1}, .start_position = static_cast<int>(prompt.size()) + i - 1,
-                     .block_table = table, .want_logits = true}});
+    logits = m.Run({{.tokens = {&t, 1},
+                     .start_position = static_cast<int>(prompt.size()) + i - 1,
+                     .block_table = table,
+                     .want_logits = true}});
     out.push_back(Argmax(logits.data(), vocab));
     if (all_logits != nullptr) all_logits->insert(all_logits->end(), logits.begin(), logits.end());
   }

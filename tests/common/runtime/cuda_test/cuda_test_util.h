@@ -20,11 +20,11 @@
 namespace tandem::runtime::testing {
 
 // Skips the test, visibly, when there is no usable GPU.
-#define TANDEM_SKIP_WITHOUT_GPU()                                             \
-  do {                                                                        \
-    if (::tandem::runtime::testing::NoGpu()) {                                \
-      GTEST_SKIP() << "no CUDA device: skipping GPU test";                    \
-    }                                                                         \
+#define TANDEM_SKIP_WITHOUT_GPU()                          \
+  do {                                                     \
+    if (::tandem::runtime::testing::NoGpu()) {             \
+      GTEST_SKIP() << "no CUDA device: skipping GPU test"; \
+    }                                                      \
   } while (0)
 bool NoGpu();
 
@@ -46,8 +46,8 @@ class Bf16RoundedWeights : public model::ModelWeights {
 
 // A model and a KV cache of `num_blocks` blocks on `backend`.
 struct ModelOn {
-  ModelOn(Backend* backend, const model::ModelConfig& config, const model::ModelWeights& weights,
-          int block_size, int num_blocks, int max_num_tokens = 256);
+  ModelOn(Backend* backend, const model::ModelConfig& config, const model::ModelWeights& weights, int block_size,
+          int num_blocks, int max_num_tokens = 256);
   std::vector<float> Run(const std::vector<SeqChunk>& chunks);
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<PagedKvCache> cache;

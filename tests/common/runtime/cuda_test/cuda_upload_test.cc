@@ -62,11 +62,15 @@ TEST(CudaFillDeviceTest, ChunksCoverTheTensorInOrder) {
   StatusOr<Buffer> dst = backend->Allocate(DType::kU8, {n});
   ASSERT_TRUE(dst.ok());
   std::vector<size_t> offsets;
-  ASSERT_TRUE(backend->FillDevice(dst->tensor(), [&](size_t offset, std::span<std::byte> chunk) {
-    offsets.push_back(offset);
-    for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<std::byte>((offset + i) * 7 % 251);
-    return Status::Ok();
-  }).ok());
+  ASSERT_TRUE(backend
+                  ->FillDevice(dst->tensor(),
+                               [&](size_t offset, std::span<std::byte> chunk) {
+                                 offsets.push_back(offset);
+                                 for (size_t i = 0; i < chunk.size(); ++i)
+                                   chunk[i] = static_cast<std::byte>((offset + i) * 7 % 251);
+                                 return Status::Ok();
+                               })
+                  .ok());
   EXPECT_EQ(offsets, (std::vector<size_t>{0, 4096, 8192, 12288}));
   std::vector<std::byte> got = Download(*backend, *dst);
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], static_cast<std::byte>(i * 7 % 251)) << i;
@@ -102,13 +106,14 @@ TEST(CudaUploadModelTest, LlamaWeightsMatchReference) {
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     EXPECT_TRUE(Download(*backend, w->layers[i].qkv_proj) ==
-                ExpectedDeviceBytes(*weights, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
-                                               p + "self_attn.v_proj.weight"},
-                                    DType::kBF16));
+                ExpectedDeviceBytes(
+                    *weights,
+                    {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"},
+                    DType::kBF16));
     EXPECT_TRUE(Download(*backend, w->layers[i].qkv_bias) ==
-                ExpectedDeviceBytes(*weights, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
-                                               p + "self_attn.v_proj.bias"},
-                                    DType::kBF16));
+                ExpectedDeviceBytes(
+                    *weights, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"},
+                    DType::kBF16));
     EXPECT_TRUE(Download(*backend, w->layers[i].gate_up_proj) ==
                 ExpectedDeviceBytes(*weights, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, DType::kBF16));
     EXPECT_TRUE(Download(*backend, w->layers[i].down_proj) ==
