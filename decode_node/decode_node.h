@@ -65,7 +65,7 @@ class DecodeNode {
  public:
   static StatusOr<std::unique_ptr<DecodeNode>> Create(DecodeNodeOptions options);
   ~DecodeNode();  // Stop()
-  // Stops serving: host, engine, transfer thread. Idempotent.
+  // Stops serving: host, engine, poll thread. Idempotent.
   void Stop();
 
   node::NodeHost& host() { return host_; }
@@ -73,7 +73,7 @@ class DecodeNode {
   std::string address() const { return host_.address(); }
   // True when KV lands straight in the engine's pool (no host landing arena).
   bool direct_landing() const { return direct_; }
-  // A snapshot (RunSync on the transfer thread for the session count).
+  // A snapshot (RunSync on the poll thread for the session count).
   DecodeNodeStats Stats();
   // True when no request is known (used by the drain loop).
   bool Idle();
