@@ -172,7 +172,7 @@ void DecodeNode::HandleReserve(const proto::ReserveRequest& reserve, net::Respon
                      &retries);
         break;
       case node::RequestTable<Request>::Admission::kAdmitted: {
-        r->machine = DecodeRequest::Remote();
+        r->machine = DecodeHandoff::Remote();
         r->responder = responder;
         uint32_t lease_ms = reserve.lease_ms() > 0 ? reserve.lease_ms() : static_cast<uint32_t>(config_.lease_ms);
         r->lease_ms = std::min<uint32_t>(lease_ms, 10 * 60 * 1000);
@@ -248,7 +248,7 @@ void DecodeNode::HandleLocalPrefill(const proto::PrefillRequest& prefill, net::R
         break;
       case node::RequestTable<Request>::Admission::kAdmitted:
         admitted = true;
-        r->machine = DecodeRequest::Local();
+        r->machine = DecodeHandoff::Local();
         // Queued under mu_: a Cancel that finds the record queues its engine Cancel after this.
         engine_->Submit(node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), std::move(*sampling)));
         break;
@@ -437,8 +437,9 @@ void DecodeNode::ForwardLocked(const Request& r, const engine::EngineOutput& out
   proto::FinishReason reason = node::FinishReasonToProto(out.finish_reason);
   entry->set_finish_reason(reason);
   if (reason == proto::FINISH_REASON_ERROR) {
-    Status status = out.status.ok() ? InternalError(out.finish_reason) : out.status;
-    if (out.finish_reason == "lease_expired") {
+    Status status =
+        out.status.ok() ? InternalError(std::string(scheduler::FinishReasonName(out.finish_reason))) : out.status;
+    if (out.finish_reason == scheduler::FinishReason::kLeaseExpired) {
       status = DeadlineExceededError("reservation lease expired");
       m.reservations_expired->Increment();
     }

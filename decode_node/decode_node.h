@@ -1,9 +1,9 @@
 // DecodeNode: the decode role. Reserves device blocks for prompts another node
 // prefills (reusing its own prefix cache, so only the missing suffix is sent),
 // receives their KV through KvReceiver, and lets the engine continue
-// generation; or prefills locally (PrefillRequest with an empty reservation).
+// generation; or prefills locally (a PrefillRequest with an empty reservation).
 // Streams one Tokens message per engine step to the router. Each request's
-// progress is a DecodeRequest (decode_request.h); this class is the adapter
+// progress is a DecodeHandoff (decode_handoff.h); this class is the adapter
 // that feeds it events and runs its actions. See docs/protocol.md.
 //
 // Where KV lands:
@@ -38,7 +38,7 @@
 #include "common/node/node_host.h"
 #include "common/node/poll_thread.h"
 #include "common/node/request_table.h"
-#include "decode_node/decode_request.h"
+#include "decode_node/decode_handoff.h"
 #include "kv_transfer/kv_receiver.h"
 #include "kv_transfer/transport.h"
 
@@ -81,7 +81,7 @@ class DecodeNode {
  private:
   struct Request {
     Epoch epoch = 0;
-    DecodeRequest machine = DecodeRequest::Local();
+    DecodeHandoff machine = DecodeHandoff::Local();
     std::optional<net::Responder> responder;  // the router's Reserve, until answered
     proto::ReserveReply reply;                // what that answer will say
     uint32_t lease_ms = 0;

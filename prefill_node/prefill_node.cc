@@ -48,9 +48,9 @@ Status PrefillNode::Init(PrefillNodeOptions options) {
     Retries retries;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      jobs_.ForgetCancels();
-      for (auto it = jobs_.begin(); it != jobs_.end();) {
-        auto next = std::next(it);  // the job may erase itself
+      requests_.ForgetCancels();
+      for (auto it = requests_.begin(); it != requests_.end();) {
+        auto next = std::next(it);  // the request may erase itself
         HandleLocked(it->first, it->second, {PrefillEventKind::kCancel, UnavailableError("router connection lost")},
                      &retries);
         it = next;
@@ -62,9 +62,9 @@ Status PrefillNode::Init(PrefillNodeOptions options) {
   hooks.queued_prefill_tokens = [this] {
     std::lock_guard<std::mutex> lock(mu_);
     int64_t tokens = 0;
-    for (const auto& [id, job] : jobs_) {
-      PrefillState s = job.machine.state();
-      if (s == PrefillState::kAccepted || s == PrefillState::kConnected) tokens += job.prompt_len;
+    for (const auto& [id, r] : requests_) {
+      PrefillState s = r.machine.state();
+      if (s == PrefillState::kAccepted || s == PrefillState::kConnected) tokens += r.prompt_len;
     }
     return tokens;
   };
@@ -78,7 +78,7 @@ Status PrefillNode::Init(PrefillNodeOptions options) {
     Retries retries;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (auto it = jobs_.begin(); it != jobs_.end();) {
+      for (auto it = requests_.begin(); it != requests_.end();) {
         auto next = std::next(it);
         if (it->second.decode_conn == c) {
           HandleLocked(
@@ -137,7 +137,7 @@ PrefillNodeStats PrefillNode::Stats() {
   PrefillNodeStats s;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    s.jobs = static_cast<int64_t>(jobs_.size());
+    s.requests = static_cast<int64_t>(requests_.size());
     s.bytes_sent = bytes_sent_;
   }
   s.staging_in_use = staging_ ? staging_->num_in_use() : 0;
@@ -147,7 +147,7 @@ PrefillNodeStats PrefillNode::Stats() {
 
 bool PrefillNode::Idle() {
   std::lock_guard<std::mutex> lock(mu_);
-  return jobs_.empty();
+  return requests_.empty();
 }
 
 void PrefillNode::Refresh(node::NodeMetrics& metrics) {
@@ -167,8 +167,8 @@ void PrefillNode::OnRequest(const std::shared_ptr<net::RpcConnection>& conn, net
   Retries retries;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (Job* job = jobs_.OnCancel(id, epoch, Clock::Real().NowNanos())) {
-      HandleLocked(id, *job, {PrefillEventKind::kCancel, CancelledError("cancelled by the router")}, &retries);
+    if (Request* r = requests_.OnCancel(id, epoch, Clock::Real().NowNanos())) {
+      HandleLocked(id, *r, {PrefillEventKind::kCancel, CancelledError("cancelled by the router")}, &retries);
     }
   }
   node::ReplyAck(responder, id, epoch);
@@ -221,31 +221,31 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
   bool admitted = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (static_cast<int>(jobs_.size()) >= config_.max_pending_jobs) {
+    if (static_cast<int>(requests_.size()) >= config_.max_pending_jobs) {
       return responder.Fail(ResourceExhaustedError("prefill queue full"));
     }
-    Job* job = nullptr;
+    Request* r = nullptr;
     Status refusal;
-    switch (jobs_.Admit(
-        id, epoch, Clock::Real().NowNanos(), [this, prefill, responder] { HandlePrefill(prefill, responder); }, &job,
+    switch (requests_.Admit(
+        id, epoch, Clock::Real().NowNanos(), [this, prefill, responder] { HandlePrefill(prefill, responder); }, &r,
         &refusal)) {
-      case node::RequestTable<Job>::Admission::kRefused: return responder.Fail(refusal);
-      case node::RequestTable<Job>::Admission::kSuperseding:
+      case node::RequestTable<Request>::Admission::kRefused: return responder.Fail(refusal);
+      case node::RequestTable<Request>::Admission::kSuperseding:
         // The older epoch ends first; the queued retry answers the router then.
-        HandleLocked(id, *job,
+        HandleLocked(id, *r,
                      {PrefillEventKind::kCancel, CancelledError("superseded by epoch " + std::to_string(epoch))},
                      &retries);
         break;
-      case node::RequestTable<Job>::Admission::kAdmitted: {
+      case node::RequestTable<Request>::Admission::kAdmitted: {
         admitted = true;
-        job->target = res.transport_descriptor();
-        job->first_block = first_block;
-        job->num_blocks = static_cast<int>(needed);
-        job->prompt_len = prompt_len;
+        r->target = res.transport_descriptor();
+        r->first_block = first_block;
+        r->num_blocks = static_cast<int>(needed);
+        r->prompt_len = prompt_len;
         engine::EngineRequest request =
             node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), std::move(*sampling));
         request.hold_kv_after_finish = direct_;  // the sender reads the blocks after the step
-        // Queued under mu_: a Cancel that finds the job queues its engine Cancel after this.
+        // Queued under mu_: a Cancel that finds the request queues its engine Cancel after this.
         engine_->Submit(std::move(request));
         break;
       }
@@ -263,13 +263,13 @@ void PrefillNode::OnConnected(uint64_t id, Epoch epoch, StatusOr<std::shared_ptr
   Retries retries;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Job* job = jobs_.Find(id, epoch);
-    if (job == nullptr) return;
+    Request* r = requests_.Find(id, epoch);
+    if (r == nullptr) return;
     if (!conn.ok()) {
-      HandleLocked(id, *job, {PrefillEventKind::kConnectFailed, conn.status()}, &retries);
+      HandleLocked(id, *r, {PrefillEventKind::kConnectFailed, conn.status()}, &retries);
     } else {
-      job->decode_conn = *conn;
-      HandleLocked(id, *job, {PrefillEventKind::kConnected, Status::Ok()}, &retries);
+      r->decode_conn = *conn;
+      HandleLocked(id, *r, {PrefillEventKind::kConnected, Status::Ok()}, &retries);
     }
   }
   for (auto& fn : retries) fn();
@@ -282,31 +282,31 @@ void PrefillNode::OnPeerMessage(const std::shared_ptr<net::RpcConnection>&, net:
   }
 }
 
-// ---- the job machine ----
+// ---- the request machine ----
 
 void PrefillNode::Handle(uint64_t id, Epoch epoch, const PrefillEvent& event) {
   Retries retries;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (Job* job = jobs_.Find(id, epoch)) HandleLocked(id, *job, event, &retries);
+    if (Request* r = requests_.Find(id, epoch)) HandleLocked(id, *r, event, &retries);
   }
   for (auto& fn : retries) fn();
 }
 
-void PrefillNode::HandleLocked(uint64_t id, Job& job, const PrefillEvent& event, Retries* retries) {
-  PrefillActions actions = job.machine.Handle(event);
+void PrefillNode::HandleLocked(uint64_t id, Request& r, const PrefillEvent& event, Retries* retries) {
+  PrefillActions actions = r.machine.Handle(event);
   if (!actions.status.ok() && actions.Has(PrefillAction::kSendKvDone)) {
     TANDEM_LOG_WARN("request {}: prefill handoff failed: {}", id, actions.status.ToString());
   }
-  RunLocked(id, job, actions, retries);
+  RunLocked(id, r, actions, retries);
 }
 
-void PrefillNode::RunLocked(uint64_t id, Job& job, const PrefillActions& actions, Retries* retries) {
-  const Epoch epoch = job.epoch;
+void PrefillNode::RunLocked(uint64_t id, Request& r, const PrefillActions& actions, Retries* retries) {
+  const Epoch epoch = r.epoch;
   for (PrefillAction action : actions.actions) {
     switch (action) {
       case PrefillAction::kOpenSession:
-        poll_.Post([this, id, epoch, target = job.target, source = job.source]() mutable {
+        poll_.Post([this, id, epoch, target = r.target, source = r.source]() mutable {
           OpenSession(id, epoch, std::move(target), std::move(source));
         });
         break;
@@ -321,16 +321,16 @@ void PrefillNode::RunLocked(uint64_t id, Job& job, const PrefillActions& actions
         if (direct_) {
           engine_->ReleaseHeld(id);
         } else {
-          staging_->Free(job.source);
+          staging_->Free(r.source);
         }
-        job.source.clear();
+        r.source.clear();
         poll_.Post([this, id, epoch] {
           if (auto out = outgoing_.find(id); out != outgoing_.end() && out->second.epoch == epoch) outgoing_.erase(out);
         });
         break;
-      case PrefillAction::kSendKvDone: SendKvDone(id, job, actions.status); break;
+      case PrefillAction::kSendKvDone: SendKvDone(id, r, actions.status); break;
       case PrefillAction::kErase: {
-        Retries waiting = jobs_.Erase(id);  // `job` is gone from here on
+        Retries waiting = requests_.Erase(id);  // `r` is gone from here on
         retries->insert(retries->end(), std::make_move_iterator(waiting.begin()),
                         std::make_move_iterator(waiting.end()));
         return;
@@ -339,22 +339,22 @@ void PrefillNode::RunLocked(uint64_t id, Job& job, const PrefillActions& actions
   }
 }
 
-void PrefillNode::SendKvDone(uint64_t id, const Job& job, const Status& status) {
-  if (!job.decode_conn) return;  // never reached decode: its lease ends the reservation
+void PrefillNode::SendKvDone(uint64_t id, const Request& r, const Status& status) {
+  if (!r.decode_conn) return;  // never reached decode: its lease ends the reservation
   proto::KvDone done;
   done.set_request_id(id);
-  done.set_epoch(job.epoch);
-  done.set_first_token(job.machine.first_token().value_or(0));
+  done.set_epoch(r.epoch);
+  done.set_first_token(r.machine.first_token().value_or(0));
   *done.mutable_status() = proto::ToErrorInfo(status);
-  const int64_t bytes = static_cast<int64_t>(job.num_blocks) * source_layout_.num_layers *
+  const int64_t bytes = static_cast<int64_t>(r.num_blocks) * source_layout_.num_layers *
                         static_cast<int64_t>(source_layout_.BytesPerBlockLayer());
   if (status.ok()) {
     done.set_bytes_sent(bytes);
     bytes_sent_ += static_cast<uint64_t>(bytes);
     host_.metrics().kv_transfer_bytes->Increment(static_cast<double>(bytes));
   }
-  done.set_num_prompt_tokens(job.prompt_len);
-  job.decode_conn->Send(done).IgnoreError();
+  done.set_num_prompt_tokens(r.prompt_len);
+  r.decode_conn->Send(done).IgnoreError();
 }
 
 // ---- the forward (engine thread) ----
@@ -367,33 +367,33 @@ bool PrefillNode::OnStepBegin(const scheduler::SchedulerOutput& step) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const scheduler::ScheduledSequence& s : step.scheduled) {
       if (!s.needs_logits || !s.is_prefill) continue;
-      Job* job = jobs_.Find(s.id);
-      if (job == nullptr) continue;
-      const PrefillState state = job->machine.state();
+      Request* r = requests_.Find(s.id);
+      if (r == nullptr) continue;
+      const PrefillState state = r->machine.state();
       if (state != PrefillState::kAccepted && state != PrefillState::kConnected) continue;
-      if (static_cast<int>(s.block_table.size()) < job->first_block + job->num_blocks) {
-        HandleLocked(s.id, *job, {PrefillEventKind::kStageFailed, InternalError("block table shorter than the prompt")},
+      if (static_cast<int>(s.block_table.size()) < r->first_block + r->num_blocks) {
+        HandleLocked(s.id, *r, {PrefillEventKind::kStageFailed, InternalError("block table shorter than the prompt")},
                      &retries);
         continue;
       }
       Copying c;
       c.id = s.id;
-      c.epoch = job->epoch;
-      c.device_blocks.assign(s.block_table.begin() + job->first_block,
-                             s.block_table.begin() + job->first_block + job->num_blocks);
+      c.epoch = r->epoch;
+      c.device_blocks.assign(s.block_table.begin() + r->first_block,
+                             s.block_table.begin() + r->first_block + r->num_blocks);
       if (direct_) {
-        job->source = c.device_blocks;
+        r->source = c.device_blocks;
       } else {
-        std::optional<std::vector<BlockId>> staging = staging_->Allocate(job->num_blocks);
+        std::optional<std::vector<BlockId>> staging = staging_->Allocate(r->num_blocks);
         if (!staging) {
-          HandleLocked(s.id, *job, {PrefillEventKind::kStageFailed, ResourceExhaustedError("no free staging blocks")},
+          HandleLocked(s.id, *r, {PrefillEventKind::kStageFailed, ResourceExhaustedError("no free staging blocks")},
                        &retries);
           continue;
         }
-        job->source = *staging;
+        r->source = *staging;
         c.staging = *staging;
       }
-      HandleLocked(s.id, *job, {PrefillEventKind::kStepBegan, Status::Ok()}, &retries);
+      HandleLocked(s.id, *r, {PrefillEventKind::kStepBegan, Status::Ok()}, &retries);
       copying_.push_back(std::move(c));
     }
   }
@@ -443,21 +443,22 @@ void PrefillNode::OnOutputs(std::vector<engine::EngineOutput>&& outputs) {
     std::lock_guard<std::mutex> lock(mu_);
     node::NodeMetrics& m = host_.metrics();
     for (engine::EngineOutput& out : outputs) {
-      Job* job = jobs_.Find(out.id);
-      if (job == nullptr) continue;
+      Request* r = requests_.Find(out.id);
+      if (r == nullptr) continue;
       if (!out.tokens.empty()) {
         m.generation_tokens->Increment(1);
-        HandleLocked(out.id, *job, {PrefillEventKind::kFirstToken, Status::Ok(), out.tokens.front()}, &retries);
-        job = jobs_.Find(out.id);
+        HandleLocked(out.id, *r, {PrefillEventKind::kFirstToken, Status::Ok(), out.tokens.front()}, &retries);
+        r = requests_.Find(out.id);
       }
       if (out.finished) {
         m.ObserveFinished(out);
-        if (job == nullptr) continue;
+        if (r == nullptr) continue;
         Status status = out.status;
-        if (status.ok() && out.finish_reason != "stop" && out.finish_reason != "length") {
-          status = InternalError("prefill ended: " + out.finish_reason);
+        using scheduler::FinishReason;
+        if (status.ok() && out.finish_reason != FinishReason::kStop && out.finish_reason != FinishReason::kLength) {
+          status = InternalError("prefill ended: " + std::string(scheduler::FinishReasonName(out.finish_reason)));
         }
-        HandleLocked(out.id, *job, {PrefillEventKind::kEngineFinished, status}, &retries);
+        HandleLocked(out.id, *r, {PrefillEventKind::kEngineFinished, status}, &retries);
       }
     }
   }

@@ -2,7 +2,7 @@
 // each prompt through its engine as a one-token request (the request's
 // sampling, max_tokens = 1), and streams the KV decode still needs layer by
 // layer while the model computes, then sends KvDone(first token) to decode.
-// Each request's progress is a PrefillJob (prefill_job.h); this class is the
+// Each request's progress is a PrefillHandoff (prefill_handoff.h); this class is the
 // adapter that feeds it events and runs its actions.
 //
 // Where a layer leaves from (the KV source):
@@ -43,7 +43,7 @@
 #include "common/node/request_table.h"
 #include "kv_transfer/kv_sender.h"
 #include "kv_transfer/transport.h"
-#include "prefill_node/prefill_job.h"
+#include "prefill_node/prefill_handoff.h"
 
 namespace tandem::prefill_node {
 
@@ -58,7 +58,7 @@ struct PrefillNodeOptions {
 };
 
 struct PrefillNodeStats {
-  int64_t jobs = 0;            // jobs not yet finished
+  int64_t requests = 0;        // requests not yet finished
   int64_t staging_in_use = 0;  // staging blocks held (staged source)
   int64_t sessions = 0;        // open sender sessions
   uint64_t bytes_sent = 0;     // KV bytes of successful transfers
@@ -79,9 +79,9 @@ class PrefillNode {
   bool Idle();
 
  private:
-  struct Job {
+  struct Request {
     Epoch epoch = 0;
-    PrefillJob machine;
+    PrefillHandoff machine;
     std::string target;   // decode's KvTarget
     int first_block = 0;  // first prompt block decode needs
     int num_blocks = 0;   // blocks decode needs
@@ -99,9 +99,9 @@ class PrefillNode {
   void OnPeerMessage(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message);
   void HandlePrefill(const proto::PrefillRequest& prefill, net::Responder responder);
   void OnConnected(uint64_t id, Epoch epoch, StatusOr<std::shared_ptr<net::RpcConnection>> conn);
-  // Feeds `event` to the job and runs its actions. REQUIRES: mu_ held.
-  void HandleLocked(uint64_t id, Job& job, const PrefillEvent& event, Retries* retries);
-  void RunLocked(uint64_t id, Job& job, const PrefillActions& actions, Retries* retries);
+  // Feeds `event` to the request and runs its actions. REQUIRES: mu_ held.
+  void HandleLocked(uint64_t id, Request& r, const PrefillEvent& event, Retries* retries);
+  void RunLocked(uint64_t id, Request& r, const PrefillActions& actions, Retries* retries);
   // Feeds `event` to (id, epoch) if it is still there, then runs waiting retries.
   void Handle(uint64_t id, Epoch epoch, const PrefillEvent& event);
   // ForwardObserver hooks (engine thread).
@@ -114,7 +114,7 @@ class PrefillNode {
   void SendReadyLayers();
   void OnSendDone(uint64_t id, Epoch epoch, const Status& status);
   void OnOutputs(std::vector<engine::EngineOutput>&& outputs);
-  void SendKvDone(uint64_t id, const Job& job, const Status& status);
+  void SendKvDone(uint64_t id, const Request& r, const Status& status);
   void Refresh(node::NodeMetrics& metrics);
 
   // A prompt whose final chunk is in the current step (engine thread only).
@@ -153,8 +153,8 @@ class PrefillNode {
   std::unique_ptr<net::RpcClient> peers_;  // connections to decode nodes
   bool stopped_ = false;
 
-  std::mutex mu_;  // guards jobs_, bytes_sent_
-  node::RequestTable<Job> jobs_;
+  std::mutex mu_;  // guards requests_, bytes_sent_
+  node::RequestTable<Request> requests_;
   uint64_t bytes_sent_ = 0;
 };
 

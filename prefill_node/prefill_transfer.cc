@@ -51,10 +51,10 @@ Status PrefillNode::InitTransfer(PrefillNodeOptions& options) {
         proto::KvControl control;
         {
           std::lock_guard<std::mutex> lock(mu_);
-          Job* job = jobs_.Find(id);
-          if (job == nullptr) return;
-          conn = job->decode_conn;
-          control.set_epoch(job->epoch);
+          Request* r = requests_.Find(id);
+          if (r == nullptr) return;
+          conn = r->decode_conn;
+          control.set_epoch(r->epoch);
         }
         if (!conn) return;
         control.set_request_id(id);
@@ -95,10 +95,10 @@ void PrefillNode::OpenSession(uint64_t id, Epoch epoch, std::string target, std:
 
 void PrefillNode::OnLayerQueued(uint64_t id, Epoch epoch, int layer, std::shared_ptr<runtime::CopyFence> fence) {
   {
-    // A job that ended meanwhile has no session to feed.
+    // A request that ended meanwhile has no session to feed.
     std::lock_guard<std::mutex> lock(mu_);
-    const Job* job = jobs_.Find(id, epoch);
-    if (job == nullptr || job->source.empty()) return;
+    const Request* r = requests_.Find(id, epoch);
+    if (r == nullptr || r->source.empty()) return;
   }
   OutgoingFor(id, epoch).layers.emplace_back(layer, std::move(fence));
   SendReadyLayers();

@@ -143,7 +143,7 @@ EngineOutput Rejected(RequestId id, Status status) {
   EngineOutput out;
   out.id = id;
   out.finished = true;
-  out.finish_reason = "rejected";
+  out.finish_reason = scheduler::FinishReason::kRejected;
   out.status = std::move(status);
   return out;
 }
@@ -194,7 +194,7 @@ void Engine::Cancel(RequestId id) {
     EngineOutput out;
     out.id = id;
     out.finished = true;
-    out.finish_reason = "cancelled";
+    out.finish_reason = scheduler::FinishReason::kCancelled;
     out.status = CancelledError("cancelled");
     out.times = TimesOf(id);
     requests_.erase(id);

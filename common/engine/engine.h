@@ -64,13 +64,13 @@ struct EngineOutput {
   RequestId id = 0;
   std::vector<TokenId> tokens;  // sampled this step (usually one)
   bool finished = false;
-  // With finished: "stop", "length", "cancelled", "lease_expired", "aborted", "rejected".
-  std::string finish_reason;
-  Status status;                 // non-OK when rejected or aborted
-  int num_prompt_tokens = 0;     // with finished
-  int num_generated_tokens = 0;  // with finished
-  int num_cached_tokens =
-      0;               // with a request's first token and with finished: prompt tokens served from the prefix cache
+  // With finished:
+  scheduler::FinishReason finish_reason = scheduler::FinishReason::kStop;
+  Status status;  // non-OK when rejected or aborted
+  int num_prompt_tokens = 0;
+  int num_generated_tokens = 0;
+  // With a request's first token and with finished: prompt tokens served from the prefix cache.
+  int num_cached_tokens = 0;
   RequestTimes times;  // with finished
 };
 

@@ -22,7 +22,7 @@ void Engine::EmitFinished(const scheduler::SchedulerOutput& step, std::vector<En
     EngineOutput out;
     out.id = f.id;
     out.finished = true;
-    out.finish_reason = std::string(scheduler::FinishReasonName(f.reason));
+    out.finish_reason = f.reason;
     out.status = f.status;
     out.num_prompt_tokens = f.num_prompt_tokens;
     out.num_generated_tokens = f.num_generated_tokens;
@@ -104,7 +104,7 @@ Status Engine::SampleStep(const scheduler::SchedulerOutput& step, runtime::Tenso
       TANDEM_LOG_WARN("request {}: sampling failed: {}", id, sampled[i].status.ToString());
       scheduler_->Cancel(id).IgnoreError();
       reported_.insert(id);
-      outputs->push_back(EngineOutput{id, {}, true, "aborted", sampled[i].status});
+      outputs->push_back(EngineOutput{id, {}, true, scheduler::FinishReason::kAborted, sampled[i].status});
       outputs->back().times = TimesOf(id);
       requests_.erase(id);
       continue;
@@ -134,7 +134,7 @@ bool Engine::StepOnce(std::vector<EngineOutput>* outputs) {
       if (scheduler_->Find(s.id) == nullptr) continue;  // already ended this step
       scheduler_->Cancel(s.id).IgnoreError();
       reported_.insert(s.id);
-      outputs->push_back(EngineOutput{s.id, {}, true, "aborted", status});
+      outputs->push_back(EngineOutput{s.id, {}, true, scheduler::FinishReason::kAborted, status});
       outputs->back().times = TimesOf(s.id);
       requests_.erase(s.id);
     }

@@ -62,10 +62,15 @@ void ReplyAck(const net::Responder& responder, uint64_t request_id, Epoch epoch)
   responder.Reply(ack);
 }
 
-proto::FinishReason FinishReasonToProto(const std::string& reason) {
-  if (reason == "stop") return proto::FINISH_REASON_STOP;
-  if (reason == "length") return proto::FINISH_REASON_LENGTH;
-  if (reason == "cancelled") return proto::FINISH_REASON_ABORT;
+proto::FinishReason FinishReasonToProto(scheduler::FinishReason reason) {
+  switch (reason) {
+    case scheduler::FinishReason::kStop: return proto::FINISH_REASON_STOP;
+    case scheduler::FinishReason::kLength: return proto::FINISH_REASON_LENGTH;
+    case scheduler::FinishReason::kCancelled: return proto::FINISH_REASON_ABORT;
+    case scheduler::FinishReason::kLeaseExpired:
+    case scheduler::FinishReason::kRejected:
+    case scheduler::FinishReason::kAborted: return proto::FINISH_REASON_ERROR;
+  }
   return proto::FINISH_REASON_ERROR;
 }
 

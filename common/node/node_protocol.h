@@ -35,7 +35,7 @@ std::optional<std::pair<uint64_t, Epoch>> CancelTarget(const google::protobuf::M
 void ReplyAck(const net::Responder& responder, uint64_t request_id, Epoch epoch);
 
 // Engine finish reason ("stop", "length", "cancelled", ...) -> protocol value.
-proto::FinishReason FinishReasonToProto(const std::string& reason);
+proto::FinishReason FinishReasonToProto(scheduler::FinishReason reason);
 
 // The EngineRequest for a protocol request.
 engine::EngineRequest MakeEngineRequest(uint64_t request_id, const google::protobuf::RepeatedField<int32_t>& ids,

@@ -16,6 +16,8 @@ std::string_view FinishReasonName(FinishReason reason) {
     case FinishReason::kLength: return "length";
     case FinishReason::kCancelled: return "cancelled";
     case FinishReason::kLeaseExpired: return "lease_expired";
+    case FinishReason::kRejected: return "rejected";
+    case FinishReason::kAborted: return "aborted";
   }
   return "unknown";
 }

@@ -25,11 +25,15 @@ enum class SequenceState : uint8_t {
   kReserved,  // device blocks held for KV computed on another node, under a lease
 };
 
+// Why a request ended: the one vocabulary from the scheduler through the engine to the node
+// protocol (node::FinishReasonToProto). The last two are set by the engine, never by the scheduler.
 enum class FinishReason : uint8_t {
   kStop,          // sampled a stop token
   kLength,        // max_tokens generated or max_model_len reached
   kCancelled,     // Cancel()
   kLeaseExpired,  // reservation lease ran out before the KV landed
+  kRejected,      // refused at admission (see the status)
+  kAborted,       // a failed step or sampling ended it (see the status)
 };
 std::string_view FinishReasonName(FinishReason reason);
 

@@ -201,7 +201,7 @@ class Cluster {
     decode_node::DecodeNodeStats d = decode_->Stats();
     prefill_node::PrefillNodeStats p = prefill_->Stats();
     return clean(decode_->engine().Counters()) && clean(prefill_->engine().Counters()) && d.requests == 0 &&
-           d.landing_in_use == 0 && d.sessions == 0 && p.jobs == 0 && p.staging_in_use == 0 && p.sessions == 0;
+           d.landing_in_use == 0 && d.sessions == 0 && p.requests == 0 && p.staging_in_use == 0 && p.sessions == 0;
   }
 
   net::EventLoop loop_;

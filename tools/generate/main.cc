@@ -88,7 +88,8 @@ Status Run(engine::EngineConfig config, const Options& o) {
                     text[out.id].c_str());
       }
       std::fprintf(stderr, "\n[%llu] finish=%s prompt_tokens=%d completion_tokens=%d\n",
-                   static_cast<unsigned long long>(out.id), out.finish_reason.c_str(), out.num_prompt_tokens,
+                   static_cast<unsigned long long>(out.id),
+                   std::string(scheduler::FinishReasonName(out.finish_reason)).c_str(), out.num_prompt_tokens,
                    out.num_generated_tokens);
     }
   }

@@ -82,7 +82,7 @@ TEST(EngineMovedRequestTest, MovedTokensMustLeaveAPrompt) {
   request.sampling.num_output_tokens_in_prompt = 4;
   engine->Submit(request);
   auto results = RunToCompletion(*engine, 1);
-  EXPECT_EQ(results[1].final.finish_reason, "rejected");
+  EXPECT_EQ(results[1].final.finish_reason, scheduler::FinishReason::kRejected);
   EXPECT_EQ(results[1].final.status.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(results[1].tokens.empty());
 }

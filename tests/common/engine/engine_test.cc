@@ -33,7 +33,7 @@ TEST_P(EngineGoldenTest, GreedyMatchesTransformers) {
   engine->Submit(Greedy(1, prompt, static_cast<int>(expected.size())));
   auto results = RunToCompletion(*engine, 1);
   EXPECT_EQ(results[1].tokens, expected);
-  EXPECT_EQ(results[1].final.finish_reason, "length");
+  EXPECT_EQ(results[1].final.finish_reason, scheduler::FinishReason::kLength);
   EXPECT_EQ(results[1].final.num_prompt_tokens, static_cast<int>(prompt.size()));
   EXPECT_EQ(results[1].final.num_generated_tokens, static_cast<int>(expected.size()));
 }
@@ -153,10 +153,10 @@ TEST(EngineTest, CancelAndBadRequestsEndCleanly) {
     }
   }
   ASSERT_EQ(finals.size(), 3u);
-  EXPECT_EQ(finals[1].finish_reason, "cancelled");
-  EXPECT_EQ(finals[2].finish_reason, "rejected");
+  EXPECT_EQ(finals[1].finish_reason, scheduler::FinishReason::kCancelled);
+  EXPECT_EQ(finals[2].finish_reason, scheduler::FinishReason::kRejected);
   EXPECT_EQ(finals[2].status.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(finals[3].finish_reason, "rejected");
+  EXPECT_EQ(finals[3].finish_reason, scheduler::FinishReason::kRejected);
   scheduler::SchedulerCounters c = engine->Counters();
   EXPECT_EQ(c.kv.device.referenced_blocks, 0);
   EXPECT_EQ(c.num_running + c.num_waiting, 0);
@@ -174,7 +174,7 @@ TEST(EngineTest, HeldKvStaysUntilReleasedOrCancelled) {
   engine->Submit(first);
   engine->Submit(second);
   auto results = RunToCompletion(*engine, 2);
-  EXPECT_EQ(results[1].final.finish_reason, "length");
+  EXPECT_EQ(results[1].final.finish_reason, scheduler::FinishReason::kLength);
   EXPECT_EQ(results[1].tokens.size(), 1u);
   scheduler::SchedulerCounters c = engine->Counters();
   EXPECT_EQ(c.num_held, 2);
@@ -237,15 +237,15 @@ TEST(EngineTest, EosIgnoreEosMinTokensAndStopTokenIds) {
   auto results = RunToCompletion(*engine, 4);
 
   EXPECT_EQ(results[1].tokens, until_eos);
-  EXPECT_EQ(results[1].final.finish_reason, "stop");
+  EXPECT_EQ(results[1].final.finish_reason, scheduler::FinishReason::kStop);
   EXPECT_EQ(results[2].tokens, greedy);
-  EXPECT_EQ(results[2].final.finish_reason, "length");
+  EXPECT_EQ(results[2].final.finish_reason, scheduler::FinishReason::kLength);
   const std::vector<TokenId>& late_tokens = results[3].tokens;
   ASSERT_GE(late_tokens.size(), at + 2);
   EXPECT_TRUE(std::equal(greedy.begin(), greedy.begin() + at, late_tokens.begin())) << "same until EOS";
   EXPECT_EQ(std::count(late_tokens.begin(), late_tokens.begin() + at + 1, eos), 0) << "EOS before min_tokens";
   EXPECT_EQ(results[4].tokens, until_eos);
-  EXPECT_EQ(results[4].final.finish_reason, "stop");
+  EXPECT_EQ(results[4].final.finish_reason, scheduler::FinishReason::kStop);
   std::filesystem::remove_all(dir);
 }
 
@@ -257,7 +257,7 @@ TEST(EngineTest, ReusedIdOfALiveRequestIsRejectedWithoutHarm) {
   engine->Submit(Greedy(7, Prompt(5, 2), 6));  // same id while the first is running
   auto results = RunToCompletion(*engine, 2);  // one rejection + the original's end
   for (auto& o : outputs) results[o.id].tokens.insert(results[o.id].tokens.begin(), o.tokens.begin(), o.tokens.end());
-  EXPECT_EQ(results[7].final.finish_reason, "length");
+  EXPECT_EQ(results[7].final.finish_reason, scheduler::FinishReason::kLength);
   EXPECT_EQ(results[7].tokens.size(), 6u);
 }
 

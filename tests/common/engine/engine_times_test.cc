@@ -93,7 +93,7 @@ TEST_F(EngineTimesTest, CancelledWhileQueuedWasNeverAdmitted) {
   engine_->Cancel(3);
   StepAfter(9, 3);
   ASSERT_TRUE(finished_.has_value());
-  EXPECT_EQ(finished_->finish_reason, "cancelled");
+  EXPECT_EQ(finished_->finish_reason, scheduler::FinishReason::kCancelled);
   EXPECT_FALSE(finished_->times.admitted);
   EXPECT_FALSE(finished_->times.first_token);
   EXPECT_NEAR(finished_->times.queued_seconds, 0.009, 1e-12);

@@ -113,10 +113,13 @@ TEST(NodeProtocolTest, SamplingDefaultsAndRanges) {
   EXPECT_FALSE(ValidatePrompt(ids, 100, 50).ok());
   ids.Set(1, -1);
   EXPECT_FALSE(ValidatePrompt(ids, 100, 50).ok());
-  EXPECT_EQ(FinishReasonToProto("stop"), proto::FINISH_REASON_STOP);
-  EXPECT_EQ(FinishReasonToProto("length"), proto::FINISH_REASON_LENGTH);
-  EXPECT_EQ(FinishReasonToProto("cancelled"), proto::FINISH_REASON_ABORT);
-  EXPECT_EQ(FinishReasonToProto("lease_expired"), proto::FINISH_REASON_ERROR);
+  using scheduler::FinishReason;
+  EXPECT_EQ(FinishReasonToProto(FinishReason::kStop), proto::FINISH_REASON_STOP);
+  EXPECT_EQ(FinishReasonToProto(FinishReason::kLength), proto::FINISH_REASON_LENGTH);
+  EXPECT_EQ(FinishReasonToProto(FinishReason::kCancelled), proto::FINISH_REASON_ABORT);
+  for (FinishReason r : {FinishReason::kLeaseExpired, FinishReason::kRejected, FinishReason::kAborted}) {
+    EXPECT_EQ(FinishReasonToProto(r), proto::FINISH_REASON_ERROR) << scheduler::FinishReasonName(r);
+  }
 }
 
 TEST(HostBlockArenaTest, AllocateFreeAndQuarantine) {

@@ -1,4 +1,4 @@
-#include "decode_node/decode_request.h"
+#include "decode_node/decode_handoff.h"
 
 #include <algorithm>
 
@@ -47,11 +47,11 @@ std::string_view DecodeEventName(DecodeEventKind kind) {
 
 bool DecodeActions::Has(DecodeAction a) const { return std::find(actions.begin(), actions.end(), a) != actions.end(); }
 
-bool DecodeRequest::transfer_open() const {
+bool DecodeHandoff::transfer_open() const {
   return state_ == S::kOpening || state_ == S::kReceiving || state_ == S::kLanded || state_ == S::kFirstToken;
 }
 
-void DecodeRequest::Abandon(DecodeActions* out) const {
+void DecodeHandoff::Abandon(DecodeActions* out) const {
   out->actions.push_back(A::kEngineCancel);
   if (transfer_open()) {
     out->actions.push_back(A::kCancelSession);
@@ -59,7 +59,7 @@ void DecodeRequest::Abandon(DecodeActions* out) const {
   }
 }
 
-DecodeActions DecodeRequest::Handle(const DecodeEvent& event) {
+DecodeActions DecodeHandoff::Handle(const DecodeEvent& event) {
   DecodeActions out;
   out.status = event.status;
   auto to = [&](S next, std::initializer_list<A> actions) {

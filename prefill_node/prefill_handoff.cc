@@ -1,4 +1,4 @@
-#include "prefill_node/prefill_job.h"
+#include "prefill_node/prefill_handoff.h"
 
 #include <algorithm>
 
@@ -42,22 +42,22 @@ bool PrefillActions::Has(PrefillAction a) const {
   return std::find(actions.begin(), actions.end(), a) != actions.end();
 }
 
-PrefillJob PrefillJob::InState(PrefillState state, bool source_held, bool sender_holds, bool engine_done) {
-  PrefillJob job;
-  job.state_ = state;
-  job.source_held_ = source_held;
-  job.sender_holds_ = sender_holds;
-  job.engine_done_ = engine_done;
-  return job;
+PrefillHandoff PrefillHandoff::InState(PrefillState state, bool source_held, bool sender_holds, bool engine_done) {
+  PrefillHandoff request;
+  request.state_ = state;
+  request.source_held_ = source_held;
+  request.sender_holds_ = sender_holds;
+  request.engine_done_ = engine_done;
+  return request;
 }
 
-void PrefillJob::Release(PrefillActions* out) {
+void PrefillHandoff::Release(PrefillActions* out) {
   if (!source_held_) return;
   source_held_ = false;
   out->actions.push_back(A::kReleaseSource);
 }
 
-void PrefillJob::Fail(const Status& status, PrefillActions* out) {
+void PrefillHandoff::Fail(const Status& status, PrefillActions* out) {
   out->status = status;
   if (sender_holds_) {
     out->actions.push_back(A::kCancelSession);  // its SendDone releases the source
@@ -69,14 +69,14 @@ void PrefillJob::Fail(const Status& status, PrefillActions* out) {
   state_ = S::kFailed;
 }
 
-void PrefillJob::MaybeErase(PrefillActions* out) {
+void PrefillHandoff::MaybeErase(PrefillActions* out) {
   if ((state_ != S::kDone && state_ != S::kFailed) || !engine_done_ || sender_holds_) return;
   Release(out);
   out->actions.push_back(A::kErase);
   state_ = S::kErased;
 }
 
-PrefillActions PrefillJob::Handle(const PrefillEvent& event) {
+PrefillActions PrefillHandoff::Handle(const PrefillEvent& event) {
   PrefillActions out;
   if (state_ == S::kErased) return out;
   const bool live = state_ != S::kDone && state_ != S::kFailed;

@@ -1,7 +1,7 @@
-// PrefillJob: every (state, event) pair against a written transition table,
+// PrefillHandoff: every (state, event) pair against a written transition table,
 // each state holding the resources it normally holds; plus the paths where
 // the order of events or the resources matter.
-#include "prefill_node/prefill_job.h"
+#include "prefill_node/prefill_handoff.h"
 
 #include <gtest/gtest.h>
 
@@ -21,12 +21,12 @@ struct Expect {
 };
 
 // What each state holds in the table test: (source_held, sender_holds, engine_done).
-PrefillJob Canonical(S s) {
+PrefillHandoff Canonical(S s) {
   switch (s) {
-    case S::kStaged: return PrefillJob::InState(s, true, false, false);
-    case S::kSending: return PrefillJob::InState(s, true, true, false);
-    case S::kFailed: return PrefillJob::InState(s, true, true, true);  // a session still draining
-    default: return PrefillJob::InState(s, false, false, false);
+    case S::kStaged: return PrefillHandoff::InState(s, true, false, false);
+    case S::kSending: return PrefillHandoff::InState(s, true, true, false);
+    case S::kFailed: return PrefillHandoff::InState(s, true, true, true);  // a session still draining
+    default: return PrefillHandoff::InState(s, false, false, false);
   }
 }
 
@@ -45,7 +45,7 @@ std::map<std::pair<S, E>, Expect> Table() {
   t[{S::kAccepted, E::kStepBegan}] = {S::kStaged, {}};
   t[{S::kConnected, E::kStepBegan}] = {S::kSending, {A::kOpenSession}};
   t[{S::kStaged, E::kConnected}] = {S::kSending, {A::kOpenSession}};
-  // The engine ends the job before the first token: a failure, erased at once when nothing is held.
+  // The engine ends the request before the first token: a failure, erased at once when nothing is held.
   t[{S::kAccepted, E::kEngineFinished}] = {S::kErased, {A::kSendKvDone, A::kErase}};
   t[{S::kConnected, E::kEngineFinished}] = {S::kErased, {A::kSendKvDone, A::kErase}};
   t[{S::kStaged, E::kEngineFinished}] = {S::kErased, {A::kReleaseSource, A::kSendKvDone, A::kErase}};
@@ -58,19 +58,19 @@ std::map<std::pair<S, E>, Expect> Table() {
   return t;
 }
 
-TEST(PrefillJobTest, EveryStateEventPairFollowsTheTable) {
+TEST(PrefillHandoffTest, EveryStateEventPairFollowsTheTable) {
   const auto table = Table();
   int checked = 0;
   for (int si = 0; si < kNumPrefillStates; ++si) {
     for (int ei = 0; ei < kNumPrefillEvents; ++ei) {
       const S s = static_cast<S>(si);
       const E e = static_cast<E>(ei);
-      PrefillJob job = Canonical(s);
-      PrefillActions out = job.Handle({e, InternalError("why"), 7});
+      PrefillHandoff request = Canonical(s);
+      PrefillActions out = request.Handle({e, InternalError("why"), 7});
       auto it = table.find({s, e});
       const Expect expect = it != table.end() ? it->second : Expect{s, {}};
-      EXPECT_EQ(job.state(), expect.next)
-          << PrefillStateName(s) << " x " << PrefillEventName(e) << " -> " << PrefillStateName(job.state());
+      EXPECT_EQ(request.state(), expect.next)
+          << PrefillStateName(s) << " x " << PrefillEventName(e) << " -> " << PrefillStateName(request.state());
       EXPECT_EQ(out.actions, expect.actions) << PrefillStateName(s) << " x " << PrefillEventName(e);
       ++checked;
     }
@@ -78,54 +78,54 @@ TEST(PrefillJobTest, EveryStateEventPairFollowsTheTable) {
   EXPECT_EQ(checked, kNumPrefillStates * kNumPrefillEvents);
 }
 
-TEST(PrefillJobTest, HappyPathTokenBeforeTheLastLayer) {
-  PrefillJob job;
-  EXPECT_TRUE(job.Handle({E::kConnected}).actions.empty());
-  EXPECT_EQ(job.Handle({E::kStepBegan}).actions, std::vector<A>{A::kOpenSession});
-  EXPECT_TRUE(job.source_held() && job.sender_holds());
+TEST(PrefillHandoffTest, HappyPathTokenBeforeTheLastLayer) {
+  PrefillHandoff request;
+  EXPECT_TRUE(request.Handle({E::kConnected}).actions.empty());
+  EXPECT_EQ(request.Handle({E::kStepBegan}).actions, std::vector<A>{A::kOpenSession});
+  EXPECT_TRUE(request.source_held() && request.sender_holds());
   // max_tokens = 1: the token and the engine's finish come together, before the transfer ends.
-  EXPECT_TRUE(job.Handle({E::kFirstToken, Status::Ok(), 42}).actions.empty());
-  EXPECT_TRUE(job.Handle({E::kEngineFinished}).actions.empty());
-  PrefillActions done = job.Handle({E::kSendDone, Status::Ok()});
+  EXPECT_TRUE(request.Handle({E::kFirstToken, Status::Ok(), 42}).actions.empty());
+  EXPECT_TRUE(request.Handle({E::kEngineFinished}).actions.empty());
+  PrefillActions done = request.Handle({E::kSendDone, Status::Ok()});
   EXPECT_EQ(done.actions, (std::vector<A>{A::kReleaseSource, A::kSendKvDone, A::kErase}));
   EXPECT_TRUE(done.status.ok());
-  EXPECT_EQ(job.first_token(), 42);
-  EXPECT_EQ(job.state(), S::kErased);
+  EXPECT_EQ(request.first_token(), 42);
+  EXPECT_EQ(request.state(), S::kErased);
 }
 
-TEST(PrefillJobTest, HappyPathLastLayerBeforeTheToken) {
-  PrefillJob job;
-  job.Handle({E::kStepBegan});
-  EXPECT_EQ(job.state(), S::kStaged);
-  EXPECT_EQ(job.Handle({E::kConnected}).actions, std::vector<A>{A::kOpenSession});
-  EXPECT_EQ(job.Handle({E::kSendDone, Status::Ok()}).actions, std::vector<A>{A::kReleaseSource});
-  EXPECT_EQ(job.state(), S::kSent);
-  EXPECT_EQ(job.Handle({E::kFirstToken, Status::Ok(), 3}).actions, std::vector<A>{A::kSendKvDone});
-  EXPECT_EQ(job.Handle({E::kEngineFinished}).actions, std::vector<A>{A::kErase});
+TEST(PrefillHandoffTest, HappyPathLastLayerBeforeTheToken) {
+  PrefillHandoff request;
+  request.Handle({E::kStepBegan});
+  EXPECT_EQ(request.state(), S::kStaged);
+  EXPECT_EQ(request.Handle({E::kConnected}).actions, std::vector<A>{A::kOpenSession});
+  EXPECT_EQ(request.Handle({E::kSendDone, Status::Ok()}).actions, std::vector<A>{A::kReleaseSource});
+  EXPECT_EQ(request.state(), S::kSent);
+  EXPECT_EQ(request.Handle({E::kFirstToken, Status::Ok(), 3}).actions, std::vector<A>{A::kSendKvDone});
+  EXPECT_EQ(request.Handle({E::kEngineFinished}).actions, std::vector<A>{A::kErase});
 }
 
-TEST(PrefillJobTest, CancelWhileSendingWaitsForTheSenderToLetGo) {
-  PrefillJob job;
-  job.Handle({E::kConnected});
-  job.Handle({E::kStepBegan});
-  PrefillActions cancel = job.Handle({E::kCancel, CancelledError("cancelled by the router")});
+TEST(PrefillHandoffTest, CancelWhileSendingWaitsForTheSenderToLetGo) {
+  PrefillHandoff request;
+  request.Handle({E::kConnected});
+  request.Handle({E::kStepBegan});
+  PrefillActions cancel = request.Handle({E::kCancel, CancelledError("cancelled by the router")});
   EXPECT_EQ(cancel.actions, (std::vector<A>{A::kCancelSession, A::kEngineCancel, A::kSendKvDone}));
   EXPECT_EQ(cancel.status.code(), StatusCode::kCancelled);
   // The source stays until the sender lets go, even after the engine let go.
-  EXPECT_TRUE(job.Handle({E::kEngineFinished, CancelledError("cancelled")}).actions.empty());
-  EXPECT_TRUE(job.source_held());
-  EXPECT_EQ(job.Handle({E::kSendDone, CancelledError("cancelled")}).actions,
+  EXPECT_TRUE(request.Handle({E::kEngineFinished, CancelledError("cancelled")}).actions.empty());
+  EXPECT_TRUE(request.source_held());
+  EXPECT_EQ(request.Handle({E::kSendDone, CancelledError("cancelled")}).actions,
             (std::vector<A>{A::kReleaseSource, A::kErase}));
 }
 
-TEST(PrefillJobTest, EngineEndingWithTheTokenIsNoFailure) {
-  PrefillJob job;
-  job.Handle({E::kConnected});
-  job.Handle({E::kStepBegan});
-  job.Handle({E::kFirstToken, Status::Ok(), 9});
+TEST(PrefillHandoffTest, EngineEndingWithTheTokenIsNoFailure) {
+  PrefillHandoff request;
+  request.Handle({E::kConnected});
+  request.Handle({E::kStepBegan});
+  request.Handle({E::kFirstToken, Status::Ok(), 9});
   // A finish that carries an error after the token was sampled does not fail the handoff.
-  EXPECT_TRUE(job.Handle({E::kEngineFinished, InternalError("late")}).actions.empty());
-  EXPECT_EQ(job.state(), S::kSending);
+  EXPECT_TRUE(request.Handle({E::kEngineFinished, InternalError("late")}).actions.empty());
+  EXPECT_EQ(request.state(), S::kSending);
 }
 
 }  // namespace

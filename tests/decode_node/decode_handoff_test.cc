@@ -1,6 +1,6 @@
-// DecodeRequest: every (state, event) pair against a written transition table.
+// DecodeHandoff: every (state, event) pair against a written transition table.
 // Pairs the table does not list must leave the state alone and do nothing.
-#include "decode_node/decode_request.h"
+#include "decode_node/decode_handoff.h"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@ struct Expect {
   std::vector<A> actions;
 };
 
-// The transition table of decode_request.h, written out pair by pair.
+// The transition table of decode_handoff.h, written out pair by pair.
 std::map<std::pair<S, E>, Expect> Table() {
   std::map<std::pair<S, E>, Expect> t;
   const std::vector<A> abandon_open = {A::kEngineCancel, A::kCancelSession, A::kReleaseLanding};
@@ -77,14 +77,14 @@ std::map<std::pair<S, E>, Expect> Table() {
   return t;
 }
 
-TEST(DecodeRequestTest, EveryStateEventPairFollowsTheTable) {
+TEST(DecodeHandoffTest, EveryStateEventPairFollowsTheTable) {
   const auto table = Table();
   int checked = 0;
   for (int si = 0; si < kNumDecodeStates; ++si) {
     for (int ei = 0; ei < kNumDecodeEvents; ++ei) {
       const S s = static_cast<S>(si);
       const E e = static_cast<E>(ei);
-      DecodeRequest r = DecodeRequest::InState(s);
+      DecodeHandoff r = DecodeHandoff::InState(s);
       DecodeActions out = r.Handle({e, InternalError("why")});
       auto it = table.find({s, e});
       const Expect expect = it != table.end() ? it->second : Expect{s, {}};
@@ -97,9 +97,9 @@ TEST(DecodeRequestTest, EveryStateEventPairFollowsTheTable) {
   EXPECT_EQ(checked, kNumDecodeStates * kNumDecodeEvents);
 }
 
-TEST(DecodeRequestTest, RemoteHappyPathInEitherOrder) {
+TEST(DecodeHandoffTest, RemoteHappyPathInEitherOrder) {
   for (bool landed_first : {true, false}) {
-    DecodeRequest r = DecodeRequest::Remote();
+    DecodeHandoff r = DecodeHandoff::Remote();
     EXPECT_EQ(r.state(), S::kReserving);
     EXPECT_TRUE(r.Handle({E::kReserved}).Has(A::kOpenSession));
     EXPECT_TRUE(r.transfer_open());
@@ -115,8 +115,8 @@ TEST(DecodeRequestTest, RemoteHappyPathInEitherOrder) {
   }
 }
 
-TEST(DecodeRequestTest, LateRepliesCarryTheReasonTheRequestEnded) {
-  DecodeRequest r = DecodeRequest::Remote();
+TEST(DecodeHandoffTest, LateRepliesCarryTheReasonTheRequestEnded) {
+  DecodeHandoff r = DecodeHandoff::Remote();
   r.Handle({E::kReserved});
   DecodeActions cancel = r.Handle({E::kCancel, CancelledError("client went away")});
   EXPECT_TRUE(cancel.Has(A::kCancelSession));
@@ -129,8 +129,8 @@ TEST(DecodeRequestTest, LateRepliesCarryTheReasonTheRequestEnded) {
   EXPECT_EQ(r.Handle({E::kEngineFinished}).actions, (std::vector<A>{A::kForwardOutput, A::kErase}));
 }
 
-TEST(DecodeRequestTest, FailedHandoffOwesNoFurtherEntry) {
-  DecodeRequest r = DecodeRequest::InState(S::kFirstToken);
+TEST(DecodeHandoffTest, FailedHandoffOwesNoFurtherEntry) {
+  DecodeHandoff r = DecodeHandoff::InState(S::kFirstToken);
   DecodeActions fail = r.Handle({E::kPeerClosed, UnavailableError("prefill connection closed")});
   EXPECT_TRUE(fail.Has(A::kSendError));
   EXPECT_EQ(fail.status.code(), StatusCode::kUnavailable);
@@ -139,8 +139,8 @@ TEST(DecodeRequestTest, FailedHandoffOwesNoFurtherEntry) {
   EXPECT_EQ(r.Handle({E::kEngineFinished}).actions, std::vector<A>{A::kErase});
 }
 
-TEST(DecodeRequestTest, LocalRequestsStartRunning) {
-  DecodeRequest r = DecodeRequest::Local();
+TEST(DecodeHandoffTest, LocalRequestsStartRunning) {
+  DecodeHandoff r = DecodeHandoff::Local();
   EXPECT_EQ(r.state(), S::kRunning);
   EXPECT_FALSE(r.transfer_open());
   EXPECT_TRUE(r.Handle({E::kKvDone}).actions.empty());  // a stray KvDone changes nothing

@@ -1,4 +1,4 @@
-// PrefillJob: the prefill node's state for one router request, as a state
+// PrefillHandoff: the prefill node's state for one router request, as a state
 // machine with no locks, no I/O and no clocks. The node feeds it events and
 // runs the actions it returns (prefill_node.cc). docs/protocol.md ("Prefill
 // node") has the same table.
@@ -70,8 +70,8 @@ enum class PrefillAction : uint8_t {
 };
 
 struct PrefillEvent {
-  PrefillEventKind kind;
-  Status status;      // for failures, kSendDone and kEngineFinished
+  PrefillEventKind kind{};
+  Status status{};    // for failures, kSendDone and kEngineFinished
   TokenId token = 0;  // for kFirstToken
 };
 
@@ -81,11 +81,11 @@ struct PrefillActions {
   bool Has(PrefillAction a) const;
 };
 
-class PrefillJob {
+class PrefillHandoff {
  public:
-  PrefillJob() = default;
-  // For tests: a job in `state` with the given resources.
-  static PrefillJob InState(PrefillState state, bool source_held, bool sender_holds, bool engine_done);
+  PrefillHandoff() = default;
+  // For tests: a request in `state` with the given resources.
+  static PrefillHandoff InState(PrefillState state, bool source_held, bool sender_holds, bool engine_done);
 
   PrefillActions Handle(const PrefillEvent& event);
 

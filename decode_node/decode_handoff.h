@@ -1,4 +1,4 @@
-// DecodeRequest: the decode node's state for one epoch of one router request,
+// DecodeHandoff: the decode node's state for one epoch of one router request,
 // as a state machine with no locks, no I/O and no clocks. The node feeds it
 // events and runs the actions it returns (decode_node.cc). docs/protocol.md
 // ("Decode node") has the same table.
@@ -85,8 +85,8 @@ enum class DecodeAction : uint8_t {
 };
 
 struct DecodeEvent {
-  DecodeEventKind kind;
-  Status status;  // the failure, for the *Failed events, kCancel and kSuperseded
+  DecodeEventKind kind{};
+  Status status{};  // the failure, for the *Failed events, kCancel and kSuperseded
 };
 
 struct DecodeActions {
@@ -95,12 +95,12 @@ struct DecodeActions {
   bool Has(DecodeAction a) const;
 };
 
-class DecodeRequest {
+class DecodeHandoff {
  public:
-  static DecodeRequest Remote() { return DecodeRequest(DecodeState::kReserving); }
-  static DecodeRequest Local() { return DecodeRequest(DecodeState::kRunning); }
+  static DecodeHandoff Remote() { return DecodeHandoff(DecodeState::kReserving); }
+  static DecodeHandoff Local() { return DecodeHandoff(DecodeState::kRunning); }
   // For tests: a request already in `state`.
-  static DecodeRequest InState(DecodeState state) { return DecodeRequest(state); }
+  static DecodeHandoff InState(DecodeState state) { return DecodeHandoff(state); }
 
   DecodeActions Handle(const DecodeEvent& event);
 
@@ -111,7 +111,7 @@ class DecodeRequest {
   bool owes_entry() const { return state_ != DecodeState::kEnded && state_ != DecodeState::kErased; }
 
  private:
-  explicit DecodeRequest(DecodeState state) : state_(state) {}
+  explicit DecodeHandoff(DecodeState state) : state_(state) {}
   // Leaves a remote request early: engine cancel, and the session while it may write.
   void Abandon(DecodeActions* out) const;
 
