@@ -42,7 +42,10 @@ DecodeNode::~DecodeNode() { Stop(); }
 
 Status DecodeNode::Init(DecodeNodeOptions options) {
   config_ = std::move(options.config);
-  config_.role = "decode";
+  if (config_.role.empty()) config_.role = "decode";
+  if (config_.role != "decode" && config_.role != "colocated") {
+    return InvalidArgumentError("tandem-decode runs as role decode or colocated, not " + config_.role);
+  }
   TANDEM_RETURN_IF_ERROR(config_.Validate());
   std::unique_ptr<runtime::Backend> backend = std::move(options.backend);
   if (!backend) {
@@ -53,7 +56,7 @@ Status DecodeNode::Init(DecodeNodeOptions options) {
   engine_->Start([this](std::vector<engine::EngineOutput>&& outputs) { OnOutputs(std::move(outputs)); });
 
   node::RoleHooks hooks;
-  hooks.role = proto::NODE_ROLE_DECODE;
+  hooks.role = config_.role == "colocated" ? proto::NODE_ROLE_COLOCATED : proto::NODE_ROLE_DECODE;
   hooks.kv_transport = config_.transport;
   hooks.transport_descriptor = transport_->WorkerAddress();
   hooks.on_request = [this](const std::shared_ptr<net::RpcConnection>& c, net::MessagePtr m, net::Responder r) {

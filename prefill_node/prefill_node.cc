@@ -18,7 +18,8 @@ PrefillNode::~PrefillNode() { Stop(); }
 
 Status PrefillNode::Init(PrefillNodeOptions options) {
   config_ = std::move(options.config);
-  config_.role = "prefill";
+  if (config_.role.empty()) config_.role = "prefill";
+  if (config_.role != "prefill") return InvalidArgumentError("tandem-prefill runs as role prefill, not " + config_.role);
   TANDEM_RETURN_IF_ERROR(config_.Validate());
   std::unique_ptr<runtime::Backend> backend = std::move(options.backend);
   if (!backend) {

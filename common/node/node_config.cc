@@ -3,7 +3,7 @@
 namespace tandem::node {
 
 void NodeConfig::Bind(config::ConfigBinder& b) {
-  b.Field("role", role, "node role: prefill | decode");
+  b.Field("role", role, "node role: prefill (tandem-prefill) | decode or colocated (tandem-decode; colocated prefills every request itself)");
   b.Field("listen_address", listen_address, "control-plane listen address host:port (port 0 = any)");
   b.Field("advertise_address", advertise_address, "control address peers dial (empty: the bound one)");
   b.Field("router_address", router_address, "router control address host:port");
@@ -26,7 +26,9 @@ void NodeConfig::Bind(config::ConfigBinder& b) {
 }
 
 Status NodeConfig::Validate() const {
-  if (role != "prefill" && role != "decode") return InvalidArgumentError("role must be prefill or decode");
+  if (!role.empty() && role != "prefill" && role != "decode" && role != "colocated") {
+    return InvalidArgumentError("role must be prefill, decode or colocated, not " + role);
+  }
   if (listen_address.empty()) return InvalidArgumentError("listen_address is required");
   if (cluster_token.size() < 16) return InvalidArgumentError("cluster_token must be at least 16 bytes");
   if (heartbeat_interval_ms < 10 || heartbeat_interval_ms > 60000) {

@@ -14,8 +14,9 @@
 namespace tandem::node {
 
 struct NodeConfig {
-  // "prefill" or "decode" (each binary sets its own default).
-  std::string role = "decode";
+  // "prefill" (tandem-prefill), "decode" or "colocated" (tandem-decode; a colocated node registers
+  // as NODE_ROLE_COLOCATED and the router prefills every request on it); empty: the binary's own.
+  std::string role;
   // Control-plane listen address ("host:port"); port 0 picks a free port.
   std::string listen_address = "127.0.0.1:0";
   // Address the router and peers dial back; empty = the bound listen address.

@@ -21,7 +21,7 @@ NodeMetricsOptions NodeMetricsOptions::For(const std::string& role, engine::Engi
 
 NodeMetrics::NodeMetrics(const NodeMetricsOptions& o) {
   namespace m = metrics;
-  const bool decode = o.role == "decode";
+  const bool decode = o.role != "prefill";  // decode and colocated
   const std::vector<std::string> model = {o.model_name};
   metrics::MetricsRegistry& r = registry;
   auto histogram = [&](const char* name, const char* help, std::vector<double> bounds) {
@@ -37,7 +37,7 @@ NodeMetrics::NodeMetrics(const NodeMetricsOptions& o) {
   request_queue_time =
       &r.AddHistogram(m::kRequestQueueTimeSeconds, "Time a request waited in a queue, seconds, by stage.",
                       m::RequestLatencyBuckets(), {"model_name", "stage"})
-           .WithLabels({o.model_name, o.role});
+           .WithLabels({o.model_name, decode ? "decode" : "prefill"});
   request_prefill_time = histogram(m::kRequestPrefillTimeSeconds,
                                    "Prefill time of a prompt computed here (first step to first token), seconds.",
                                    m::RequestLatencyBuckets());

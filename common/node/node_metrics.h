@@ -19,7 +19,7 @@
 namespace tandem::node {
 
 struct NodeMetricsOptions {
-  // "prefill" or "decode": which families the node owns.
+  // "prefill", "decode" or "colocated" (the decode families): which families the node owns.
   std::string role = "decode";
   // The model_name label (EngineConfig::model_name).
   std::string model_name = "tiny";
@@ -41,7 +41,7 @@ struct NodeMetrics {
 
   metrics::MetricsRegistry registry;
   // Both roles.
-  metrics::Histogram* request_queue_time = nullptr;    // stage = the role
+  metrics::Histogram* request_queue_time = nullptr;    // stage = prefill | decode (colocated: decode)
   metrics::Histogram* request_prefill_time = nullptr;  // prompts this node computed
   metrics::Histogram* iteration_tokens = nullptr;
   metrics::Histogram* kv_transfer_seconds = nullptr;

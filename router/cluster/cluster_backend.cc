@@ -1,5 +1,6 @@
 #include "router/cluster/cluster_backend.h"
 
+#include <algorithm>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
@@ -236,8 +237,13 @@ void ClusterBackend::PlaceDecode(const std::shared_ptr<Entry>& entry, const Hand
   if (action.local_only) {
     placed.local = true;
   } else if (decode) {
-    placed.local = config_.mode == ServingMode::kColocated || prompt_len <= config_.local_prefill_max_tokens ||
-                   !PickPrefill(views, prompt_len).has_value();
+    // A colocated node prefills its own requests, in either mode (a mixed pool: colocated
+    // replicas beside P/D pairs behind one router).
+    const bool colocated_node = std::any_of(views.begin(), views.end(), [&](const NodeView& v) {
+      return v.node_id == *decode && v.role == proto::NODE_ROLE_COLOCATED;
+    });
+    placed.local = config_.mode == ServingMode::kColocated || colocated_node ||
+                   prompt_len <= config_.local_prefill_max_tokens || !PickPrefill(views, prompt_len).has_value();
     entry->prefill_hits.clear();
     for (const NodeView& v : views) {
       if (ServesPrefill(v.role) && v.prefix_hit_tokens > 0)

@@ -50,12 +50,18 @@ TEST(NodeConfigTest, DeployExamplesParseAndValidate) {
 TEST(NodeConfigTest, RejectsBadValues) {
   auto valid = [] {
     NodeConfig c;
+    c.role = "decode";
     c.cluster_token = "0123456789abcdef0123";
     c.engine.model_dir = "/m";
     return c;
   };
   EXPECT_TRUE(valid().Validate().ok());
   NodeConfig c = valid();
+  c.role = "colocated";
+  EXPECT_TRUE(c.Validate().ok());
+  c.role = "";  // the binary's own role
+  EXPECT_TRUE(c.Validate().ok());
+  c = valid();
   c.cluster_token = "short";
   EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
   c = valid();

@@ -184,6 +184,34 @@ TEST_F(ClusterHttpTest, ColocatedModeNeverReserves) {
   EXPECT_TRUE(p.prefills().empty());
 }
 
+// A mixed pool in disaggregated mode: a colocated replica beside a P/D pair. Whichever
+// decode-serving node placement picks decides the path: the P/D pair's decode node reserves
+// and the prefill node computes; the colocated node prefills its requests itself.
+TEST_F(ClusterHttpTest, MixedPoolColocatedReplicaPrefillsItsOwnRequests) {
+  Start();
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0", /*free_blocks=*/1000);
+  FakeNode& c = AddNode(proto::NODE_ROLE_COLOCATED, "c0", /*free_blocks=*/100);
+  FakeNode& p = AddPrefill(d);
+  d.SetScript({{kHello, kEos}});
+  c.SetScript({{kWorld, kEos}});
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "a long enough prompt"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], "Hello");
+  EXPECT_EQ(d.reserves().size(), 1u);
+  EXPECT_EQ(p.prefills().size(), 1u);
+  EXPECT_TRUE(c.prefills().empty() && c.reserves().empty());
+
+  d.SetRefuseAsDraining(true);  // the next request is placed again, on the colocated node
+  r = router::testing::Post(port_, "/v1/completions", {{"prompt", "a long enough prompt"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], " world");
+  EXPECT_TRUE(c.reserves().empty());
+  ASSERT_EQ(c.prefills().size(), 1u);
+  EXPECT_FALSE(c.prefills()[0].has_reservation());
+  EXPECT_EQ(c.prefills()[0].epoch(), 2u);
+  EXPECT_EQ(p.prefills().size(), 1u);  // the prefill node computed nothing for it
+}
+
 TEST_F(ClusterHttpTest, FallsBackToLocalPathWhenPrefillRefuses) {
   Start();
   FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
