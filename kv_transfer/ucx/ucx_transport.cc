@@ -351,6 +351,11 @@ void UcxTransport::Cancel(TransferId id) {
   if (it != impl_->batches.end()) it->second->cancelled = true;
 }
 
+bool UcxTransport::PeerGone(PeerId peer) const {
+  auto it = impl_->peers.find(peer);
+  return it != impl_->peers.end() && it->second->error != UCS_OK;
+}
+
 size_t UcxTransport::Poll(std::vector<TransferEvent>* events) {
   Impl& m = *impl_;
   m.ProgressAll();

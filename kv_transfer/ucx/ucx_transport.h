@@ -52,6 +52,8 @@ class UcxTransport final : public Transport {
   StatusOr<TransferId> PostReceives(PeerId peer, std::span<const WriteOp> ops) override;
   void Cancel(TransferId id) override;
   size_t Poll(std::vector<TransferEvent>* events) override;
+  // True once UCX reported the peer's endpoint failed (peer_error_handling on).
+  bool PeerGone(PeerId peer) const override;
 
   struct Impl;  // UCX handles; defined in the .cc so ucp.h stays private
 

@@ -159,6 +159,7 @@ TEST(UcxTwoProcessTest, KilledPeerEndsTransfersWithAnErrorNotAHang) {
   PeerId p = *t->Connect(peer.address);
   RemoteRegionId remote = *t->LoadRemoteRegion(p, peer.descriptor);
   WriteOp op{local, 0, remote, 0, src.size()};
+  EXPECT_FALSE(t->PeerGone(p));
   peer.Kill();
   // Keep posting until the failure surfaces; every batch must end (no hang).
   auto start = std::chrono::steady_clock::now();
@@ -176,6 +177,9 @@ TEST(UcxTwoProcessTest, KilledPeerEndsTransfersWithAnErrorNotAHang) {
     failed = !events[0].status.ok();
   }
   EXPECT_TRUE(failed);
+  // The endpoint's failure is what KvSender::DropGonePeers acts on.
+  EXPECT_TRUE(t->PeerGone(p));
+  EXPECT_FALSE(t->PeerGone(p + 1000));
   ASSERT_TRUE(t->Disconnect(p).ok());
   ASSERT_TRUE(t->UnregisterMemory(local).ok());
 }
