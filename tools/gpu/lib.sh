@@ -93,7 +93,7 @@ cluster_traps() {  # TARBALL [REPORT_FUNCTION]
 
 # ROUTER PREFILL DECODE MAKE_MODEL BENCH: from TANDEM_GPU_PREBUILT, from build/ (--local), or built
 # into build-gpu with the Debian packages of .deps/debs (tools/gpu/fetch_deps.sh); the targets named
-# in CLUSTER_EXTRA_TARGETS (if set) are built with them (find them with find_bin).
+# in CLUSTER_EXTRA_TARGETS (if set) are built after them, a failure logged, not fatal (find_bin them).
 cluster_binaries() {
   if [ -n "${TANDEM_GPU_PREBUILT:-}" ]; then
     step "prebuilt binaries from $TANDEM_GPU_PREBUILT"
@@ -110,8 +110,13 @@ cluster_binaries() {
       >> "$LOGS/build.log" 2>&1 || die "configure failed (build.log)"
     step build
     ninja -C $B -j"$(nproc)" tandem-router tandem-prefill tandem-decode tandem-make-model tandem-bench-serving \
-      ${CLUSTER_EXTRA_TARGETS:-} >> "$LOGS/build.log" 2>&1 \
-      || { grep -E "error" -A3 "$LOGS/build.log" | head -40; die "build failed"; }
+      >> "$LOGS/build.log" 2>&1 || { grep -E "error" -A3 "$LOGS/build.log" | head -40; die "build failed"; }
+    local t
+    for t in ${CLUSTER_EXTRA_TARGETS:-}; do  # one by one: a target this build lacks stops only itself
+      step "build $t"
+      ninja -C $B -j"$(nproc)" "$t" >> "$LOGS/build.log" 2>&1 \
+        || echo "$SCRIPT: $t did not build (build.log)" | tee -a "$LOG"
+    done
   fi
   ROUTER=$(find_bin tandem-router); PREFILL=$(find_bin tandem-prefill); DECODE=$(find_bin tandem-decode)
   MAKE_MODEL=$(find_bin tandem-make-model); BENCH=$(find_bin tandem-bench-serving)

@@ -11,7 +11,7 @@
 #      of one 4K prompt at a time over the prefill node's prefill time (/metrics), and an SVG of
 #      goodput against rate.
 # Tables last (also $OUT/two_gpu_table.md), the plot in $OUT/two_gpu_goodput.svg, every log in
-# $OUT/two_gpu_logs.tar.gz.
+# $OUT/two_gpu_logs.tar.gz. Exits 1 when a transport test failed (measurements below a target do not).
 #
 # The colocated replicas are tandem-decode --role colocated nodes behind a router in its default mode,
 # not the router's --mode colocated over two decode nodes: the router then starts the same way for both
@@ -236,3 +236,4 @@ if has cluster; then
 fi
 step done
 report
+! grep -q '| FAIL |$' "$OUT/two_gpu_table.md"  # exit 1 when a transport test failed

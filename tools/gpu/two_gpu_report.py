@@ -91,7 +91,8 @@ def kv(log):
     text = Path(log).read_text(errors="replace") if Path(log).exists() else ""
     rows = parse_kv_bench(text)
     if not rows:
-        print("no GPU 0 -> GPU 1 rows in %s (see its tail)" % log)
+        print("no GPU 0 -> GPU 1 rows in %s; its last lines:" % Path(log).name)
+        print("\n".join("    " + line for line in text.strip().splitlines()[-5:]))
         return
     ceiling = {"cuda_ipc": "cudaMemcpyPeer", "nccl": "ncclSend/ncclRecv"}
     print("| transport | destination | size | GB/s | ceiling (same run, contiguous) GB/s | ratio | target | met |")

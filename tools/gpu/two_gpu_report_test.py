@@ -120,6 +120,9 @@ class KvBenchTest(unittest.TestCase):
 
     def test_no_rows(self):
         self.assertIn("no GPU 0 -> GPU 1 rows", printed(r.kv, "/nonexistent/kv.log"))
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "kv.log").write_text("skipped: DEADLINE (540 s) reached\n")
+            self.assertIn("    skipped: DEADLINE", printed(r.kv, str(Path(d) / "kv.log")))
 
 
 class SweepTest(unittest.TestCase):
