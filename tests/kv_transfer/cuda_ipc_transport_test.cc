@@ -1,7 +1,9 @@
 // cuda_ipc backend on a GPU: the conformance suite with the target in a helper
 // process (IPC handles do not open in the exporting process), KV sessions both
 // ways between two processes, what the backend refuses, kill -9 of either
-// process mid-transfer and cancel mid-transfer. Skips without a GPU.
+// process mid-transfer and cancel mid-transfer. Skips without a GPU. The helper
+// runs on GPU 0 beside this process, or on TANDEM_TEST_PEER_GPU (GPU 0 -> 1
+// over NVLink with two; gpu_transport_testing.h).
 #include "kv_transfer/cuda_ipc/cuda_ipc_transport.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +14,10 @@
 namespace tandem::kv_transfer {
 namespace {
 
+// The helper's GPU, and the GPUs a two-process test needs for it.
+int Peer() { return testing::PeerGpu(0); }
+int GpusNeeded() { return Peer() + 1; }
+
 std::unique_ptr<CudaIpcTransport> MakeIpc() {
   auto t = CudaIpcTransport::Create(CudaIpcConfig{});
   TANDEM_CHECK(t.ok()) << t.status().ToString();
@@ -19,21 +25,21 @@ std::unique_ptr<CudaIpcTransport> MakeIpc() {
 }
 
 TEST(CudaIpcTransportTest, ConformsAcrossProcesses) {
-  TANDEM_SKIP_WITHOUT_GPUS(1);
+  TANDEM_SKIP_WITHOUT_GPUS(GpusNeeded());
   auto t = MakeIpc();
   EXPECT_EQ(t->Capabilities().backend, "cuda_ipc");
   EXPECT_TRUE(t->Capabilities().device_memory);
   EXPECT_TRUE(t->Capabilities().one_sided);
   testing::DeviceSource source(1 << 20);
   {
-    testing::PeerTarget target("cuda_ipc", 0, 3 << 19, 0x5a);
+    testing::PeerTarget target("cuda_ipc", Peer(), 3 << 19, 0x5a);
     testing::CheckBatchesLandByteExact(*t, source, target);
   }
   {
-    testing::PeerTarget target("cuda_ipc", 0, 1 << 20, 0);
+    testing::PeerTarget target("cuda_ipc", Peer(), 1 << 20, 0);
     testing::CheckCancelAndDisconnectEndEveryBatch(*t, source, target);
   }
-  testing::PeerTarget target("cuda_ipc", 0, 64, 0);
+  testing::PeerTarget target("cuda_ipc", Peer(), 64, 0);
   testing::CheckMalformedInputRefused(*t, target);
   EXPECT_TRUE(t->Health().ok());
 }
@@ -68,30 +74,30 @@ TEST(CudaIpcTransportTest, RefusesWhatItCannotServe) {
 }
 
 TEST(CudaIpcTransportTest, SessionStreamsLayersIntoAnotherProcess) {
-  TANDEM_SKIP_WITHOUT_GPUS(1);
-  testing::CheckSessionIntoPeer(*MakeIpc(), "cuda_ipc", 0);
+  TANDEM_SKIP_WITHOUT_GPUS(GpusNeeded());
+  testing::CheckSessionIntoPeer(*MakeIpc(), "cuda_ipc", Peer());
 }
 
 TEST(CudaIpcTransportTest, SessionLandsFromAnotherProcess) {
-  TANDEM_SKIP_WITHOUT_GPUS(1);
-  testing::CheckSessionFromPeer(*MakeIpc(), "cuda_ipc", 0, 0, -1);
+  TANDEM_SKIP_WITHOUT_GPUS(GpusNeeded());
+  testing::CheckSessionFromPeer(*MakeIpc(), "cuda_ipc", Peer(), 0, -1);
 }
 
 // The target's pidfd ends this writer's batches with Unavailable.
 TEST(CudaIpcTransportTest, KilledTargetEndsBatchesWithAnError) {
-  TANDEM_SKIP_WITHOUT_GPUS(1);
-  testing::CheckKilledTargetEndsBatches(*MakeIpc(), "cuda_ipc", 0);
+  TANDEM_SKIP_WITHOUT_GPUS(GpusNeeded());
+  testing::CheckKilledTargetEndsBatches(*MakeIpc(), "cuda_ipc", Peer());
 }
 
 // One-sided IPC leaves the receiver nothing in flight: its lease ends the session.
 TEST(CudaIpcTransportTest, KilledWriterEndsTheSessionWithinFiveSeconds) {
-  TANDEM_SKIP_WITHOUT_GPUS(1);
-  testing::CheckSessionFromPeer(*MakeIpc(), "cuda_ipc", 0, 400, 1);
+  TANDEM_SKIP_WITHOUT_GPUS(GpusNeeded());
+  testing::CheckSessionFromPeer(*MakeIpc(), "cuda_ipc", Peer(), 400, 1);
 }
 
 TEST(CudaIpcTransportTest, CancelMidTransferEndsBothSides) {
-  TANDEM_SKIP_WITHOUT_GPUS(1);
-  testing::CheckCancelMidTransfer(*MakeIpc(), "cuda_ipc", 0);
+  TANDEM_SKIP_WITHOUT_GPUS(GpusNeeded());
+  testing::CheckCancelMidTransfer(*MakeIpc(), "cuda_ipc", Peer());
 }
 
 }  // namespace

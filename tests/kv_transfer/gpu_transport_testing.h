@@ -1,6 +1,13 @@
 // What the GPU transport tests (cuda_ipc, nccl) share: device memory as a
 // conformance source, the helper process (gpu_peer_main.cc) as a conformance
 // target, and a relay of control messages to a session in the helper.
+//
+// The test process works on GPU 0; the helper on PeerGpu(): the test's own
+// default (cuda_ipc 0, nccl 1) unless TANDEM_TEST_PEER_GPU names another
+// (tools/gpu/two_gpu_check.sh sets 1 to run the cuda_ipc tests across two
+// GPUs). The helper binary is the one the build names, or the
+// kv_transfer_gpu_peer next to this test binary when that path is gone (the
+// binaries were built elsewhere and carried: tools/gpu/pack_prebuilt.sh).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -8,6 +15,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -27,6 +36,20 @@ namespace tandem::kv_transfer::testing {
       GTEST_SKIP() << "SKIPPED: needs " << (n) << " CUDA GPU(s), this machine has " << _have       \
                    << ((n) > 1 ? " (NCCL refuses two ranks on one GPU)" : " (gpu-labelled test)"); \
   } while (0)
+
+// The helper process's GPU: TANDEM_TEST_PEER_GPU when set, else `fallback`.
+inline int PeerGpu(int fallback) {
+  const char* env = std::getenv("TANDEM_TEST_PEER_GPU");
+  return env != nullptr && *env != '\0' ? std::atoi(env) : fallback;
+}
+
+// The helper binary: the build's path, or kv_transfer_gpu_peer beside this binary.
+inline std::string PeerPath() {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::exists(TANDEM_GPU_PEER_PATH, error)) return TANDEM_GPU_PEER_PATH;
+  return (fs::read_symlink("/proc/self/exe", error).parent_path() / "kv_transfer_gpu_peer").string();
+}
 
 // Device memory on the current device.
 class DeviceSource final : public ConformanceSource {
@@ -58,8 +81,7 @@ class DeviceSource final : public ConformanceSource {
 class PeerTarget final : public ConformanceTarget {
  public:
   PeerTarget(const std::string& backend, int device, size_t size, int fill)
-      : process_(TANDEM_GPU_PEER_PATH,
-                 {"raw", backend, std::to_string(device), std::to_string(size), std::to_string(fill)}),
+      : process_(PeerPath(), {"raw", backend, std::to_string(device), std::to_string(size), std::to_string(fill)}),
         size_(size),
         two_sided_(backend == "nccl") {
     address_ = Unhex(process_.ReadLine());
@@ -119,7 +141,7 @@ class PeerTarget final : public ConformanceTarget {
 class SessionPeer {
  public:
   SessionPeer(const std::string& mode, const std::string& backend, int device, const std::string& arg)
-      : process_(TANDEM_GPU_PEER_PATH, {mode, backend, std::to_string(device), arg}) {}
+      : process_(PeerPath(), {mode, backend, std::to_string(device), arg}) {}
   void Send(const std::string& message) { process_.Command("msg " + Hex(message)); }
   // Reads the helper's lines for up to timeout_ms: messages go to `deliver`,
   // anything else is returned.

@@ -1,6 +1,7 @@
 // nccl backend: what it refuses (on one GPU), and with two GPUs the conformance
 // suite, KV sessions both ways, kill -9 of either process mid-transfer and
-// cancel mid-transfer, this process on GPU 0 and the helper process on GPU 1.
+// cancel mid-transfer, this process on GPU 0 and the helper process on GPU 1
+// (or TANDEM_TEST_PEER_GPU; gpu_transport_testing.h).
 // NCCL refuses two ranks on one GPU, so the two-process tests skip below 2 GPUs.
 #include "kv_transfer/nccl/nccl_transport.h"
 
@@ -11,6 +12,9 @@
 
 namespace tandem::kv_transfer {
 namespace {
+
+// The helper's GPU (0 would fail the two-process tests: NCCL refuses two ranks on one GPU).
+int Peer() { return testing::PeerGpu(1); }
 
 std::unique_ptr<NcclTransport> MakeNccl(int device = 0) {
   NcclConfig config;
@@ -53,47 +57,47 @@ TEST(NcclTransportTest, RefusesWhatItCannotServe) {
 }
 
 TEST(NcclTransportTest, ConformsAcrossProcesses) {
-  TANDEM_SKIP_WITHOUT_GPUS(2);
+  TANDEM_SKIP_WITHOUT_GPUS(Peer() + 1);
   auto t = MakeNccl();
   testing::DeviceSource source(1 << 20);
   {
-    testing::PeerTarget target("nccl", 1, 3 << 19, 0x5a);
+    testing::PeerTarget target("nccl", Peer(), 3 << 19, 0x5a);
     testing::CheckBatchesLandByteExact(*t, source, target);
   }
   {
-    testing::PeerTarget target("nccl", 1, 1 << 20, 0);
+    testing::PeerTarget target("nccl", Peer(), 1 << 20, 0);
     testing::CheckCancelAndDisconnectEndEveryBatch(*t, source, target);
   }
-  testing::PeerTarget target("nccl", 1, 64, 0);
+  testing::PeerTarget target("nccl", Peer(), 64, 0);
   testing::CheckMalformedInputRefused(*t, target);
   EXPECT_TRUE(t->Health().ok()) << t->Health().ToString();
 }
 
 TEST(NcclTransportTest, SessionStreamsLayersIntoAnotherProcess) {
-  TANDEM_SKIP_WITHOUT_GPUS(2);
-  testing::CheckSessionIntoPeer(*MakeNccl(), "nccl", 1);
+  TANDEM_SKIP_WITHOUT_GPUS(Peer() + 1);
+  testing::CheckSessionIntoPeer(*MakeNccl(), "nccl", Peer());
 }
 
 TEST(NcclTransportTest, SessionLandsFromAnotherProcess) {
-  TANDEM_SKIP_WITHOUT_GPUS(2);
-  testing::CheckSessionFromPeer(*MakeNccl(), "nccl", 1, 0, -1);
+  TANDEM_SKIP_WITHOUT_GPUS(Peer() + 1);
+  testing::CheckSessionFromPeer(*MakeNccl(), "nccl", Peer(), 0, -1);
 }
 
 // Sends whose receives never come are in flight when the target dies: the
 // connection is aborted (pidfd) and they end with Unavailable.
 TEST(NcclTransportTest, KilledTargetEndsBatchesWithAnError) {
-  TANDEM_SKIP_WITHOUT_GPUS(2);
-  testing::CheckKilledTargetEndsBatches(*MakeNccl(), "nccl", 1);
+  TANDEM_SKIP_WITHOUT_GPUS(Peer() + 1);
+  testing::CheckKilledTargetEndsBatches(*MakeNccl(), "nccl", Peer());
 }
 
 TEST(NcclTransportTest, KilledWriterEndsTheSessionWithinFiveSeconds) {
-  TANDEM_SKIP_WITHOUT_GPUS(2);
-  testing::CheckSessionFromPeer(*MakeNccl(), "nccl", 1, 400, 1);
+  TANDEM_SKIP_WITHOUT_GPUS(Peer() + 1);
+  testing::CheckSessionFromPeer(*MakeNccl(), "nccl", Peer(), 400, 1);
 }
 
 TEST(NcclTransportTest, CancelMidTransferEndsBothSides) {
-  TANDEM_SKIP_WITHOUT_GPUS(2);
-  testing::CheckCancelMidTransfer(*MakeNccl(), "nccl", 1);
+  TANDEM_SKIP_WITHOUT_GPUS(Peer() + 1);
+  testing::CheckCancelMidTransfer(*MakeNccl(), "nccl", Peer());
 }
 
 }  // namespace

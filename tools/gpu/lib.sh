@@ -1,5 +1,6 @@
-# Shell helpers of the GPU-machine scripts (engine_check.sh, cluster_check.sh, cluster_faults.sh); sourced,
-# not run. The caller sets T0 (start, `date +%s`), LOG (the build/step log) and B (the binary folder).
+# Shell helpers of the GPU-machine scripts (engine_check.sh, cluster_check.sh, cluster_faults.sh,
+# two_gpu_check.sh); sourced, not run. The caller sets T0 (start, `date +%s`), LOG (the build/step
+# log) and B (the binary folder).
 
 # Prints and logs a step with the seconds since T0.
 step() { echo "== $1 ($(( $(date +%s) - T0 )) s)" | tee -a "$LOG"; }
@@ -48,7 +49,7 @@ use_debs() {
   DEPS_CMAKE_ARGS=(-DCMAKE_PREFIX_PATH="$root/usr" -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$libdir")
 }
 
-# ---- the cluster: router + prefill + decode processes (cluster_check.sh, cluster_faults.sh) ----
+# ---- the cluster: router + prefill + decode processes (cluster_check.sh, cluster_faults.sh, two_gpu_check.sh) ----
 # The caller sets LOCAL (1: CPU backend here), SCRIPT (its name, for messages), OUT, WORK, LOGS
 # and, before cluster_defaults, any of its own defaults; `declare -A PID READY_MS LAUNCHED_MS`.
 
@@ -91,7 +92,8 @@ cluster_traps() {  # TARBALL [REPORT_FUNCTION]
 }
 
 # ROUTER PREFILL DECODE MAKE_MODEL BENCH: from TANDEM_GPU_PREBUILT, from build/ (--local), or built
-# into build-gpu with the Debian packages of .deps/debs (tools/gpu/fetch_deps.sh).
+# into build-gpu with the Debian packages of .deps/debs (tools/gpu/fetch_deps.sh); the targets named
+# in CLUSTER_EXTRA_TARGETS (if set) are built after them, a failure logged, not fatal (find_bin them).
 cluster_binaries() {
   if [ -n "${TANDEM_GPU_PREBUILT:-}" ]; then
     step "prebuilt binaries from $TANDEM_GPU_PREBUILT"
@@ -109,6 +111,12 @@ cluster_binaries() {
     step build
     ninja -C $B -j"$(nproc)" tandem-router tandem-prefill tandem-decode tandem-make-model tandem-bench-serving \
       >> "$LOGS/build.log" 2>&1 || { grep -E "error" -A3 "$LOGS/build.log" | head -40; die "build failed"; }
+    local t
+    for t in ${CLUSTER_EXTRA_TARGETS:-}; do  # one by one: a target this build lacks stops only itself
+      step "build $t"
+      ninja -C $B -j"$(nproc)" "$t" >> "$LOGS/build.log" 2>&1 \
+        || echo "$SCRIPT: $t did not build (build.log)" | tee -a "$LOG"
+    done
   fi
   ROUTER=$(find_bin tandem-router); PREFILL=$(find_bin tandem-prefill); DECODE=$(find_bin tandem-decode)
   MAKE_MODEL=$(find_bin tandem-make-model); BENCH=$(find_bin tandem-bench-serving)
@@ -138,7 +146,8 @@ cluster_model() {
 
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
-start_router() {  # MODE: log router_MODE.log, PID[router]
+start_router() {  # MODE: log router_MODE.log (a previous one is kept as router_MODE.<ms>.log), PID[router]
+  [ -f "$LOGS/router_$1.log" ] && mv "$LOGS/router_$1.log" "$LOGS/router_$1.$(now_ms).log"
   "$ROUTER" --model-dir "$MODEL_DIR" --served-model-name $MODEL --listen-port "$HTTP_PORT" \
     --control-address "127.0.0.1:$CONTROL_PORT" --cluster-token "$TOKEN" --mode "$1" \
     > "$LOGS/router_$1.log" 2>&1 &
@@ -147,11 +156,14 @@ start_router() {  # MODE: log router_MODE.log, PID[router]
 }
 
 # start_node NAME ROLE GPU KV_BLOCKS: log NAME.log (a previous one is kept as NAME.<ms>.log), PID[NAME].
+# ROLE prefill or decode (tandem-prefill, tandem-decode), or colocated (tandem-decode --role colocated:
+# it prefills every request placed on it).
 start_node() {
-  local name=$1 bin=${2^^}
+  local name=$1 bin=${2^^} role=()
+  [ "$2" = colocated ] && bin=DECODE role=(--role colocated)
   [ -f "$LOGS/$name.log" ] && mv "$LOGS/$name.log" "$LOGS/$name.$(now_ms).log"
   LAUNCHED_MS[$name]=$(now_ms)
-  "${!bin}" --router-address "127.0.0.1:$CONTROL_PORT" --cluster-token "$TOKEN" \
+  "${!bin}" "${role[@]}" --router-address "127.0.0.1:$CONTROL_PORT" --cluster-token "$TOKEN" \
     --node-name "$name" --listen-address 127.0.0.1:0 --http-address 127.0.0.1:0 \
     --transport "$TRANSPORT" --ucx-transports "$KV_UCX_TRANSPORTS" --kv-staging "$KV_STAGING" \
     --transfer-blocks "$TRANSFER_BLOCKS" \

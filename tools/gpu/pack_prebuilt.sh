@@ -4,16 +4,25 @@
 # puts the shared libraries they load next to them (all but the C/C++ runtime and the CUDA/driver
 # libraries the GPU image has: UCX with its ucx/ modules, utf8proc, spdlog, fmt, yaml-cpp, numa,
 # protobuf, ...), and packs build-carry/cluster.tar.xz (git-ignored). On the GPU machine:
-#   TANDEM_GPU_PREBUILT=build-carry/cluster.tar.xz tools/gpu/cluster_check.sh   (or engine_check.sh)
-# Usage: tools/gpu/pack_prebuilt.sh [--cluster-only]   (--cluster-only: without the GPU tests/benches)
+#   TANDEM_GPU_PREBUILT=build-carry/cluster.tar.xz tools/gpu/cluster_check.sh   (or engine_check.sh,
+#   two_gpu_check.sh)
+# Usage: tools/gpu/pack_prebuilt.sh [--cluster-only | --two-gpu]
+#   --cluster-only  without the GPU tests/benches
+#   --two-gpu       the cluster's binaries and two_gpu_check.sh's: the cuda_ipc and nccl transport tests
+#                   with their helper process, kv_transfer_gpu_bench
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${PACK_BUILD_DIR:-build-release}
 PACKED=${PACK_OUT:-build-carry/cluster.tar.xz}
 TARGETS=(tandem-router tandem-prefill tandem-decode tandem-make-model tandem-bench-serving)
+TWO_GPU_TARGETS=(kv_transfer_cuda_ipc_test kv_transfer_nccl_test kv_transfer_gpu_peer kv_transfer_gpu_bench)
 GPU_TARGETS=(skinny_gemm_test kernels_test runtime_cuda_test runtime_cuda_kv_test engine_cuda_test
-             decode_node_disagg_test model_bench skinny_gemm_bench decode_attention_bench)
-[ "${1:-}" = "--cluster-only" ] || TARGETS+=("${GPU_TARGETS[@]}")
+             decode_node_disagg_test model_bench skinny_gemm_bench decode_attention_bench "${TWO_GPU_TARGETS[@]}")
+case "${1:-}" in
+  --cluster-only) ;;
+  --two-gpu) TARGETS+=("${TWO_GPU_TARGETS[@]}") ;;
+  *) TARGETS+=("${GPU_TARGETS[@]}") ;;
+esac
 # Present on the GPU image (Ubuntu 24.04 + CUDA 13): never carried.
 IMAGE_HAS='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libgcc_s|libstdc\+\+|libcuda\.so|libcudart|libcublas|libnccl|libnvidia|libnvrtc|libcurand)'
 
