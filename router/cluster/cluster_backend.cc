@@ -219,7 +219,9 @@ void ClusterBackend::Execute(const std::shared_ptr<Entry>& entry, HandoffAction&
       return registry_.AddInflight(action.node, action.requests, action.prefill_tokens);
     case HandoffActionKind::kAvoidNode:
       // Passed over for as long as a call may take: a heartbeat proves life, not an answer.
-      if (registry_.Avoid(action.node, config_.node_call_timeout_ms)) OnNodeDraining(action.node);
+      if (registry_.Avoid(action.node, config_.node_call_timeout_ms)) {
+        OnNodeDraining(action.node, "timed out or answered unavailable");
+      }
       return;
     case HandoffActionKind::kLogWarning: TANDEM_LOG_WARN("{}", action.text); return;
   }

@@ -75,8 +75,9 @@ class ClusterBackend final : public InferenceBackend {
   void OnTokens(const net::RpcConnection* conn, const proto::Tokens& tokens);
   // The node is gone: every request hears of it.
   void OnNodeDead(NodeId node_id);
-  // The node began draining: every request hears of it (those placed on it move).
-  void OnNodeDraining(NodeId node_id);
+  // The node began draining (`why`) or is avoided: every request hears of it; those placed
+  // on it that have not begun to stream move while another decode node can take them.
+  void OnNodeDraining(NodeId node_id, std::string_view why);
   // Every tick (20 ms): heartbeat sweep, deadlines, gauges.
   void Tick();
 

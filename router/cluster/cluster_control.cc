@@ -77,7 +77,7 @@ void ClusterBackend::OnNodeRequest(const std::shared_ptr<net::RpcConnection>& co
 
 void ClusterBackend::OnNodeMessage(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message) {
   if (const auto* heartbeat = proto::MessageAs<proto::Heartbeat>(*message)) {
-    if (NodeId draining = registry_.OnHeartbeat(conn.get(), *heartbeat)) OnNodeDraining(draining);
+    if (NodeId draining = registry_.OnHeartbeat(conn.get(), *heartbeat)) OnNodeDraining(draining, "is draining");
   } else if (const auto* tokens = proto::MessageAs<proto::Tokens>(*message)) {
     registry_.MarkSeen(conn.get());
     OnTokens(conn.get(), *tokens);
@@ -112,10 +112,12 @@ void ClusterBackend::OnNodeDead(NodeId node_id) {
   }
 }
 
-void ClusterBackend::OnNodeDraining(NodeId node_id) {
-  TANDEM_LOG_INFO("node {} is draining: requests it has not begun to stream are placed again", node_id);
+void ClusterBackend::OnNodeDraining(NodeId node_id, std::string_view why) {
+  const bool elsewhere = registry_.HasOtherDecodeNode(node_id);
+  TANDEM_LOG_INFO("node {} {}: {}", node_id, why,
+                  elsewhere ? "requests it has not begun to stream are placed again"
+                            : "no other decode node, so its requests stay");
   gauges_.UpdateNodes(registry_);
-  const bool elsewhere = registry_.HasDecodeNode();
   for (const std::shared_ptr<Entry>& entry : AllEntries()) {
     HandoffEvent draining = MakeEvent(HandoffEventKind::kNodeDraining);
     draining.node = node_id;

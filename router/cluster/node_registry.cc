@@ -83,14 +83,15 @@ bool NodeRegistry::Avoid(NodeId node_id, int64_t duration_ms) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return false;
   const Nanos now = clock_.NowNanos();
-  const bool took_work = !ViewLocked(it->second, now).draining;
+  const NodeView before = ViewLocked(it->second, now);
+  const bool took_work = !before.avoided && !before.draining;
   it->second.avoid_until_ns = std::max(it->second.avoid_until_ns, now + duration_ms * 1'000'000);
   return took_work;
 }
 
 NodeView NodeRegistry::ViewLocked(const Node& node, Nanos now) const {
   NodeView view = node.view;
-  view.draining = view.draining || now < node.avoid_until_ns;
+  view.avoided = now < node.avoid_until_ns;
   return view;
 }
 
@@ -229,6 +230,16 @@ void NodeRegistry::AddInflight(uint32_t node_id, int32_t requests, int64_t prefi
 }
 
 bool NodeRegistry::HasDecodeNode() const { return Counts().decode > 0; }
+
+bool NodeRegistry::HasOtherDecodeNode(NodeId node_id) const {
+  const Nanos now = clock_.NowNanos();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, node] : nodes_) {
+    const NodeView view = ViewLocked(node, now);
+    if (id != node_id && view.alive && !view.draining && !view.avoided && ServesDecode(view.role)) return true;
+  }
+  return false;
+}
 
 NodeCounts NodeRegistry::Counts() const {
   const Nanos now = clock_.NowNanos();

@@ -66,8 +66,9 @@ class NodeRegistry {
   // it began draining with this heartbeat, else 0.
   NodeId OnHeartbeat(const net::RpcConnection* conn, const proto::Heartbeat& heartbeat);
   // The node refused work as unavailable (draining, stopping) or did not answer in
-  // time: for `duration_ms` it counts as draining (placement skips it; readiness and
-  // the gauges count it so). True when it took work until now.
+  // time: for `duration_ms` placement takes it only when no other node can (a busy
+  // node is not a dead one: the only decode node stays in use), and readiness and the
+  // gauges still count it. True when it took work until now (neither avoided nor draining).
   bool Avoid(NodeId node_id, int64_t duration_ms);
   // Any other message from the node on `conn` (Tokens): it is alive. A node busy
   // sending Tokens is never taken for a silent one because a heartbeat queued
@@ -94,6 +95,8 @@ class NodeRegistry {
   void AddInflight(uint32_t node_id, int32_t requests, int64_t prefill_tokens);
 
   bool HasDecodeNode() const;
+  // A decode-serving node other than `node_id` that is live, not draining and not avoided.
+  bool HasOtherDecodeNode(NodeId node_id) const;
   NodeCounts Counts() const;
   int32_t heartbeat_interval_ms() const { return heartbeat_interval_ms_; }
   int32_t dead_after_ms() const { return dead_after_ms_; }
@@ -110,10 +113,10 @@ class NodeRegistry {
     // Prefix-cache view; valid only while cache_synced (a reset arrived, no gap since).
     std::unordered_set<kv_cache::BlockHash, kv_cache::BlockHashHasher> cached;
     bool cache_synced = false;
-    Nanos avoid_until_ns = 0;  // Avoid(): counts as draining until then
+    Nanos avoid_until_ns = 0;  // Avoid(): avoided until then
   };
 
-  // The node's view as placement sees it now (draining while avoided).
+  // The node's view as placement sees it now (avoided until avoid_until_ns).
   NodeView ViewLocked(const Node& node, Nanos now) const;
 
   static void ApplyCacheReport(const proto::CacheReport& report, bool gap, Node* node);

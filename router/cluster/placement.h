@@ -9,7 +9,9 @@
 //            tokens (reported, or the router's own in-flight count when
 //            higher) + the prompt tokens the node would compute (those past
 //            the prefix it reported cached); ties -> lower node id.
-// Both skip dead and draining nodes and nodes of other roles.
+// Both skip dead and draining nodes and nodes of other roles. An avoided node (one
+// that lately timed out or answered unavailable) is decode's last resort, and never
+// prefill's (the decode node prefills instead).
 // Thread rule: free functions over values; thread-safe.
 #pragma once
 
@@ -28,6 +30,7 @@ struct NodeView {
   proto::NodeRole role = proto::NODE_ROLE_UNSPECIFIED;
   bool alive = true;
   bool draining = false;
+  bool avoided = false;               // NodeRegistry::Avoid: a last resort until then
   int64_t free_gpu_blocks = 0;        // from the last heartbeat (capacity before one)
   int32_t num_running = 0;            // from the last heartbeat
   int32_t num_waiting = 0;            // from the last heartbeat

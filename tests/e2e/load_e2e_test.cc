@@ -196,7 +196,8 @@ TEST_F(LoadE2eTest, ThousandStreamsCancelledAtRandomTimesLeaveNodesClean) {
   EXPECT_EQ(cluster_->Metric("router", "tandem_num_requests_running"), 0);
   // And the cluster still serves.
   json body = {{"model", "tiny"}, {"prompt", Prompt(3)}, {"max_tokens", 4}, {"temperature", 0}};
-  EXPECT_EQ(router::testing::Post(cluster_->http_port(), "/v1/completions", body).status, 200);
+  router::testing::HttpResult after = router::testing::Post(cluster_->http_port(), "/v1/completions", body);
+  EXPECT_EQ(after.status, 200) << after.body << cluster_->Logs();
   std::printf("%d streams, %d hung up by the client; nodes clean %.2f s after the last client left\n", kRequests,
               hung_up, clean_s);
 }

@@ -482,6 +482,28 @@ TEST_F(ClusterHttpTest, TimedOutLocalPrefillIsCancelledOnTheNode) {
 
 // With retries on (the default), a timed-out call places the request again on another node;
 // the slow node is told to cancel the epoch that timed out.
+// The only decode node answered too late once: it is avoided, not dead. The timed-out
+// request is placed on it again, and a new request meanwhile is served there, not
+// refused with "no live decode node".
+TEST_F(ClusterHttpTest, TheOnlyDecodeNodeServesOnAfterATimedOutCall) {
+  ClusterConfig config;
+  config.node_call_timeout_ms = 400;
+  Start(config);
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0, /*hold_after=*/-1, /*step_ms=*/600});
+  d.SetLocalAckDelayMs(1200, /*count=*/1);  // the first call answers after the router gave up on it
+  std::thread first([&] {
+    HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 5}});
+    EXPECT_EQ(r.status, 200) << r.body;
+  });
+  ASSERT_TRUE(d.WaitFor([&] { return !d.cancels().empty(); }, 3000)) << "the call never timed out";
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "y"}, {"max_tokens", 5}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  first.join();
+  EXPECT_GE(d.prefills().size(), 3u);  // the first request twice (epochs 1 and 2), the second once
+  EXPECT_EQ(backend_->registry().Counts().decode, 1);
+}
+
 TEST_F(ClusterHttpTest, TimedOutLocalPrefillIsPlacedAgainElsewhere) {
   ClusterConfig config;
   config.node_call_timeout_ms = 200;

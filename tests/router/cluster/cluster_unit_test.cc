@@ -63,6 +63,20 @@ TEST(PlacementTest, SkipsDrainingDeadAndWrongRoles) {
   EXPECT_FALSE(PickPrefill({colocated, Decode(1, 5, 0, 0)}, 10).has_value());
 }
 
+TEST(PlacementTest, AnAvoidedNodeIsDecodesLastResortAndNeverPrefills) {
+  NodeView slow = Decode(1, 1000, 0, 0);
+  slow.avoided = true;
+  EXPECT_EQ(PickDecode({slow, Decode(2, 10, 5, 5)}), 2u);
+  EXPECT_EQ(PickDecode({slow}), 1u);  // the only decode node: busy is not dead
+  NodeView draining = Decode(3, 1000, 0, 0);
+  draining.draining = true;
+  EXPECT_EQ(PickDecode({draining, slow}), 1u);
+  NodeView slow_prefill = Prefill(4, 0);
+  slow_prefill.avoided = true;
+  EXPECT_FALSE(PickPrefill({slow_prefill}, 64).has_value());
+  EXPECT_EQ(PickPrefill({slow_prefill, Prefill(5, 900)}, 64), 5u);
+}
+
 TEST(PlacementTest, PrefillByQueuedTokens) {
   EXPECT_EQ(PickPrefill({Prefill(1, 500), Prefill(2, 100), Prefill(3, 300)}, 64), 2u);
   NodeView p2 = Prefill(2, 100);
@@ -229,7 +243,7 @@ TEST_F(RegistryTest, DrainingAndClosedNodes) {
 // A node that refused work as unavailable or timed out is passed over for a while (it
 // counts as draining), whatever its heartbeats say; a heartbeat that says draining is
 // reported once, as the start of the drain.
-TEST_F(RegistryTest, AvoidedNodeCountsAsDrainingForAWhile) {
+TEST_F(RegistryTest, AnAvoidedNodeIsPassedOverForAWhileButStillCounted) {
   FakeClock clock;
   NodeRegistry registry(clock, 100, /*dead_after_ms=*/10000);
   net::RpcClientConfig client_config;
@@ -246,14 +260,20 @@ TEST_F(RegistryTest, AvoidedNodeCountsAsDrainingForAWhile) {
   const NodeId id = reply->node_id();
   EXPECT_TRUE(registry.Avoid(id, 200));
   EXPECT_FALSE(registry.Avoid(id, 200)) << "already passed over";
-  EXPECT_FALSE(registry.HasDecodeNode());
-  EXPECT_EQ(registry.Counts().draining, 1);
-  EXPECT_FALSE(PickDecode(registry.Views()).has_value());
+  // Busy is not dead: still counted, still ready, and taken when it is the only one.
+  EXPECT_TRUE(registry.HasDecodeNode());
+  EXPECT_EQ(registry.Counts().draining, 0);
+  EXPECT_FALSE(registry.HasOtherDecodeNode(0));
+  ASSERT_EQ(registry.Views().size(), 1u);
+  EXPECT_TRUE(registry.Views()[0].avoided);
+  EXPECT_EQ(PickDecode(registry.Views()), id);
   proto::Heartbeat hb;
   EXPECT_EQ(registry.OnHeartbeat(conn->get(), hb), 0u);
-  EXPECT_FALSE(registry.HasDecodeNode()) << "a heartbeat proves life, not an answer";
+  EXPECT_TRUE(registry.Views()[0].avoided) << "a heartbeat proves life, not an answer";
   clock.Advance(201'000'000);
-  EXPECT_TRUE(registry.HasDecodeNode());
+  EXPECT_FALSE(registry.Views()[0].avoided);
+  EXPECT_TRUE(registry.HasOtherDecodeNode(0));
+  EXPECT_FALSE(registry.HasOtherDecodeNode(id));
   EXPECT_EQ(PickDecode(registry.Views()), id);
   hb.set_draining(true);
   EXPECT_EQ(registry.OnHeartbeat(conn->get(), hb), id) << "the drain begins";

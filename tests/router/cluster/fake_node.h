@@ -109,8 +109,12 @@ class FakeNode {
   // Decode: a Cancel of a reservation is answered at once with an ERROR entry, as a real
   // decode node's failed KV handoff (its receiver session cancelled) is.
   void SetCancelFailsHandoff(bool v) { cancel_fails_handoff_ = v; }
-  // Decode: the Ack of a local PrefillRequest leaves this late (the stream starts at once).
-  void SetLocalAckDelayMs(int ms) { local_ack_delay_ms_ = ms; }
+  // Decode: the Ack of a local PrefillRequest leaves this late (the stream starts at once);
+  // for the next `count` of them only when count >= 0.
+  void SetLocalAckDelayMs(int ms, int count = -1) {
+    local_ack_delay_ms_ = ms;
+    local_ack_delays_left_ = count;
+  }
   void SetLoad(int running, int waiting, int64_t free_blocks, int64_t queued_prefill_tokens) {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = running;
@@ -220,7 +224,9 @@ class FakeNode {
       active_[prefill->request_id()] = prefill->epoch();
       proto::Ack ack;
       ack.set_request_id(prefill->request_id());
-      if (const int delay = local_ack_delay_ms_; delay > 0) {
+      const int delay = local_ack_delays_left_ != 0 ? local_ack_delay_ms_.load() : 0;
+      if (local_ack_delays_left_ > 0) --local_ack_delays_left_;
+      if (delay > 0) {
         streams_.emplace_back([r, ack, delay] {
           std::this_thread::sleep_for(std::chrono::milliseconds(delay));
           r.Reply(ack);
@@ -344,6 +350,7 @@ class FakeNode {
   std::atomic<int> refuse_no_room_{0};
   std::atomic<bool> refuse_draining_{false};
   std::atomic<int> local_ack_delay_ms_{0};
+  std::atomic<int> local_ack_delays_left_{-1};
   std::atomic<bool> cancel_fails_handoff_{false};
   std::atomic<bool> draining_{false};
   std::atomic<bool> skip_sequence_{false};
