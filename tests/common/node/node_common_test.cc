@@ -31,6 +31,13 @@ std::string SourceDir() {
   return root ? root : ".";
 }
 
+// Writes `text` to a file of the test's temp folder; returns its path.
+std::string WriteTokenFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/node_token_" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
 TEST(NodeConfigTest, DeployExamplesParseAndValidate) {
   for (const char* name : {"decode", "prefill"}) {
     SCOPED_TRACE(name);
@@ -45,6 +52,31 @@ TEST(NodeConfigTest, DeployExamplesParseAndValidate) {
     EXPECT_EQ(config.transport, "ucx");
     EXPECT_TRUE(config.Validate().ok()) << config.Validate().ToString();
   }
+}
+
+TEST(NodeConfigTest, ClusterTokenFileIsReadWhenTheTokenIsEmpty) {
+  NodeConfig c;
+  EXPECT_EQ(c.ResolveClusterToken().code(), StatusCode::kInvalidArgument) << "neither token nor file";
+  c.cluster_token_file = WriteTokenFile("crlf", "file-token-0123456789 \r\n");
+  ASSERT_TRUE(c.ResolveClusterToken().ok());
+  EXPECT_EQ(c.cluster_token, "file-token-0123456789");  // trailing whitespace stripped
+  c.cluster_token = "flag-token-0123456789";            // the token wins over the file
+  ASSERT_TRUE(c.ResolveClusterToken().ok());
+  EXPECT_EQ(c.cluster_token, "flag-token-0123456789");
+
+  NodeConfig missing;
+  missing.cluster_token_file = ::testing::TempDir() + "/no-such-token-file";
+  Status s = missing.ResolveClusterToken();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.ToString().find("no-such-token-file"), std::string::npos) << s.ToString();
+  NodeConfig short_token;
+  short_token.cluster_token_file = WriteTokenFile("short", "short-secret\n");
+  s = short_token.ResolveClusterToken();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.ToString().find("short-secret"), std::string::npos) << "the token leaked: " << s.ToString();
+  NodeConfig huge;
+  huge.cluster_token_file = WriteTokenFile("huge", std::string(5000, 'x'));
+  EXPECT_EQ(huge.ResolveClusterToken().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(NodeConfigTest, RejectsBadValues) {
