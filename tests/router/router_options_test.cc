@@ -85,6 +85,21 @@ TEST(RouterOptionsTest, DeployYamlHoldsEveryKeyAndEveryKeyIsAFlag) {
   EXPECT_TRUE(options.Validate().ok()) << options.Validate().ToString();
   EXPECT_EQ(options.cluster.node_dead_after_ms, 10000);
   EXPECT_EQ(options.cluster.control_address, "127.0.0.1:7000");
+  // No token in the shipped file: it names the installed token file.
+  EXPECT_EQ(options.cluster.cluster_token, "");
+  EXPECT_EQ(options.cluster.cluster_token_file, "/etc/tandem/cluster-token");
+}
+
+TEST(RouterOptionsTest, KubernetesConfigParsesAndValidates) {
+  // The router's ConfigMap file of deploy/k8s: known keys, listening on every interface.
+  RouterOptions options;
+  ASSERT_TRUE(Parse(options, {"--config", SourceDir() + "/deploy/k8s/base/config/router.yaml", "--cluster-token-file",
+                              "/etc/tandem/secret/cluster-token"})
+                  .ok());
+  EXPECT_TRUE(options.Validate().ok()) << options.Validate().ToString();
+  EXPECT_EQ(options.http.listen_host, "0.0.0.0");
+  EXPECT_EQ(options.http.listen_port, 8000);
+  EXPECT_EQ(options.cluster.control_address, "0.0.0.0:7000");
 }
 
 TEST(RouterOptionsTest, ClusterTokenFileIsReadWhenTheTokenIsEmpty) {

@@ -50,6 +50,36 @@ TEST(NodeConfigTest, DeployExamplesParseAndValidate) {
     EXPECT_EQ(config.role, name);
     EXPECT_EQ(config.engine.block_size, 16);
     EXPECT_EQ(config.transport, "ucx");
+    // The shipped files keep no token: they name the installed token file.
+    EXPECT_EQ(config.cluster_token, "");
+    EXPECT_EQ(config.cluster_token_file, "/etc/tandem/cluster-token");
+    EXPECT_EQ(config.Validate().code(), StatusCode::kInvalidArgument) << "validated without a token";
+    config.cluster_token_file = WriteTokenFile(std::string("deploy-") + name, "deploy-token-0123456789\n");
+    ASSERT_TRUE(config.ResolveClusterToken().ok());
+    EXPECT_EQ(config.cluster_token, "deploy-token-0123456789");
+    EXPECT_TRUE(config.Validate().ok()) << config.Validate().ToString();
+  }
+}
+
+TEST(NodeConfigTest, KubernetesConfigsParseAndValidate) {
+  // The ConfigMap files of deploy/k8s: every key known, values valid (the pod
+  // passes the token as --cluster-token-file, the advertise address as a flag).
+  for (const char* path : {"base/config/prefill.yaml", "base/config/decode.yaml", "overlays/gpu/config/prefill.yaml",
+                           "overlays/gpu/config/decode.yaml"}) {
+    SCOPED_TRACE(path);
+    NodeConfig config;
+    config::ConfigBinder binder;
+    config.Bind(binder);
+    std::string text = ReadFile(SourceDir() + "/deploy/k8s/" + path);
+    ASSERT_FALSE(text.empty());
+    Status parsed = binder.ApplyYaml(text, path);
+    ASSERT_TRUE(parsed.ok()) << parsed.ToString();
+    const std::string file = path;
+    const std::string role = file.substr(file.rfind('/') + 1, file.rfind('.') - file.rfind('/') - 1);
+    EXPECT_EQ(config.role, role);
+    EXPECT_EQ(config.router_address, "tandem-router-control:7000");
+    EXPECT_EQ(config.engine.backend, file.find("gpu") != std::string::npos ? "cuda" : "cpu");
+    config.cluster_token = "k8s-secret-token-0123456789";
     EXPECT_TRUE(config.Validate().ok()) << config.Validate().ToString();
   }
 }
