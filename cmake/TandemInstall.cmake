@@ -29,12 +29,12 @@ install(FILES deploy/systemd/tandem-router.service deploy/systemd/tandem-prefill
               deploy/systemd/tandem-decode@.service
         DESTINATION lib/systemd/system COMPONENT config)
 # Read-only material: the documentation, pristine copies of the configs, the
-# Kubernetes manifests and the Prometheus alert rules.
+# Kubernetes manifests, the Prometheus alert rules and the container recipe.
 install(FILES README.md docs/operations.md docs/metrics.md docs/protocol.md docs/architecture.md
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem/doc COMPONENT doc)
 install(FILES deploy/router.yaml deploy/prefill.yaml deploy/decode.yaml
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem/examples/config COMPONENT doc)
-install(DIRECTORY deploy/k8s deploy/prometheus DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem/examples
+install(DIRECTORY deploy/k8s deploy/prometheus deploy/container DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem/examples
         COMPONENT doc)
 
 set(CPACK_PACKAGE_NAME tandem)
