@@ -6,9 +6,10 @@
 //   2. the contract the Tandem processes need (docs/operations.md): probes on the
 //      ports and paths the processes serve (/health/ready, /health/live), a
 //      grace period longer than the node's drain_timeout_ms and a preStop hook,
-//      --config and the token file mounted, ConfigMap keys and Services that
-//      resolve, Prometheus annotations on a served port, and one GPU per
-//      prefill and decode pod exactly when --expect-gpu is given.
+//      --config and the token file mounted (readable by the pod's user),
+//      ConfigMap keys and Services that resolve, Prometheus annotations on a
+//      served port, and one GPU per prefill and decode pod exactly when
+//      --expect-gpu is given.
 // Usage: node k8s_validate.mjs <node_modules> <rendered.yaml> [--expect-gpu]
 // Prints every problem and exits 1 if there is any.
 import { createRequire } from "node:module";
@@ -86,7 +87,17 @@ for (const dep of byKind("Deployment")) {
     }
     const config = YAML.parse(configText) ?? {};
     const tokenFile = args.get("--cluster-token-file") ?? config.cluster_token_file;
-    if (!tokenFile || !volumes.get(mounted(tokenFile)?.name)?.secret) fail(cw, "the cluster token file is not a mounted Secret");
+    const secret = volumes.get(mounted(tokenFile ?? "")?.name)?.secret;
+    if (!tokenFile || !secret) {
+      fail(cw, "the cluster token file is not a mounted Secret");
+    } else {
+      // Secret files belong to root (group fsGroup when set): a non-root process
+      // reads them through the group or the others bits of defaultMode.
+      const mode = secret.defaultMode ?? 0o644;
+      const user = c.securityContext?.runAsUser ?? pod.securityContext?.runAsUser ?? 0;
+      const readable = user === 0 || mode & 0o004 || (pod.securityContext?.fsGroup !== undefined && mode & 0o040);
+      if (!readable) fail(cw, `the token file (mode 0${mode.toString(8)}) is unreadable for UID ${user}`);
+    }
     const httpPort = role === "router" ? config.listen_port ?? 8000 : portOf(config.http_address ?? "");
     const ports = new Map((c.ports ?? []).map((p) => [p.name, p.containerPort]));
     const resolve = (port) => (typeof port === "number" ? port : ports.get(port));
