@@ -2,6 +2,8 @@
 # Installs the system packages Tandem needs (Debian 12 / Ubuntu 24.04), then configures and
 # builds the tree into ${TANDEM_BUILD_DIR:-build}. Idempotent: apt-get runs only when a package
 # is missing. Usage: tools/setup.sh [extra cmake args...]
+# TANDEM_SETUP_BUILD_ONLY=1: only what the build needs (no test tools: systemd,
+# kubectl, Node.js).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,15 +13,28 @@ PACKAGES=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev libssl-dev
   libpcre2-dev libutf8proc-dev libucx-dev ucx-utils
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-jinja2 prometheus curl openssl
+  python3 python3-jinja2 curl openssl
+  dpkg-dev file
 )
+# Tools only the tests use (TANDEM_SETUP_BUILD_ONLY=1 skips them, as the container
+# recipe's build stage does): promtool (prometheus) checks metrics pages and alert
+# rules, systemd-analyze checks the units, kubectl's built-in
+# kustomize renders deploy/k8s. kubectl comes from Debian 12's kubernetes-client
+# (not in Ubuntu 24.04), unless some kubectl is installed already: the packages
+# conflict over /usr/bin/kubectl.
+if [ "${TANDEM_SETUP_BUILD_ONLY:-0}" != 1 ]; then
+  PACKAGES+=(prometheus systemd)
+  if ! command -v kubectl >/dev/null 2>&1 && grep -qx 'ID=debian' /etc/os-release; then
+    PACKAGES+=(kubernetes-client)
+  fi
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # Node.js + npm (test references); keep an existing Node.js installation.
-if ! command -v npm >/dev/null 2>&1; then
+if [ "${TANDEM_SETUP_BUILD_ONLY:-0}" != 1 ] && ! command -v npm >/dev/null 2>&1; then
   command -v node >/dev/null 2>&1 && missing+=(npm) || missing+=(nodejs npm)
 fi
 if ((${#missing[@]})); then

@@ -1,5 +1,7 @@
 #include "common/node/node_config.h"
 
+#include "common/net/cluster_token_file.h"
+
 namespace tandem::node {
 
 void NodeConfig::Bind(config::ConfigBinder& b) {
@@ -8,6 +10,7 @@ void NodeConfig::Bind(config::ConfigBinder& b) {
   b.Field("advertise_address", advertise_address, "control address peers dial (empty: the bound one)");
   b.Field("router_address", router_address, "router control address host:port");
   b.Field("cluster_token", cluster_token, "shared cluster secret (>= 16 bytes)");
+  b.Field("cluster_token_file", cluster_token_file, "file holding the cluster token, used when cluster_token is empty");
   b.Field("node_name", node_name, "node name for logs and the router registry");
   b.Field("heartbeat_interval_ms", heartbeat_interval_ms, "heartbeat period until the router sets one (ms)");
   b.Field("reconnect_interval_ms", reconnect_interval_ms, "router reconnect period (ms)");
@@ -30,7 +33,9 @@ Status NodeConfig::Validate() const {
     return InvalidArgumentError("role must be prefill, decode or colocated, not " + role);
   }
   if (listen_address.empty()) return InvalidArgumentError("listen_address is required");
-  if (cluster_token.size() < 16) return InvalidArgumentError("cluster_token must be at least 16 bytes");
+  if (cluster_token.size() < 16) {
+    return InvalidArgumentError("cluster_token must be at least 16 bytes (or set cluster_token_file)");
+  }
   if (heartbeat_interval_ms < 10 || heartbeat_interval_ms > 60000) {
     return InvalidArgumentError("heartbeat_interval_ms must be in [10, 60000]");
   }
@@ -52,6 +57,13 @@ Status NodeConfig::Validate() const {
   TANDEM_RETURN_IF_ERROR(engine.Validate());
   TANDEM_RETURN_IF_ERROR(ServerConfig().Validate());
   return ClientConfig().Validate();
+}
+
+Status NodeConfig::ResolveClusterToken() {
+  if (!cluster_token.empty()) return Status::Ok();
+  if (cluster_token_file.empty()) return InvalidArgumentError("cluster_token or cluster_token_file is required");
+  TANDEM_ASSIGN_OR_RETURN(cluster_token, net::ReadClusterTokenFile(cluster_token_file));
+  return Status::Ok();
 }
 
 net::RpcServerConfig NodeConfig::ServerConfig() const {

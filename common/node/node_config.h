@@ -24,7 +24,12 @@ struct NodeConfig {
   // Router control address ("host:port"). Empty: run without a router (tests).
   std::string router_address;
   // Shared cluster secret (>= 16 bytes), the same on router and every node. Never logged.
+  // Prefer cluster_token_file in deployments (a command line is visible to every user).
   std::string cluster_token;
+  // File holding the cluster token (trailing whitespace stripped), read by
+  // ResolveClusterToken when cluster_token is empty: a secret store's mount,
+  // systemd's credentials directory (%d/cluster-token), a Kubernetes Secret volume.
+  std::string cluster_token_file;
   // Name for logs and the router's registry ("decode-0").
   std::string node_name = "node";
   // Heartbeat period until the router's RegisterReply says otherwise, ms.
@@ -69,7 +74,13 @@ struct NodeConfig {
   engine::EngineConfig engine;
 
   void Bind(config::ConfigBinder& b);
+  // InvalidArgument naming the first bad field. Needs the token itself: call
+  // ResolveClusterToken first when it comes from cluster_token_file.
   Status Validate() const;
+  // When cluster_token is empty and cluster_token_file is set, reads the file
+  // into cluster_token (cluster_token wins when both are set). InvalidArgument
+  // when neither is set or the file is unreadable or too short.
+  Status ResolveClusterToken();
 
   // The RPC settings derived from these fields (token, peer name, control_tls).
   net::RpcServerConfig ServerConfig() const;

@@ -25,6 +25,10 @@ int RunNodeMain(int argc, char** argv, const std::string& role) {
   config::ConfigBinder binder;
   config.Bind(binder);
   if (std::optional<int> rc = binder.ParseCommandLine(binary, role + " node", argc, argv)) return *rc;
+  if (Status token = config.ResolveClusterToken(); !token.ok()) {
+    std::fprintf(stderr, "%s: %s\n", binary.c_str(), token.ToString().c_str());
+    return 2;
+  }
   Options options;
   options.config = config;
   auto node = Node::Create(std::move(options));

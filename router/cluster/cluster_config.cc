@@ -1,7 +1,6 @@
 #include "router/cluster/cluster_config.h"
 
-#include <fstream>
-#include <sstream>
+#include "common/net/cluster_token_file.h"
 
 namespace tandem::router::cluster {
 
@@ -58,21 +57,9 @@ Status ClusterConfig::Validate() const {
 }
 
 StatusOr<std::string> ClusterConfig::ResolveToken() const {
-  std::string token = cluster_token;
-  if (token.empty()) {
-    std::ifstream in(cluster_token_file, std::ios::binary);
-    if (!in) return InvalidArgumentError("cannot read cluster_token_file " + cluster_token_file);
-    char buf[4097];
-    in.read(buf, sizeof(buf));
-    token.assign(buf, static_cast<size_t>(in.gcount()));
-    if (token.size() > 4096) return InvalidArgumentError("cluster_token_file is too large");
-    while (!token.empty() &&
-           (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' || token.back() == '\t')) {
-      token.pop_back();
-    }
-  }
-  if (token.size() < 16) return InvalidArgumentError("cluster token must be at least 16 bytes");
-  return token;
+  if (cluster_token.empty()) return net::ReadClusterTokenFile(cluster_token_file);
+  if (cluster_token.size() < 16) return InvalidArgumentError("cluster token must be at least 16 bytes");
+  return cluster_token;
 }
 
 }  // namespace tandem::router::cluster

@@ -64,7 +64,8 @@ struct ClusterConfig {
   void Bind(config::ConfigBinder& b);
   // InvalidArgument naming the first bad field. Does not read the token file.
   Status Validate() const;
-  // The token: cluster_token, else the first line of cluster_token_file.
+  // The token: cluster_token, else cluster_token_file's contents (trailing
+  // whitespace stripped; net::ReadClusterTokenFile).
   StatusOr<std::string> ResolveToken() const;
 };
 

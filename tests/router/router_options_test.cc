@@ -85,6 +85,41 @@ TEST(RouterOptionsTest, DeployYamlHoldsEveryKeyAndEveryKeyIsAFlag) {
   EXPECT_TRUE(options.Validate().ok()) << options.Validate().ToString();
   EXPECT_EQ(options.cluster.node_dead_after_ms, 10000);
   EXPECT_EQ(options.cluster.control_address, "127.0.0.1:7000");
+  // No token in the shipped file: it names the installed token file.
+  EXPECT_EQ(options.cluster.cluster_token, "");
+  EXPECT_EQ(options.cluster.cluster_token_file, "/etc/tandem/cluster-token");
+}
+
+TEST(RouterOptionsTest, KubernetesConfigParsesAndValidates) {
+  // The router's ConfigMap file of deploy/k8s: known keys, listening on every interface.
+  RouterOptions options;
+  ASSERT_TRUE(Parse(options, {"--config", SourceDir() + "/deploy/k8s/base/config/router.yaml", "--cluster-token-file",
+                              "/etc/tandem/secret/cluster-token"})
+                  .ok());
+  EXPECT_TRUE(options.Validate().ok()) << options.Validate().ToString();
+  EXPECT_EQ(options.http.listen_host, "0.0.0.0");
+  EXPECT_EQ(options.http.listen_port, 8000);
+  EXPECT_EQ(options.cluster.control_address, "0.0.0.0:7000");
+}
+
+TEST(RouterOptionsTest, ClusterTokenFileIsReadWhenTheTokenIsEmpty) {
+  const std::string path = ::testing::TempDir() + "/router_options_token";
+  std::ofstream(path, std::ios::binary) << "file-token-0123456789\n";
+  cluster::ClusterConfig c;
+  c.cluster_token_file = path;
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate().ToString();
+  StatusOr<std::string> token = c.ResolveToken();
+  ASSERT_TRUE(token.ok()) << token.status().ToString();
+  EXPECT_EQ(*token, "file-token-0123456789");
+  c.cluster_token = "flag-token-0123456789";  // the token wins over the file
+  EXPECT_EQ(*c.ResolveToken(), "flag-token-0123456789");
+  c.cluster_token = "";
+  c.cluster_token_file = path + ".missing";
+  ExpectInvalid(c.ResolveToken().status(), "cannot read cluster_token_file");
+  std::ofstream(path, std::ios::binary) << "short\n";
+  c.cluster_token_file = path;
+  ExpectInvalid(c.ResolveToken().status(), "fewer than 16 bytes");
+  std::remove(path.c_str());
 }
 
 TEST(RouterOptionsTest, HelpListsEveryFlagWithItsDefault) {

@@ -31,6 +31,13 @@ std::string SourceDir() {
   return root ? root : ".";
 }
 
+// Writes `text` to a file of the test's temp folder; returns its path.
+std::string WriteTokenFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/node_token_" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
 TEST(NodeConfigTest, DeployExamplesParseAndValidate) {
   for (const char* name : {"decode", "prefill"}) {
     SCOPED_TRACE(name);
@@ -43,8 +50,63 @@ TEST(NodeConfigTest, DeployExamplesParseAndValidate) {
     EXPECT_EQ(config.role, name);
     EXPECT_EQ(config.engine.block_size, 16);
     EXPECT_EQ(config.transport, "ucx");
+    // The shipped files keep no token: they name the installed token file.
+    EXPECT_EQ(config.cluster_token, "");
+    EXPECT_EQ(config.cluster_token_file, "/etc/tandem/cluster-token");
+    EXPECT_EQ(config.Validate().code(), StatusCode::kInvalidArgument) << "validated without a token";
+    config.cluster_token_file = WriteTokenFile(std::string("deploy-") + name, "deploy-token-0123456789\n");
+    ASSERT_TRUE(config.ResolveClusterToken().ok());
+    EXPECT_EQ(config.cluster_token, "deploy-token-0123456789");
     EXPECT_TRUE(config.Validate().ok()) << config.Validate().ToString();
   }
+}
+
+TEST(NodeConfigTest, KubernetesConfigsParseAndValidate) {
+  // The ConfigMap files of deploy/k8s: every key known, values valid (the pod
+  // passes the token as --cluster-token-file, the advertise address as a flag).
+  for (const char* path : {"base/config/prefill.yaml", "base/config/decode.yaml", "overlays/gpu/config/prefill.yaml",
+                           "overlays/gpu/config/decode.yaml"}) {
+    SCOPED_TRACE(path);
+    NodeConfig config;
+    config::ConfigBinder binder;
+    config.Bind(binder);
+    std::string text = ReadFile(SourceDir() + "/deploy/k8s/" + path);
+    ASSERT_FALSE(text.empty());
+    Status parsed = binder.ApplyYaml(text, path);
+    ASSERT_TRUE(parsed.ok()) << parsed.ToString();
+    const std::string file = path;
+    const std::string role = file.substr(file.rfind('/') + 1, file.rfind('.') - file.rfind('/') - 1);
+    EXPECT_EQ(config.role, role);
+    EXPECT_EQ(config.router_address, "tandem-router-control:7000");
+    EXPECT_EQ(config.engine.backend, file.find("gpu") != std::string::npos ? "cuda" : "cpu");
+    config.cluster_token = "k8s-secret-token-0123456789";
+    EXPECT_TRUE(config.Validate().ok()) << config.Validate().ToString();
+  }
+}
+
+TEST(NodeConfigTest, ClusterTokenFileIsReadWhenTheTokenIsEmpty) {
+  NodeConfig c;
+  EXPECT_EQ(c.ResolveClusterToken().code(), StatusCode::kInvalidArgument) << "neither token nor file";
+  c.cluster_token_file = WriteTokenFile("crlf", "file-token-0123456789 \r\n");
+  ASSERT_TRUE(c.ResolveClusterToken().ok());
+  EXPECT_EQ(c.cluster_token, "file-token-0123456789");  // trailing whitespace stripped
+  c.cluster_token = "flag-token-0123456789";            // the token wins over the file
+  ASSERT_TRUE(c.ResolveClusterToken().ok());
+  EXPECT_EQ(c.cluster_token, "flag-token-0123456789");
+
+  NodeConfig missing;
+  missing.cluster_token_file = ::testing::TempDir() + "/no-such-token-file";
+  Status s = missing.ResolveClusterToken();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.ToString().find("no-such-token-file"), std::string::npos) << s.ToString();
+  NodeConfig short_token;
+  short_token.cluster_token_file = WriteTokenFile("short", "short-secret\n");
+  s = short_token.ResolveClusterToken();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.ToString().find("short-secret"), std::string::npos) << "the token leaked: " << s.ToString();
+  NodeConfig huge;
+  huge.cluster_token_file = WriteTokenFile("huge", std::string(5000, 'x'));
+  EXPECT_EQ(huge.ResolveClusterToken().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(NodeConfigTest, RejectsBadValues) {
