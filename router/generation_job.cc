@@ -24,7 +24,8 @@ GenerationJob::GenerationJob(InferenceBackend* backend, const TextCodec* codec, 
   for (size_t p = 0; p < spec_.prompts.size(); ++p) {
     usage_.prompt_tokens += static_cast<int64_t>(spec_.prompts[p].size());
     for (int32_t i = 0; i < spec_.n; ++i) {
-      choices_.push_back(Choice{NextRequestId(), static_cast<int32_t>(p), codec_->NewDecoder(), Utf8Assembler(),
+      choices_.push_back(Choice{NextRequestId(), static_cast<int32_t>(p),
+                                codec_->NewDecoder(/*skip_special_tokens=*/true), Utf8Assembler(),
                                 StopMatcher(spec_.stop), false});
     }
   }
