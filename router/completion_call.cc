@@ -109,9 +109,15 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
                             " for the completion).",
                         kind_ == ApiKind::kChat && !request.max_tokens ? "messages" : "max_tokens");
   }
+  if (request.min_tokens > max_tokens) {  // max_tokens was not given: its default is the bound
+    return BadRequest("min_tokens (" + std::to_string(request.min_tokens) + ") exceeds the default max_tokens (" +
+                          std::to_string(max_tokens) + "); set max_tokens",
+                      "min_tokens");
+  }
   GenerateRequest& base = spec_.base;
   base.sampling = request.sampling;
   base.max_tokens = static_cast<int32_t>(max_tokens);
+  base.min_tokens = request.min_tokens;
   base.stop_token_ids = request.stop_token_ids;
   base.ignore_eos = request.ignore_eos;
   base.tenant_id = tenant_;
@@ -120,6 +126,9 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
   deadline_ns_ = base.deadline_ns;
   spec_.n = request.n;
   spec_.stop = request.stop;
+  spec_.include_stop_str_in_output = request.include_stop_str_in_output;
+  spec_.skip_special_tokens = request.skip_special_tokens;
+  spec_.eos_token_ids = context_->deps.model.eos_token_ids;
   return std::nullopt;
 }
 

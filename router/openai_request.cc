@@ -124,6 +124,7 @@ Error ReadStop(const json& body, const RequestLimits& limits, ApiRequest* out) {
       out->stop_token_ids.push_back(token);
     }
   }
+  if (Error e = ReadBool(body, "include_stop_str_in_output", &out->include_stop_str_in_output)) return e;
   return std::nullopt;
 }
 
@@ -153,18 +154,40 @@ Error RejectUnsupported(const json& body) {
   return std::nullopt;
 }
 
+// skip_special_tokens, and spaces_between_special_tokens: true (the default) is
+// the tokenizer's own decoding, which is what the decoder does; false changes
+// nothing while special tokens are skipped, and is refused when they are not.
+Error ReadDecoding(const json& body, ApiRequest* out) {
+  if (Error e = ReadBool(body, "skip_special_tokens", &out->skip_special_tokens)) return e;
+  bool spaces_between = true;
+  if (Error e = ReadBool(body, "spaces_between_special_tokens", &spaces_between)) return e;
+  if (!spaces_between && !out->skip_special_tokens) {
+    return BadRequest(
+        "spaces_between_special_tokens false is not supported by this server when skip_special_tokens is false",
+        "spaces_between_special_tokens", "unsupported_parameter");
+  }
+  return std::nullopt;
+}
+
 // Fields shared by both endpoints.
 Error ReadCommon(const json& body, const RequestLimits& limits, ApiRequest* out) {
   if (Error e = ReadModel(body, out)) return e;
   if (Error e = RejectUnsupported(body)) return e;
   constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
-  std::optional<int64_t> max_tokens, max_completion_tokens, n, top_k, seed, best_of;
+  std::optional<int64_t> max_tokens, max_completion_tokens, min_tokens, n, top_k, seed, best_of;
   if (Error e = ReadInt(body, "max_tokens", 1, kMaxInt32, &max_tokens)) return e;
   if (Error e = ReadInt(body, "max_completion_tokens", 1, kMaxInt32, &max_completion_tokens)) {
     return e;
   }
   if (max_completion_tokens) max_tokens = max_completion_tokens;
   if (max_tokens) out->max_tokens = static_cast<int32_t>(*max_tokens);
+  if (Error e = ReadInt(body, "min_tokens", 0, kMaxInt32, &min_tokens)) return e;
+  out->min_tokens = static_cast<int32_t>(min_tokens.value_or(0));
+  if (max_tokens && out->min_tokens > *max_tokens) {
+    return BadRequest("min_tokens (" + std::to_string(out->min_tokens) + ") must not exceed max_tokens (" +
+                          std::to_string(*max_tokens) + ")",
+                      "min_tokens");
+  }
   if (Error e = ReadInt(body, "n", 1, limits.max_n, &n)) return e;
   out->n = static_cast<int32_t>(n.value_or(1));
   if (Error e = ReadInt(body, "best_of", 1, limits.max_n, &best_of)) return e;
@@ -188,6 +211,7 @@ Error ReadCommon(const json& body, const RequestLimits& limits, ApiRequest* out)
     return e;
   }
   if (Error e = ReadBool(body, "ignore_eos", &out->ignore_eos)) return e;
+  if (Error e = ReadDecoding(body, out)) return e;
   if (Error e = ReadBool(body, "stream", &out->stream)) return e;
   if (const json* opts = Find(body, "stream_options")) {
     if (!opts->is_object()) return BadRequest("stream_options must be an object", "stream_options");

@@ -34,9 +34,12 @@ struct ApiRequest {
   nlohmann::json messages;            // kChat: normalized [{role, content[, name, tool_call_id]}]
   bool add_generation_prompt = true;  // kChat
   std::optional<int32_t> max_tokens;  // max_tokens / max_completion_tokens; >= 1
+  int32_t min_tokens = 0;             // <= max_tokens when that is given
   bool ignore_eos = false;
   std::vector<std::string> stop;  // non-empty strings
   std::vector<TokenId> stop_token_ids;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
   int32_t n = 1;
   SamplingParams sampling;
   bool stream = false;
