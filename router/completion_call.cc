@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "common/base/logging.h"
+#include "router/request_fields.h"
 #include "router/sse_writer.h"
 
 namespace tandem::router {
@@ -55,6 +56,9 @@ std::optional<ApiError> CompletionCall::Prepare(const std::string& body) {
   limits.max_json_depth = config.max_json_depth;
   auto error = kind_ == ApiKind::kChat ? ParseChatRequest(json, limits, &request_)
                                        : ParseCompletionRequest(json, limits, &request_);
+  if (!request_.ignored_fields.empty()) {
+    sink_->AddHeader(kIgnoredFieldsHeader, IgnoredFieldsHeaderValue(request_.ignored_fields));
+  }
   if (error) return error;
   if (!request_.model.empty() && request_.model != context_->ModelName()) {
     ApiError not_found = BadRequest("The model `" + request_.model + "` does not exist.", "model", "model_not_found");
@@ -71,9 +75,10 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
   if (kind_ == ApiKind::kChat) {
     ChatRenderOptions options;
     options.add_generation_prompt = request.add_generation_prompt;
+    options.template_kwargs = request.chat_template_kwargs;
     StatusOr<std::string> text = codec.RenderChat(request.messages, options);
     if (!text.ok()) return ApiErrorFromStatus(text.status(), "messages");
-    StatusOr<std::vector<TokenId>> ids = codec.Encode(*text, /*add_special=*/false);
+    StatusOr<std::vector<TokenId>> ids = codec.Encode(*text, request.add_special_tokens);
     if (!ids.ok()) return ApiErrorFromStatus(ids.status(), "messages");
     spec_.prompts.push_back(std::move(*ids));
   } else {
@@ -82,7 +87,7 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
         spec_.prompts.push_back(prompt.token_ids);
         continue;
       }
-      StatusOr<std::vector<TokenId>> ids = codec.Encode(prompt.text, /*add_special=*/true);
+      StatusOr<std::vector<TokenId>> ids = codec.Encode(prompt.text, request.add_special_tokens);
       if (!ids.ok()) return ApiErrorFromStatus(ids.status(), "prompt");
       spec_.prompts.push_back(std::move(*ids));
     }
@@ -189,7 +194,7 @@ void CompletionCall::OnAdmitted() {
 
 void CompletionCall::StartJob() {
   meta_.kind = kind_;
-  meta_.id = NewResponseId(kind_);
+  meta_.id = request_.request_id.empty() ? NewResponseId(kind_) : ResponseIdFor(kind_, request_.request_id);
   meta_.created = UnixSeconds();
   meta_.model = context_->ModelName();
   auto self = shared_from_this();

@@ -45,6 +45,7 @@ void HttpSession::Start() {
 }
 
 void HttpSession::DoRead() {
+  extra_headers_.clear();
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(context_->config.max_header_bytes));
   parser_->body_limit(static_cast<uint64_t>(context_->config.max_body_bytes));
@@ -155,6 +156,10 @@ void HttpSession::RouteInference(const Request& request, ApiKind kind) {
   call->Run(request.body());
 }
 
+void HttpSession::AddHeader(std::string name, std::string value) {
+  extra_headers_.emplace_back(std::move(name), std::move(value));
+}
+
 void HttpSession::Respond(int http_status, std::string json_body, int retry_after_s) {
   call_.reset();
   WriteResponse(http_status, "application/json", std::move(json_body), retry_after_s, false);
@@ -172,6 +177,7 @@ void HttpSession::WriteResponse(int http_status, std::string content_type, std::
   response->version(version_);
   response->set(http::field::server, "tandem-router");
   response->set(http::field::content_type, content_type);
+  for (const auto& [name, value] : extra_headers_) response->set(name, value);
   // Every 429 and 503 says when to come back, whichever path refused.
   if (retry_after_s < 0 && (http_status == 429 || http_status == 503)) retry_after_s = context_->config.retry_after_s;
   if (retry_after_s >= 0) response->set(http::field::retry_after, std::to_string(retry_after_s));
@@ -196,6 +202,7 @@ void HttpSession::BeginStream() {
   stream_header_->set(http::field::server, "tandem-router");
   stream_header_->set(http::field::content_type, "text/event-stream; charset=utf-8");
   stream_header_->set(http::field::cache_control, "no-cache");
+  for (const auto& [name, value] : extra_headers_) stream_header_->set(name, value);
   // HTTP/1.0 has no chunked encoding: the body then ends when the connection closes.
   raw_stream_ = version_ < 11;
   if (raw_stream_) keep_alive_ = false;

@@ -15,6 +15,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "router/completion_call.h"
 #include "router/router_context.h"
@@ -32,6 +34,7 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   void Shutdown();
 
   // ResponseSink (used by the active CompletionCall).
+  void AddHeader(std::string name, std::string value) override;
   void Respond(int http_status, std::string json_body, int retry_after_s) override;
   void BeginStream() override;
   void WriteStream(std::string data) override;
@@ -64,6 +67,7 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   bool keep_alive_ = true;
+  std::vector<std::pair<std::string, std::string>> extra_headers_;  // for this request's response
   unsigned version_ = 11;
   std::shared_ptr<CompletionCall> call_;  // the inference call in progress, if any
   uint64_t call_seq_ = 0;                 // counts calls, to retire stale disconnect watches

@@ -254,6 +254,7 @@ TEST_F(HttpApiTest, MaxTokensIgnoreEosAndSamplingReachBackend) {
   EXPECT_EQ(req.sampling.seed, 42u);
   EXPECT_EQ(req.stop_token_ids, std::vector<TokenId>{5});
   EXPECT_EQ(req.min_tokens, 2);
+  EXPECT_EQ(r.headers["x-tandem-ignored-fields"], "some_unknown_field");
   EXPECT_EQ(req.tenant_id, "default");
   EXPECT_GT(req.deadline_ns, 0);
   // max_completion_tokens is the chat spelling.

@@ -1,5 +1,7 @@
-// Over loopback sockets: the request fields that change the output
-// (min_tokens, include_stop_str_in_output, skip_special_tokens).
+// Over loopback sockets: the x-tandem-ignored-fields header, and the request
+// fields that change the output
+// (min_tokens, include_stop_str_in_output, skip_special_tokens,
+// add_special_tokens, chat_template_kwargs, request_id).
 #include "tests/router/router_fixture.h"
 
 namespace tandem::router::testing {
@@ -8,6 +10,7 @@ namespace {
 using nlohmann::json;
 
 const TokenId kHello = kWordBase, kWorld = kWordBase + 1, kStopWord = kWordBase + 2, kBang = kWordBase + 3;
+const json kUserHi = {{{"role", "user"}, {"content", "hi"}}};
 
 class HttpEndpointsTest : public RouterFixture {};
 
@@ -20,6 +23,30 @@ std::string StreamText(const std::string& body) {
     if (!chunk["choices"].empty()) text += chunk["choices"][0]["text"].get<std::string>();
   }
   return text;
+}
+
+TEST_F(HttpEndpointsTest, IgnoredFieldsHeaderOnJsonStreamAndErrors) {
+  StartServer();
+  json body = {{"prompt", "hi"}, {"frobnicate", 1}, {"user", "u-1"}, {"min_tokens", 0}};
+  HttpResult r = Post(port_, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["x-tandem-ignored-fields"], "frobnicate") << "known fields are not listed";
+  body["stream"] = true;
+  r = Post(port_, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["x-tandem-ignored-fields"], "frobnicate");
+  body["tools"] = json::array({{{"type", "function"}}});
+  r = Post(port_, "/v1/completions", body);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.headers["x-tandem-ignored-fields"], "frobnicate");
+  // None: no header, also on the next request of the same connection.
+  r = Post(port_, "/v1/completions", {{"prompt", "hi"}});
+  EXPECT_EQ(r.headers.count("x-tandem-ignored-fields"), 0u);
+  // A hostile key cannot inject a header line.
+  r = Send(port_, "POST", "/v1/completions", R"({"prompt": "hi", "a\r\nx-evil: 1": 1})");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers.count("x-evil"), 0u);
+  EXPECT_EQ(r.headers["x-tandem-ignored-fields"], "1 more");
 }
 
 TEST_F(HttpEndpointsTest, MinTokensReachesTheBackendAndHoldsOffStops) {
@@ -61,13 +88,25 @@ TEST_F(HttpEndpointsTest, IncludeStopStrInOutputStreamingAndNot) {
   }
 }
 
-TEST_F(HttpEndpointsTest, SkipSpecialTokens) {
+TEST_F(HttpEndpointsTest, SpecialTokensTemplateKwargsAndRequestId) {
   StartServer();
   backend_.SetScript({{kHello, kEos, kWorld}});
   json body = {{"prompt", "x"}, {"ignore_eos", true}, {"max_tokens", 3}};
   EXPECT_EQ(Post(port_, "/v1/completions", body).Json()["choices"][0]["text"], "Hello world");
   body["skip_special_tokens"] = false;
   EXPECT_EQ(Post(port_, "/v1/completions", body).Json()["choices"][0]["text"], "Hello<eos> world");
+  // add_special_tokens: no BOS in front of a text prompt.
+  ASSERT_EQ(Post(port_, "/v1/completions", {{"prompt", "hi"}, {"add_special_tokens", false}}).status, 200);
+  EXPECT_EQ(backend_.submitted().back().prompt_token_ids, (std::vector<TokenId>{'h', 'i'}));
+  // chat_template_kwargs reach the template.
+  ASSERT_EQ(
+      Post(port_, "/v1/chat/completions", {{"messages", kUserHi}, {"chat_template_kwargs", {{"think", false}}}}).status,
+      200);
+  const std::vector<TokenId> prompt = backend_.submitted().back().prompt_token_ids;
+  EXPECT_EQ(std::string(prompt.begin(), prompt.end()), "[think=false]<|user|>hi\n<|assistant|>");
+  // request_id becomes the response id.
+  HttpResult r = Post(port_, "/v1/chat/completions", {{"messages", kUserHi}, {"request_id", "job-42"}});
+  EXPECT_EQ(r.Json()["id"], "chatcmpl-job-42");
 }
 
 }  // namespace
