@@ -7,6 +7,12 @@
 
 #include "common/base/logging.h"
 #include "router/api_error.h"
+#include "router/request_fields.h"
+#include "router/utility_endpoints.h"
+
+#ifndef TANDEM_VERSION
+#define TANDEM_VERSION "unknown"
+#endif
 
 namespace tandem::router {
 
@@ -23,6 +29,7 @@ constexpr int kDrainTimeoutMs = 1000;
 constexpr size_t kMaxDrainBytes = 1 << 20;
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr std::string_view kModelsPrefix = "/v1/models/";
 
 ApiError MakeError(int http_status, std::string message, std::string code = "") {
   ApiError error;
@@ -118,7 +125,12 @@ void HttpSession::Route() {
     if (!post) return WriteError(MakeError(405, "use POST for " + std::string(target)));
     return RouteInference(request, target == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
   }
-  if (target == "/health/live" || target == "/health/ready" || target == "/metrics" || target == "/v1/models") {
+  if (target == "/tokenize" || target == "/detokenize") {
+    if (!post) return WriteError(MakeError(405, "use POST for " + std::string(target)));
+    return RouteUtility(request, target);
+  }
+  const bool utility_get = target == "/v1/models" || target == "/version" || target.starts_with(kModelsPrefix);
+  if (target == "/health/live" || target == "/health/ready" || target == "/metrics" || utility_get) {
     if (!get) return WriteError(MakeError(405, "use GET for " + std::string(target)));
   }
   if (target == "/health/live") return WriteResponse(200, "application/json", R"({"status":"ok"})", -1, false);
@@ -130,19 +142,34 @@ void HttpSession::Route() {
     std::string text = context_->deps.metrics_text ? context_->deps.metrics_text() : "";
     return WriteResponse(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text), -1, false);
   }
-  if (target == "/v1/models") {
-    if (!context_->keys.Authenticate(View(request[http::field::authorization]))) {
-      return WriteError(MakeError(401, "invalid or missing API key", "invalid_api_key"));
-    }
-    nlohmann::json model = {{"id", context_->ModelName()},
-                            {"object", "model"},
-                            {"created", context_->deps.model.created},
-                            {"owned_by", "tandem"},
-                            {"max_model_len", context_->deps.model.max_context_tokens}};
-    nlohmann::json body = {{"object", "list"}, {"data", nlohmann::json::array({model})}};
-    return WriteResponse(200, "application/json", DumpJson(body), -1, false);
-  }
+  if (utility_get) return RouteUtility(request, target);
   WriteError(MakeError(404, "no route for " + std::string(target)));
+}
+
+void HttpSession::RouteUtility(const Request& request, std::string_view path) {
+  if (!context_->keys.Authenticate(View(request[http::field::authorization]))) {
+    return WriteError(MakeError(401, "invalid or missing API key", "invalid_api_key"));
+  }
+  JsonReply reply;
+  if (path == "/tokenize") {
+    reply = HandleTokenize(*context_, request.body());
+  } else if (path == "/detokenize") {
+    reply = HandleDetokenize(*context_, request.body());
+  } else if (path == "/version") {
+    reply = VersionReply(TANDEM_VERSION);
+  } else if (path == "/v1/models") {
+    nlohmann::json list = {{"object", "list"}, {"data", nlohmann::json::array({ModelObject(*context_)})}};
+    reply.body = DumpJson(list);
+  } else {
+    // Served model names may hold a '/' ("org/model"), escaped or not.
+    std::optional<std::string> id = PercentDecode(path.substr(kModelsPrefix.size()));
+    if (!id) return WriteError(MakeError(400, "malformed percent-escape in the model id"));
+    reply = RetrieveModel(*context_, *id);
+  }
+  if (!reply.ignored_fields.empty()) {
+    AddHeader(kIgnoredFieldsHeader, IgnoredFieldsHeaderValue(reply.ignored_fields));
+  }
+  WriteResponse(reply.http_status, "application/json", std::move(reply.body), -1, false);
 }
 
 void HttpSession::RouteInference(const Request& request, ApiKind kind) {

@@ -210,6 +210,16 @@ TEST_F(HttpGuardTest, ApiKeysMapToTenants) {
   EXPECT_EQ(Post(port_, "/v1/completions", req, {{"Authorization", "key-alpha-123"}}).status, 401);
   EXPECT_EQ(Post(port_, "/v1/completions", req, {{"Authorization", "Bearer key-alpha-12"}}).status, 401);
   EXPECT_EQ(Send(port_, "GET", "/v1/models").status, 401);
+  // The tokenizer endpoints, the model object and the version sit behind the same keys.
+  EXPECT_EQ(Send(port_, "GET", "/v1/models/tiny").status, 401);
+  EXPECT_EQ(Send(port_, "GET", "/version").status, 401);
+  EXPECT_EQ(Post(port_, "/tokenize", {{"prompt", "x"}}).status, 401);
+  EXPECT_EQ(Post(port_, "/detokenize", {{"tokens", {1}}}).status, 401);
+  const Headers beta = {{"Authorization", "Bearer key-beta-4567"}};
+  EXPECT_EQ(Send(port_, "GET", "/v1/models/tiny", "", beta).status, 200);
+  EXPECT_EQ(Send(port_, "GET", "/version", "", beta).status, 200);
+  EXPECT_EQ(Post(port_, "/tokenize", {{"prompt", "x"}}, beta).status, 200);
+  EXPECT_EQ(Post(port_, "/detokenize", {{"tokens", {1}}}, beta).status, 200);
   EXPECT_EQ(Send(port_, "GET", "/health/live").status, 200);
   EXPECT_EQ(Send(port_, "GET", "/metrics").status, 200);
   ASSERT_EQ(Post(port_, "/v1/completions", req, {{"Authorization", "Bearer key-alpha-123"}}).status, 200);
