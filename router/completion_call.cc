@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "common/base/logging.h"
+#include "router/request_fields.h"
 #include "router/sse_writer.h"
 
 namespace tandem::router {
@@ -55,6 +56,9 @@ std::optional<ApiError> CompletionCall::Prepare(const std::string& body) {
   limits.max_json_depth = config.max_json_depth;
   auto error = kind_ == ApiKind::kChat ? ParseChatRequest(json, limits, &request_)
                                        : ParseCompletionRequest(json, limits, &request_);
+  if (!request_.ignored_fields.empty()) {
+    sink_->AddHeader(kIgnoredFieldsHeader, IgnoredFieldsHeaderValue(request_.ignored_fields));
+  }
   if (error) return error;
   if (!request_.model.empty() && request_.model != context_->ModelName()) {
     ApiError not_found = BadRequest("The model `" + request_.model + "` does not exist.", "model", "model_not_found");
@@ -71,9 +75,10 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
   if (kind_ == ApiKind::kChat) {
     ChatRenderOptions options;
     options.add_generation_prompt = request.add_generation_prompt;
+    options.template_kwargs = request.chat_template_kwargs;
     StatusOr<std::string> text = codec.RenderChat(request.messages, options);
     if (!text.ok()) return ApiErrorFromStatus(text.status(), "messages");
-    StatusOr<std::vector<TokenId>> ids = codec.Encode(*text, /*add_special=*/false);
+    StatusOr<std::vector<TokenId>> ids = codec.Encode(*text, request.add_special_tokens);
     if (!ids.ok()) return ApiErrorFromStatus(ids.status(), "messages");
     spec_.prompts.push_back(std::move(*ids));
   } else {
@@ -82,7 +87,7 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
         spec_.prompts.push_back(prompt.token_ids);
         continue;
       }
-      StatusOr<std::vector<TokenId>> ids = codec.Encode(prompt.text, /*add_special=*/true);
+      StatusOr<std::vector<TokenId>> ids = codec.Encode(prompt.text, request.add_special_tokens);
       if (!ids.ok()) return ApiErrorFromStatus(ids.status(), "prompt");
       spec_.prompts.push_back(std::move(*ids));
     }
@@ -109,9 +114,15 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
                             " for the completion).",
                         kind_ == ApiKind::kChat && !request.max_tokens ? "messages" : "max_tokens");
   }
+  if (request.min_tokens > max_tokens) {  // max_tokens was not given: its default is the bound
+    return BadRequest("min_tokens (" + std::to_string(request.min_tokens) + ") exceeds the default max_tokens (" +
+                          std::to_string(max_tokens) + "); set max_tokens",
+                      "min_tokens");
+  }
   GenerateRequest& base = spec_.base;
   base.sampling = request.sampling;
   base.max_tokens = static_cast<int32_t>(max_tokens);
+  base.min_tokens = request.min_tokens;
   base.stop_token_ids = request.stop_token_ids;
   base.ignore_eos = request.ignore_eos;
   base.tenant_id = tenant_;
@@ -120,6 +131,9 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
   deadline_ns_ = base.deadline_ns;
   spec_.n = request.n;
   spec_.stop = request.stop;
+  spec_.include_stop_str_in_output = request.include_stop_str_in_output;
+  spec_.skip_special_tokens = request.skip_special_tokens;
+  spec_.eos_token_ids = context_->deps.model.eos_token_ids;
   return std::nullopt;
 }
 
@@ -180,7 +194,7 @@ void CompletionCall::OnAdmitted() {
 
 void CompletionCall::StartJob() {
   meta_.kind = kind_;
-  meta_.id = NewResponseId(kind_);
+  meta_.id = request_.request_id.empty() ? NewResponseId(kind_) : ResponseIdFor(kind_, request_.request_id);
   meta_.created = UnixSeconds();
   meta_.model = context_->ModelName();
   auto self = shared_from_this();

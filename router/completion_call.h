@@ -27,6 +27,9 @@ namespace tandem::router {
 class ResponseSink {
  public:
   virtual ~ResponseSink() = default;
+  // One more header on this call's response (the JSON one or the stream head);
+  // before Respond()/BeginStream(). `value` must be printable ASCII.
+  virtual void AddHeader(std::string name, std::string value) = 0;
   // A complete JSON response. retry_after_s >= 0 adds a Retry-After header.
   virtual void Respond(int http_status, std::string json_body, int retry_after_s) = 0;
   // 200 with Content-Type text/event-stream; then WriteStream(), then EndStream().

@@ -1,5 +1,6 @@
 #include "router/generation_job.h"
 
+#include <algorithm>
 #include <atomic>
 
 namespace tandem::router {
@@ -24,8 +25,8 @@ GenerationJob::GenerationJob(InferenceBackend* backend, const TextCodec* codec, 
   for (size_t p = 0; p < spec_.prompts.size(); ++p) {
     usage_.prompt_tokens += static_cast<int64_t>(spec_.prompts[p].size());
     for (int32_t i = 0; i < spec_.n; ++i) {
-      choices_.push_back(Choice{NextRequestId(), static_cast<int32_t>(p), codec_->NewDecoder(), Utf8Assembler(),
-                                StopMatcher(spec_.stop), false});
+      choices_.push_back(Choice{NextRequestId(), static_cast<int32_t>(p), codec_->NewDecoder(spec_.skip_special_tokens),
+                                Utf8Assembler(), StopMatcher(spec_.stop, spec_.include_stop_str_in_output), false});
     }
   }
   outputs_.resize(choices_.size());
@@ -81,8 +82,15 @@ void GenerationJob::Cancel() {
   events_ = JobEvents();  // drops what the events captured (breaks ownership cycles)
 }
 
+bool GenerationJob::EndsSequence(TokenId id) const {
+  auto in = [id](const std::vector<TokenId>& ids) { return std::find(ids.begin(), ids.end(), id) != ids.end(); };
+  return in(spec_.base.stop_token_ids) || (!spec_.base.ignore_eos && in(spec_.eos_token_ids));
+}
+
 bool GenerationJob::Deliver(int32_t index, const std::string& text) {
-  StopMatcher::Output out = choices_[index].stop.Add(text);
+  Choice& choice = choices_[index];
+  // Before min_tokens tokens no stop string may end the choice (vLLM checks from then on).
+  StopMatcher::Output out = choice.stop.Add(text, choice.num_tokens > spec_.base.min_tokens);
   if (!out.text.empty()) {
     outputs_[index].text += out.text;
     if (events_.on_text) events_.on_text(index, out.text);
@@ -96,6 +104,9 @@ void GenerationJob::OnTokens(int32_t index, const std::vector<TokenId>& token_id
   if (events_.on_tokens) events_.on_tokens(index, static_cast<int32_t>(token_ids.size()));
   for (TokenId id : token_ids) {
     ++usage_.completion_tokens;
+    ++choice.num_tokens;
+    // The backend ends the sequence with this token; its text is not output unless asked for.
+    if (!spec_.include_stop_str_in_output && EndsSequence(id)) continue;
     const std::string piece = choice.utf8.Add(choice.decoder->Add(id));
     if (Deliver(index, piece)) {
       backend_->Cancel(choice.request_id);

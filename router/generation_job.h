@@ -3,7 +3,10 @@
 // It submits one backend request per choice (every prompt times `n`), turns
 // each choice's token batches into text (incremental detokenizer, UTF-8
 // holdback, stop strings across token boundaries), counts usage, and reports
-// text deltas, per-choice ends and one final outcome.
+// text deltas, per-choice ends and one final outcome. As in vLLM, the token that
+// ends a sequence (a stop token id, or EOS unless ignore_eos) adds no text
+// unless include_stop_str_in_output, and no stop string ends a choice within
+// its first min_tokens tokens.
 //
 // Thread rule: every method and every event runs on the job's executor
 // (`post` must serialize, e.g. an Asio strand); backend callbacks are posted
@@ -29,6 +32,9 @@ struct JobSpec {
   int32_t n = 1;                              // choices per prompt
   GenerateRequest base;                       // everything but request_id and prompt
   std::vector<std::string> stop;              // stop strings (non-empty)
+  bool include_stop_str_in_output = false;    // keep the matched stop string / stop token's text
+  bool skip_special_tokens = true;            // special tokens add no text
+  std::vector<TokenId> eos_token_ids;         // the model's EOS ids (they end a sequence unless ignore_eos)
 };
 
 struct JobEvents {
@@ -67,7 +73,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     Utf8Assembler utf8;
     StopMatcher stop;
     bool done = false;
-    int32_t cached = 0;  // prompt tokens served from the prefix cache (on_cached / on_finish)
+    int32_t cached = 0;      // prompt tokens served from the prefix cache (on_cached / on_finish)
+    int32_t num_tokens = 0;  // tokens generated so far
   };
 
   GenerationJob(InferenceBackend* backend, const TextCodec* codec, Post post, JobSpec spec, JobEvents events);
@@ -78,6 +85,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void OnError(int32_t index, const Status& status);
   // Runs text through the stop matcher and delivers what is safe; true on a stop match.
   bool Deliver(int32_t index, const std::string& text);
+  // True for a token that ends its sequence at the backend (a stop id, or EOS unless ignore_eos).
+  bool EndsSequence(TokenId id) const;
   void FinishChoice(int32_t index, FinishReason reason);
 
   InferenceBackend* const backend_;

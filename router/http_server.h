@@ -2,8 +2,9 @@
 //
 // Owns an Asio io_context run by a small fixed pool of threads, the listening
 // socket, and the RouterContext shared by all connections. Routes:
-//   POST /v1/completions, POST /v1/chat/completions, GET /v1/models  (API key)
-//   GET /health/live, GET /health/ready, GET /metrics                (open)
+//   POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
+//   GET /v1/models/{id}, POST /tokenize, POST /detokenize, GET /version  (API key)
+//   GET /health/live, GET /health/ready, GET /metrics                    (open)
 // Thread rule: Start/Stop/port from one controlling thread.
 #pragma once
 

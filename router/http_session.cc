@@ -7,6 +7,12 @@
 
 #include "common/base/logging.h"
 #include "router/api_error.h"
+#include "router/request_fields.h"
+#include "router/utility_endpoints.h"
+
+#ifndef TANDEM_VERSION
+#define TANDEM_VERSION "unknown"
+#endif
 
 namespace tandem::router {
 
@@ -23,6 +29,7 @@ constexpr int kDrainTimeoutMs = 1000;
 constexpr size_t kMaxDrainBytes = 1 << 20;
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr std::string_view kModelsPrefix = "/v1/models/";
 
 ApiError MakeError(int http_status, std::string message, std::string code = "") {
   ApiError error;
@@ -45,6 +52,7 @@ void HttpSession::Start() {
 }
 
 void HttpSession::DoRead() {
+  extra_headers_.clear();
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(context_->config.max_header_bytes));
   parser_->body_limit(static_cast<uint64_t>(context_->config.max_body_bytes));
@@ -117,7 +125,12 @@ void HttpSession::Route() {
     if (!post) return WriteError(MakeError(405, "use POST for " + std::string(target)));
     return RouteInference(request, target == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
   }
-  if (target == "/health/live" || target == "/health/ready" || target == "/metrics" || target == "/v1/models") {
+  if (target == "/tokenize" || target == "/detokenize") {
+    if (!post) return WriteError(MakeError(405, "use POST for " + std::string(target)));
+    return RouteUtility(request, target);
+  }
+  const bool utility_get = target == "/v1/models" || target == "/version" || target.starts_with(kModelsPrefix);
+  if (target == "/health/live" || target == "/health/ready" || target == "/metrics" || utility_get) {
     if (!get) return WriteError(MakeError(405, "use GET for " + std::string(target)));
   }
   if (target == "/health/live") return WriteResponse(200, "application/json", R"({"status":"ok"})", -1, false);
@@ -129,19 +142,34 @@ void HttpSession::Route() {
     std::string text = context_->deps.metrics_text ? context_->deps.metrics_text() : "";
     return WriteResponse(200, "text/plain; version=0.0.4; charset=utf-8", std::move(text), -1, false);
   }
-  if (target == "/v1/models") {
-    if (!context_->keys.Authenticate(View(request[http::field::authorization]))) {
-      return WriteError(MakeError(401, "invalid or missing API key", "invalid_api_key"));
-    }
-    nlohmann::json model = {{"id", context_->ModelName()},
-                            {"object", "model"},
-                            {"created", context_->deps.model.created},
-                            {"owned_by", "tandem"},
-                            {"max_model_len", context_->deps.model.max_context_tokens}};
-    nlohmann::json body = {{"object", "list"}, {"data", nlohmann::json::array({model})}};
-    return WriteResponse(200, "application/json", DumpJson(body), -1, false);
-  }
+  if (utility_get) return RouteUtility(request, target);
   WriteError(MakeError(404, "no route for " + std::string(target)));
+}
+
+void HttpSession::RouteUtility(const Request& request, std::string_view path) {
+  if (!context_->keys.Authenticate(View(request[http::field::authorization]))) {
+    return WriteError(MakeError(401, "invalid or missing API key", "invalid_api_key"));
+  }
+  JsonReply reply;
+  if (path == "/tokenize") {
+    reply = HandleTokenize(*context_, request.body());
+  } else if (path == "/detokenize") {
+    reply = HandleDetokenize(*context_, request.body());
+  } else if (path == "/version") {
+    reply = VersionReply(TANDEM_VERSION);
+  } else if (path == "/v1/models") {
+    nlohmann::json list = {{"object", "list"}, {"data", nlohmann::json::array({ModelObject(*context_)})}};
+    reply.body = DumpJson(list);
+  } else {
+    // Served model names may hold a '/' ("org/model"), escaped or not.
+    std::optional<std::string> id = PercentDecode(path.substr(kModelsPrefix.size()));
+    if (!id) return WriteError(MakeError(400, "malformed percent-escape in the model id"));
+    reply = RetrieveModel(*context_, *id);
+  }
+  if (!reply.ignored_fields.empty()) {
+    AddHeader(kIgnoredFieldsHeader, IgnoredFieldsHeaderValue(reply.ignored_fields));
+  }
+  WriteResponse(reply.http_status, "application/json", std::move(reply.body), -1, false);
 }
 
 void HttpSession::RouteInference(const Request& request, ApiKind kind) {
@@ -153,6 +181,10 @@ void HttpSession::RouteInference(const Request& request, ApiKind kind) {
   WatchDisconnect();
   std::shared_ptr<CompletionCall> call = call_;  // Run may end the call synchronously
   call->Run(request.body());
+}
+
+void HttpSession::AddHeader(std::string name, std::string value) {
+  extra_headers_.emplace_back(std::move(name), std::move(value));
 }
 
 void HttpSession::Respond(int http_status, std::string json_body, int retry_after_s) {
@@ -172,6 +204,7 @@ void HttpSession::WriteResponse(int http_status, std::string content_type, std::
   response->version(version_);
   response->set(http::field::server, "tandem-router");
   response->set(http::field::content_type, content_type);
+  for (const auto& [name, value] : extra_headers_) response->set(name, value);
   // Every 429 and 503 says when to come back, whichever path refused.
   if (retry_after_s < 0 && (http_status == 429 || http_status == 503)) retry_after_s = context_->config.retry_after_s;
   if (retry_after_s >= 0) response->set(http::field::retry_after, std::to_string(retry_after_s));
@@ -196,6 +229,7 @@ void HttpSession::BeginStream() {
   stream_header_->set(http::field::server, "tandem-router");
   stream_header_->set(http::field::content_type, "text/event-stream; charset=utf-8");
   stream_header_->set(http::field::cache_control, "no-cache");
+  for (const auto& [name, value] : extra_headers_) stream_header_->set(name, value);
   // HTTP/1.0 has no chunked encoding: the body then ends when the connection closes.
   raw_stream_ = version_ < 11;
   if (raw_stream_) keep_alive_ = false;

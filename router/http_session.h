@@ -1,7 +1,8 @@
 // HttpSession: one client connection (HTTP/1.1 with keep-alive).
 //
 // Reads a request with header/body size limits and read timeouts, routes it
-// (health, metrics, models, the two inference endpoints), writes plain or
+// (health, metrics, the two inference endpoints, models, tokenize, detokenize,
+// version: utility_endpoints.h), writes plain or
 // chunked SSE responses with write timeouts, and notices a client that goes
 // away mid-request (a read-readiness watch plus write errors) so the
 // CompletionCall can cancel. Thread rule: every method runs on the
@@ -15,6 +16,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "router/completion_call.h"
 #include "router/router_context.h"
@@ -32,6 +36,7 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   void Shutdown();
 
   // ResponseSink (used by the active CompletionCall).
+  void AddHeader(std::string name, std::string value) override;
   void Respond(int http_status, std::string json_body, int retry_after_s) override;
   void BeginStream() override;
   void WriteStream(std::string data) override;
@@ -46,6 +51,8 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   void OnBody(boost::beast::error_code ec);
   void Route();
   void RouteInference(const Request& request, ApiKind kind);
+  // /v1/models[/{id}], /tokenize, /detokenize, /version (API key).
+  void RouteUtility(const Request& request, std::string_view path);
   void WriteResponse(int http_status, std::string content_type, std::string body, int retry_after_s, bool force_close);
   void WriteError(const ApiError& error, int retry_after_s = -1, bool force_close = false);
   void FlushStream();
@@ -64,6 +71,7 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   bool keep_alive_ = true;
+  std::vector<std::pair<std::string, std::string>> extra_headers_;  // for this request's response
   unsigned version_ = 11;
   std::shared_ptr<CompletionCall> call_;  // the inference call in progress, if any
   uint64_t call_seq_ = 0;                 // counts calls, to retire stale disconnect watches

@@ -38,6 +38,7 @@ struct GenerateRequest {
   std::vector<TokenId> prompt_token_ids;  // non-empty, each in [0, vocab)
   SamplingParams sampling;
   int32_t max_tokens = 16;              // >= 1; prompt + max_tokens <= context
+  int32_t min_tokens = 0;               // [0, max_tokens]: EOS and stop_token_ids are masked until this many
   std::vector<TokenId> stop_token_ids;  // extra ids that end the sequence (besides EOS)
   bool ignore_eos = false;              // keep going past EOS until max_tokens
   std::string tenant_id;                // the cache salt is derived from it

@@ -7,12 +7,14 @@
 // Thread rule: main thread only; the servers run their own threads.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/base/logging.h"
 #include "common/metrics/metrics_registry.h"
@@ -75,13 +77,21 @@ int Run(int argc, char** argv) {
     TANDEM_LOG_WARN("no chat template in {} ({}): chat completions answer 400", dir, t.status().ToString());
   }
   int32_t context = options.max_model_len;
+  auto model_config = model::LoadModelConfig(dir);
   if (context == 0) {
-    auto model_config = model::LoadModelConfig(dir);
     if (!model_config.ok()) {
       std::fprintf(stderr, "tandem-router: %s (or pass --max-model-len)\n", model_config.status().ToString().c_str());
       return 1;
     }
     context = model_config->max_position_embeddings;
+  }
+  // The EOS ids the nodes stop at (as the engine takes them): the output leaves their text out.
+  std::vector<TokenId> eos_token_ids;
+  if (model_config.ok()) eos_token_ids = model_config->eos_token_ids;
+  if (auto generation = model::LoadGenerationConfig(dir); generation.ok()) {
+    for (int id : generation->eos_token_ids) {
+      if (std::find(eos_token_ids.begin(), eos_token_ids.end(), id) == eos_token_ids.end()) eos_token_ids.push_back(id);
+    }
   }
   TokenizerTextCodec codec(tokenizer->get(), chat_template.get(), render);
 
@@ -99,7 +109,8 @@ int Run(int argc, char** argv) {
   deps.codec = &codec;
   std::string model_id = std::filesystem::path(dir).filename().string();
   if (model_id.empty()) model_id = std::filesystem::path(dir).parent_path().filename().string();
-  deps.model = {model_id, context, (*tokenizer)->VocabSize(), static_cast<int64_t>(std::time(nullptr))};
+  deps.model = {model_id, context, (*tokenizer)->VocabSize(), static_cast<int64_t>(std::time(nullptr)),
+                std::move(eos_token_ids)};
   deps.is_ready = [cluster_backend] { return cluster_backend->Ready(); };
   deps.metrics = &registry;
   deps.metrics_text = [&registry] { return registry.RenderText(); };

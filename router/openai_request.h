@@ -1,8 +1,10 @@
 // Parsing and validation of OpenAI request bodies into plain structs.
 //
 // Everything the client controls is checked here, with an ApiError naming the
-// bad `param`. Checks that need the tokenized prompt (context length) happen
-// later, in the handler. Unknown fields are ignored. Thread rule: pure functions.
+// bad `param`. Checks that need the tokenized prompt (context length,
+// min_tokens against the default max_tokens) happen later, in the handler.
+// Which fields exist and what each does: request_fields.h; unknown fields are
+// ignored and listed in ApiRequest::ignored_fields. Thread rule: pure functions.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -29,18 +31,25 @@ enum class ApiKind { kCompletion, kChat };
 
 struct ApiRequest {
   ApiKind kind = ApiKind::kCompletion;
-  std::string model;                  // as requested; empty = not given
-  std::vector<PromptInput> prompts;   // kCompletion: >= 1
-  nlohmann::json messages;            // kChat: normalized [{role, content[, name, tool_call_id]}]
-  bool add_generation_prompt = true;  // kChat
-  std::optional<int32_t> max_tokens;  // max_tokens / max_completion_tokens; >= 1
+  std::string model;                    // as requested; empty = not given
+  std::vector<PromptInput> prompts;     // kCompletion: >= 1
+  nlohmann::json messages;              // kChat: normalized [{role, content[, name, tool_call_id]}]
+  bool add_generation_prompt = true;    // kChat
+  nlohmann::json chat_template_kwargs;  // kChat: object of extra template variables, or null
+  bool add_special_tokens = true;       // text prompts: BOS etc.; chat default false (the template has them)
+  std::optional<int32_t> max_tokens;    // max_tokens / max_completion_tokens; >= 1
+  int32_t min_tokens = 0;               // <= max_tokens when that is given
   bool ignore_eos = false;
   std::vector<std::string> stop;  // non-empty strings
   std::vector<TokenId> stop_token_ids;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
   int32_t n = 1;
   SamplingParams sampling;
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+  bool include_usage = false;               // stream_options.include_usage
+  std::string request_id;                   // client-chosen response id suffix; empty = a random one
+  std::vector<std::string> ignored_fields;  // fields the router does not know (header x-tandem-ignored-fields)
 };
 
 struct RequestLimits {

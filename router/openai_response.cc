@@ -6,7 +6,11 @@ namespace tandem::router {
 
 using nlohmann::json;
 
-std::string NewResponseId(ApiKind kind) { return (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHexId(); }
+std::string NewResponseId(ApiKind kind) { return ResponseIdFor(kind, RandomHexId()); }
+
+std::string ResponseIdFor(ApiKind kind, const std::string& request_id) {
+  return (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + request_id;
+}
 
 const char* FinishReasonName(FinishReason reason) { return reason == FinishReason::kStop ? "stop" : "length"; }
 

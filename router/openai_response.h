@@ -36,6 +36,8 @@ struct ChoiceOutput {
 
 // "cmpl-<32 hex>" or "chatcmpl-<32 hex>".
 std::string NewResponseId(ApiKind kind);
+// "cmpl-<request_id>" or "chatcmpl-<request_id>" (a client-chosen request_id).
+std::string ResponseIdFor(ApiKind kind, const std::string& request_id);
 const char* FinishReasonName(FinishReason reason);
 nlohmann::json UsageJson(const Usage& usage);
 

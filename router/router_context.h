@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "router/admission_controller.h"
 #include "router/api_key_table.h"
@@ -23,6 +24,9 @@ struct ServedModel {
   int32_t max_context_tokens = 4096;  // prompt + completion limit
   int32_t vocab_size = 32000;         // token ids must be < this
   int64_t created = 0;                // unix seconds shown by /v1/models
+  // The model's EOS ids (config.json + generation_config.json): a sequence the
+  // backend ends with one adds no text for it (unless include_stop_str_in_output).
+  std::vector<TokenId> eos_token_ids;
 };
 
 // Everything the server needs from the rest of the process. Pointers are not

@@ -7,7 +7,8 @@ namespace {
 
 class DetokenizerAdapter : public TextDecoder {
  public:
-  explicit DetokenizerAdapter(const tokenizer::Tokenizer& tok) : detokenizer_(tok, /*skip_special_tokens=*/true) {}
+  DetokenizerAdapter(const tokenizer::Tokenizer& tok, bool skip_special_tokens)
+      : detokenizer_(tok, skip_special_tokens) {}
   std::string Add(TokenId token_id) override { return detokenizer_.Add(token_id); }
   std::string Finish() override { return detokenizer_.Finish(); }
 
@@ -35,13 +36,21 @@ StatusOr<std::string> TokenizerTextCodec::RenderChat(const nlohmann::json& messa
   }
   tokenizer::ChatRenderOptions render = base_options_;
   render.add_generation_prompt = options.add_generation_prompt;
+  if (options.template_kwargs.is_object()) {
+    if (!render.extra_context.is_object()) render.extra_context = nlohmann::json::object();
+    for (const auto& [key, value] : options.template_kwargs.items()) render.extra_context[key] = value;
+  }
   StatusOr<std::string> text = chat_template_->Render(messages, render);
   if (!text.ok()) return InvalidArgumentError("chat template: " + text.status().message());
   return text;
 }
 
-std::unique_ptr<TextDecoder> TokenizerTextCodec::NewDecoder() const {
-  return std::make_unique<DetokenizerAdapter>(*tokenizer_);
+std::unique_ptr<TextDecoder> TokenizerTextCodec::NewDecoder(bool skip_special_tokens) const {
+  return std::make_unique<DetokenizerAdapter>(*tokenizer_, skip_special_tokens);
+}
+
+StatusOr<std::string> TokenizerTextCodec::Decode(std::span<const TokenId> ids, bool skip_special_tokens) const {
+  return tokenizer_->Decode(ids, skip_special_tokens);
 }
 
 }  // namespace tandem::router

@@ -16,7 +16,8 @@ class TokenizerTextCodec : public TextCodec {
  public:
   // `chat_template` may be null: chat requests then get a 400. `base_options`
   // carries bos/eos token strings and extra template variables; its
-  // add_generation_prompt is replaced per request.
+  // add_generation_prompt is replaced per request, and a request's
+  // template_kwargs are added to (and win over) its extra_context.
   TokenizerTextCodec(const tokenizer::Tokenizer* tokenizer, const tokenizer::ChatTemplate* chat_template,
                      tokenizer::ChatRenderOptions base_options = {});
 
@@ -24,8 +25,8 @@ class TokenizerTextCodec : public TextCodec {
   // Every template failure (syntax, raise_exception, render limits) is
   // InvalidArgument carrying the template's message, so the client gets a 400.
   StatusOr<std::string> RenderChat(const nlohmann::json& messages, const ChatRenderOptions& options) const override;
-  // Skips special tokens.
-  std::unique_ptr<TextDecoder> NewDecoder() const override;
+  std::unique_ptr<TextDecoder> NewDecoder(bool skip_special_tokens) const override;
+  StatusOr<std::string> Decode(std::span<const TokenId> ids, bool skip_special_tokens) const override;
 
  private:
   const tokenizer::Tokenizer* const tokenizer_;

@@ -16,6 +16,8 @@ proto::SamplingParams ToProtoSampling(const GenerateRequest& request) {
     s.set_seed(*request.sampling.seed);
   }
   s.set_max_tokens(request.max_tokens);
+  // Counts every output token, also those a moved request carries in its prompt.
+  s.set_min_tokens(request.min_tokens);
   s.set_ignore_eos(request.ignore_eos);
   for (TokenId id : request.stop_token_ids) s.add_stop_token_ids(id);
   return s;

@@ -4,14 +4,21 @@
 // computes the expectations independently (chat template + tokenizer for the
 // prompt token counts, the in-process engine for the greedy text, the decode
 // prefix-cache rule for cached tokens) and the script checks every chunk
-// against them. Skips with a message when node or the package is missing.
+// against them. Also: models.retrieve, a request with `tools` refused (the SDK
+// throws BadRequestError), unknown fields named in x-tandem-ignored-fields,
+// min_tokens against a stop token id, include_stop_str_in_output, and /tokenize
+// + /detokenize against the test's tokenizer (and the JS reference tokenizer
+// when tests/common/tokenizer/setup_test_data.sh installed it). Skips with a
+// message when node or the package is missing.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -38,11 +45,18 @@ std::string ReadFile(const fs::path& path) {
   return s.str();
 }
 
-// <deps>/npm/openai-client/node_modules, as setup_test_data.sh installs it.
-fs::path NodeModulesDir() {
+fs::path DepsDir() {
   const char* deps = std::getenv("TANDEM_DEPS_DIR");
-  fs::path root = deps && *deps ? fs::path(deps) : fs::path(SourceDir()) / ".deps";
-  return root / "npm" / "openai-client" / "node_modules";
+  return deps && *deps ? fs::path(deps) : fs::path(SourceDir()) / ".deps";
+}
+
+// <deps>/npm/openai-client/node_modules, as setup_test_data.sh installs it.
+fs::path NodeModulesDir() { return DepsDir() / "npm" / "openai-client" / "node_modules"; }
+
+// <deps>/npm/node_modules with @huggingface/tokenizers (tests/common/tokenizer/setup_test_data.sh), or "".
+std::string ReferenceTokenizerModules() {
+  const fs::path dir = DepsDir() / "npm" / "node_modules";
+  return fs::exists(dir / "@huggingface" / "tokenizers" / "package.json") ? dir.string() : "";
 }
 
 // Why the client check cannot run here, or "" when it can.
@@ -175,6 +189,74 @@ class OpenAiClientE2eTest : public ::testing::Test {
               {"finish_reason", "stop"}}}};
   }
 
+  // min_tokens against a stop token id: the stop id is the first greedy token that
+  // did not occur before it; generation stops there, unless min_tokens is past it.
+  // Both expectations come from the reference engine with the same parameters; as
+  // in vLLM the stop token's text is not output unless include_stop_str_in_output.
+  static void MinTokensCases(json* cases) {
+    const std::string prompt = "Where to stop: a prompt of its own for the min_tokens cases, long enough for a block.";
+    auto prompt_ids = tokenizer_->Encode(prompt, /*add_special_tokens=*/true);
+    ASSERT_TRUE(prompt_ids.ok());
+    const std::vector<TokenId> greedy = ReferenceTokens(cluster_->model_dir(), *prompt_ids, 24);
+    size_t at = 1;
+    while (at < greedy.size() && std::count(greedy.begin(), greedy.begin() + at, greedy[at]) > 0) ++at;
+    ASSERT_LT(at, 10u) << "no early fresh token in the greedy output";
+    const TokenId stop_id = greedy[at];
+    const int prompt_tokens = static_cast<int>(prompt_ids->size());
+    struct Variant {
+      const char* name;
+      int min_tokens;
+      bool include;
+      bool stream;
+    };
+    const int min_tokens = static_cast<int>(at) + 6;
+    int completion_without = 0;
+    for (const Variant& v :
+         {Variant{"stop token id", 0, false, false}, Variant{"stop token id, min_tokens", min_tokens, false, true},
+          Variant{"stop token id, included", 0, true, false}}) {
+      runtime::SamplingParams sampling;
+      sampling.temperature = 0;
+      sampling.max_tokens = 24;
+      sampling.stop_token_ids = {stop_id};
+      sampling.min_tokens = v.min_tokens;
+      std::string finish;
+      const std::vector<TokenId> tokens = ReferenceRun(cluster_->model_dir(), *prompt_ids, sampling, &finish);
+      const bool drop_last = finish == "stop" && !v.include;
+      const std::string text = Text(std::vector<TokenId>(tokens.begin(), tokens.end() - (drop_last ? 1 : 0)));
+      const int completion_tokens = static_cast<int>(tokens.size());
+      if (v.min_tokens == 0 && !v.include) completion_without = completion_tokens;
+      if (v.min_tokens > 0) {
+        EXPECT_GE(completion_tokens, v.min_tokens) << "the reference ignored min_tokens";
+        EXPECT_LT(completion_without, v.min_tokens) << "min_tokens would change nothing here";
+      }
+      json request = {{"model", "tiny"},
+                      {"prompt", prompt},
+                      {"max_tokens", 24},
+                      {"temperature", 0},
+                      {"ignore_eos", false},
+                      {"stop_token_ids", {stop_id}},
+                      {"min_tokens", v.min_tokens},
+                      {"include_stop_str_in_output", v.include}};
+      if (v.stream) {
+        request["stream"] = true;
+        request["stream_options"] = {{"include_usage", true}};
+      }
+      // The first run leaves the prompt's blocks cached on decode.
+      const int cached = cases->empty() || (*cases)[cases->size() - 1]["request"]["prompt"] != prompt
+                             ? 0
+                             : RepeatedPromptCachedTokens(prompt_tokens);
+      cases->push_back({{"name", std::string("completion, ") + v.name},
+                        {"api", "completion"},
+                        {"request", request},
+                        {"expect",
+                         {{"text", text},
+                          {"prompt_tokens", prompt_tokens},
+                          {"completion_tokens", completion_tokens},
+                          {"cached_tokens", cached},
+                          {"finish_reason", finish}}}});
+    }
+  }
+
   static fs::path* root_;
   static std::string* missing_;
   static LocalCluster* cluster_;
@@ -231,8 +313,38 @@ TEST_F(OpenAiClientE2eTest, StreamsChatAndCompletionsThroughTheRealClusterWithEx
   stop_case["expect"]["cached_tokens"] = RepeatedPromptCachedTokens(stop_prompt_tokens);
   ASSERT_GT(stop_case["expect"]["cached_tokens"].get<int>(), 0) << "the stop prompt spans a full block";
   cases.push_back(stop_case);
+  // include_stop_str_in_output: the same text through the end of the stop string, plain and streamed.
+  json included = stop_case;
+  const std::string stop = stop_case["request"]["stop"][0];
+  const std::string before = stop_case["expect"]["text"];
+  included["request"]["include_stop_str_in_output"] = true;
+  included["expect"]["text"] = before + stop;
+  included["name"] = "completion stopped, stop string included, streamed";
+  cases.push_back(included);
+  included["request"].erase("stream");
+  included["request"].erase("stream_options");
+  included["name"] = "completion stopped, stop string included";
+  cases.push_back(included);
+  ASSERT_NO_FATAL_FAILURE(MinTokensCases(&cases));
 
-  json spec = {{"model", "tiny"}, {"check_errors", true}, {"cases", cases}};
+  // /tokenize and /detokenize: the completion prompt (ids from the test's tokenizer; the
+  // count must equal the completion's usage) and the chat messages.
+  auto plain_ids = tokenizer_->Encode(prompt, /*add_special_tokens=*/false);
+  ASSERT_TRUE(plain_ids.ok());
+  json tokenize = {{"prompt", prompt},
+                   {"tokens", *prompt_ids},
+                   {"plain_tokens", *plain_ids},
+                   {"messages", messages},
+                   {"chat_count", chat_ids->size()},
+                   {"usage_of", "completion plain"},
+                   {"chat_usage_of", "chat plain"}};
+  if (const std::string modules = ReferenceTokenizerModules(); !modules.empty()) {
+    tokenize["reference"] = {{"node_modules", modules}, {"tokenizer_dir", cluster_->model_dir()}};
+  } else {
+    std::cout << "note: no @huggingface/tokenizers (tests/common/tokenizer/setup_test_data.sh): /tokenize is "
+                 "compared with the test's own tokenizer only\n";
+  }
+  json spec = {{"model", "tiny"}, {"check_errors", true}, {"cases", cases}, {"tokenize", tokenize}};
   std::ofstream(*root_ / "expect.json") << spec.dump(2);
   std::string log;
   int rc = RunClientCheck(*root_ / "client",

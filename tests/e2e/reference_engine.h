@@ -13,9 +13,11 @@
 
 namespace tandem::e2e {
 
-// Greedy continuation of `prompt`, `max_tokens` long (EOS ignored).
-inline std::vector<TokenId> ReferenceTokens(const std::string& model_dir, const std::vector<TokenId>& prompt,
-                                            int max_tokens) {
+// The tokens `sampling` generates after `prompt` (every sampled token, a final
+// stop token included), and the engine's finish reason ("stop" or "length").
+inline std::vector<TokenId> ReferenceRun(const std::string& model_dir, const std::vector<TokenId>& prompt,
+                                         const runtime::SamplingParams& sampling,
+                                         std::string* finish_reason = nullptr) {
   engine::EngineConfig config;
   config.model_dir = model_dir;
   config.model_name = "tiny";
@@ -25,9 +27,7 @@ inline std::vector<TokenId> ReferenceTokens(const std::string& model_dir, const 
   engine::EngineRequest r;
   r.id = 1;
   r.prompt_tokens = prompt;
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.ignore_eos = true;
+  r.sampling = sampling;
   (*engine)->Submit(r);
   std::vector<TokenId> out;
   for (bool done = false; !done;) {
@@ -35,10 +35,21 @@ inline std::vector<TokenId> ReferenceTokens(const std::string& model_dir, const 
     (*engine)->StepOnce(&outputs);
     for (auto& o : outputs) {
       out.insert(out.end(), o.tokens.begin(), o.tokens.end());
+      if (o.finished && finish_reason != nullptr) *finish_reason = o.finish_reason;
       done = done || o.finished;
     }
   }
   return out;
+}
+
+// Greedy continuation of `prompt`, `max_tokens` long (EOS ignored).
+inline std::vector<TokenId> ReferenceTokens(const std::string& model_dir, const std::vector<TokenId>& prompt,
+                                            int max_tokens) {
+  runtime::SamplingParams sampling;
+  sampling.temperature = 0;
+  sampling.max_tokens = max_tokens;
+  sampling.ignore_eos = true;
+  return ReferenceRun(model_dir, prompt, sampling);
 }
 
 // prompt_tokens_details.cached_tokens of a prompt of `prompt_len` tokens sent a

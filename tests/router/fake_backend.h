@@ -2,7 +2,8 @@
 //
 // Each request runs on its own thread: it emits the script (cycled as needed)
 // in batches of `batch_size`, ends with kStop after an EOS (unless
-// ignore_eos) or kLength at max_tokens, or fails with `fail_with` after `fail_after` tokens.
+// ignore_eos) or a stop token id, or kLength at max_tokens; before min_tokens
+// it skips the script's stop tokens (the engine masks them), or fails with `fail_with` after `fail_after` tokens.
 // `hold_after` tokens it waits until cancelled (for disconnect tests). With
 // `error_on_cancel` a cancelled request ends with on_error(Cancelled), as the
 // cluster backend's do.
@@ -126,13 +127,17 @@ class FakeBackend : public InferenceBackend {
       }
       std::vector<TokenId> batch;
       bool stop = false;
+      size_t skipped = 0;  // a script of stop tokens only is played anyway
       while (static_cast<int32_t>(batch.size()) < script.batch_size && produced < request.max_tokens) {
         const TokenId id = script.tokens[pos++ % script.tokens.size()];
-        batch.push_back(id);
-        ++produced;
         const bool is_stop_id =
             std::find(request.stop_token_ids.begin(), request.stop_token_ids.end(), id) != request.stop_token_ids.end();
-        if ((id == kEos && !request.ignore_eos) || is_stop_id) {
+        const bool stops = (id == kEos && !request.ignore_eos) || is_stop_id;
+        if (stops && produced < request.min_tokens && ++skipped < script.tokens.size()) continue;
+        skipped = 0;
+        batch.push_back(id);
+        ++produced;
+        if (stops) {
           stop = true;
           break;
         }

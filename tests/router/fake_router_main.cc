@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   RouterDeps deps;
   deps.backend = &backend;
   deps.codec = &codec;
-  deps.model = {"tiny", 64, testing::kFakeVocab, 1700000000};
+  deps.model = {"tiny", 64, testing::kFakeVocab, 1700000000, {testing::kEos}};
   tandem::metrics::MetricsRegistry registry;
   deps.metrics = &registry;
   deps.metrics_text = [&registry] { return registry.RenderText(); };

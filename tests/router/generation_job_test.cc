@@ -196,5 +196,76 @@ TEST(GenerationJobTest, CancelStopsEventsAndBackend) {
   backend.Shutdown();
 }
 
+// Runs one choice of `spec` over `script` to the end; returns the job.
+std::shared_ptr<GenerationJob> RunOne(const Script& script, JobSpec spec, Recorder* rec) {
+  FakeBackend backend;
+  FakeTextCodec codec;
+  ManualExecutor exec;
+  backend.SetScript(script);
+  if (spec.prompts.empty()) spec.prompts = {{1}};
+  rec->text.resize(1);
+  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec->Events());
+  job->Start();
+  EXPECT_TRUE(exec.RunUntil([&] { return rec->done.has_value(); }));
+  backend.Shutdown();
+  return job;
+}
+
+// vLLM semantics: the token that ends the sequence (a stop id; EOS unless ignore_eos)
+// adds no text unless include_stop_str_in_output; it still counts as a completion token.
+TEST(GenerationJobTest, TheEndingTokenAddsTextOnlyWhenAskedFor) {
+  const TokenId bang = kWordBase + 3;  // "!"
+  for (bool include : {false, true}) {
+    JobSpec spec;
+    spec.base.max_tokens = 10;
+    spec.base.stop_token_ids = {bang};
+    spec.include_stop_str_in_output = include;
+    Recorder rec;
+    auto job = RunOne({{kWordBase, kWordBase + 1, bang, kWordBase + 4}}, spec, &rec);
+    EXPECT_EQ(job->outputs()[0].text, include ? "Hello world!" : "Hello world");
+    EXPECT_EQ(rec.text[0], job->outputs()[0].text) << "streamed as returned";
+    EXPECT_EQ(job->outputs()[0].finish_reason, FinishReason::kStop);
+    EXPECT_EQ(job->usage().completion_tokens, 3);
+  }
+  // EOS, with special tokens kept: its text only when asked for, and always when it does not end the output.
+  JobSpec spec;
+  spec.base.max_tokens = 3;
+  spec.skip_special_tokens = false;
+  spec.eos_token_ids = {kEos};
+  Recorder plain, kept, ignored;
+  EXPECT_EQ(RunOne({{kWordBase, kEos}}, spec, &plain)->outputs()[0].text, "Hello");
+  spec.include_stop_str_in_output = true;
+  EXPECT_EQ(RunOne({{kWordBase, kEos}}, spec, &kept)->outputs()[0].text, "Hello<eos>");
+  spec.include_stop_str_in_output = false;
+  spec.base.ignore_eos = true;
+  EXPECT_EQ(RunOne({{kWordBase, kEos, kWordBase + 1}}, spec, &ignored)->outputs()[0].text, "Hello<eos> world");
+}
+
+// vLLM checks stop strings only once more than min_tokens tokens are out, and the
+// backend masks stop tokens until then.
+TEST(GenerationJobTest, MinTokensHoldsOffStopStringsAndStopTokens) {
+  const Script script{ByteTokens("ab STOP cd STOP ef")};
+  for (int min_tokens : {0, 6, 7}) {
+    JobSpec spec;
+    spec.base.max_tokens = 30;
+    spec.base.min_tokens = min_tokens;
+    spec.stop = {"STOP"};
+    Recorder rec;
+    auto job = RunOne(script, spec, &rec);
+    // The first STOP completes with the 7th token: it ends the output unless min_tokens >= 7.
+    EXPECT_EQ(job->outputs()[0].text, min_tokens < 7 ? "ab " : "ab STOP cd ") << min_tokens;
+    EXPECT_EQ(job->usage().completion_tokens, min_tokens < 7 ? 7 : 15) << min_tokens;
+    EXPECT_EQ(job->outputs()[0].finish_reason, FinishReason::kStop);
+  }
+  JobSpec spec;
+  spec.base.max_tokens = 10;
+  spec.base.min_tokens = 4;
+  Recorder rec;
+  auto job = RunOne({{kWordBase, kEos}}, spec, &rec);  // EOS is skipped until 4 tokens are out
+  EXPECT_EQ(job->outputs()[0].text, "HelloHelloHelloHello");
+  EXPECT_EQ(job->usage().completion_tokens, 5);
+  EXPECT_EQ(job->outputs()[0].finish_reason, FinishReason::kStop);
+}
+
 }  // namespace
 }  // namespace tandem::router::testing

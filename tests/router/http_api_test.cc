@@ -234,6 +234,7 @@ TEST_F(HttpApiTest, MaxTokensIgnoreEosAndSamplingReachBackend) {
                        {"repetition_penalty", 1.2},
                        {"seed", 42},
                        {"stop_token_ids", {5}},
+                       {"min_tokens", 2},
                        {"some_unknown_field", {{"nested", true}}}});
   ASSERT_EQ(r.status, 200) << r.body;
   json body = r.Json();
@@ -252,6 +253,8 @@ TEST_F(HttpApiTest, MaxTokensIgnoreEosAndSamplingReachBackend) {
   EXPECT_FLOAT_EQ(req.sampling.repetition_penalty, 1.2f);
   EXPECT_EQ(req.sampling.seed, 42u);
   EXPECT_EQ(req.stop_token_ids, std::vector<TokenId>{5});
+  EXPECT_EQ(req.min_tokens, 2);
+  EXPECT_EQ(r.headers["x-tandem-ignored-fields"], "some_unknown_field");
   EXPECT_EQ(req.tenant_id, "default");
   EXPECT_GT(req.deadline_ns, 0);
   // max_completion_tokens is the chat spelling.

@@ -79,6 +79,37 @@ TEST_F(HttpGuardTest, BadInputTable) {
       {"logprobs unsupported", C, R"({"prompt": "x", "logprobs": 2})", 400, "logprobs"},
       {"echo unsupported", C, R"({"prompt": "x", "echo": true})", 400, "echo"},
       {"ignore_eos not bool", C, R"({"prompt": "x", "ignore_eos": 1})", 400, "ignore_eos"},
+      {"tools", K, R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function",
+        "function": {"name": "f"}}]})",
+       400, "tools", "unsupported_parameter"},
+      {"tools not a list", K, R"({"messages": [{"role": "user", "content": "x"}], "tools": "not-a-list"})", 400,
+       "tools"},
+      {"tool_choice required", K, R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", 400,
+       "tool_choice", "unsupported_parameter"},
+      {"response_format json_object", K,
+       R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", 400,
+       "response_format", "unsupported_parameter"},
+      {"response_format json_schema", C,
+       R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "a"}}})", 400,
+       "response_format", "unsupported_parameter"},
+      {"guided_json", C, R"({"prompt": "x", "guided_json": {"type": "object"}})", 400, "guided_json",
+       "unsupported_parameter"},
+      {"guided_choice", K, R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": ["a"]})", 400,
+       "guided_choice", "unsupported_parameter"},
+      {"priority", C, R"({"prompt": "x", "priority": -1})", 400, "priority", "unsupported_parameter"},
+      {"parallel_tool_calls not bool", K,
+       R"({"messages": [{"role": "user", "content": "x"}], "parallel_tool_calls": "yes"})", 400, "parallel_tool_calls"},
+      {"min_tokens over max_tokens", C, R"({"prompt": "x", "min_tokens": 5, "max_tokens": 4})", 400, "min_tokens"},
+      {"min_tokens over default max_tokens", C, R"({"prompt": "x", "min_tokens": 17})", 400, "min_tokens"},
+      {"min_tokens negative", C, R"({"prompt": "x", "min_tokens": -1})", 400, "min_tokens"},
+      {"include_stop_str_in_output not bool", C, R"({"prompt": "x", "include_stop_str_in_output": 1})", 400,
+       "include_stop_str_in_output"},
+      {"spaces_between_special_tokens false, specials kept", C,
+       R"({"prompt": "x", "skip_special_tokens": false, "spaces_between_special_tokens": false})", 400,
+       "spaces_between_special_tokens", "unsupported_parameter"},
+      {"assistant tool_calls", K,
+       R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"id": "c"}]}]})", 400,
+       "messages[1].tool_calls", "unsupported_parameter"},
       {"unknown model", C, R"({"prompt": "x", "model": "gpt-9"})", 404, "model", "model_not_found"},
       {"model not string", C, R"({"prompt": "x", "model": 7})", 400, "model"},
       {"messages missing", K, R"({"model": "tiny"})", 400, "messages"},
@@ -179,6 +210,16 @@ TEST_F(HttpGuardTest, ApiKeysMapToTenants) {
   EXPECT_EQ(Post(port_, "/v1/completions", req, {{"Authorization", "key-alpha-123"}}).status, 401);
   EXPECT_EQ(Post(port_, "/v1/completions", req, {{"Authorization", "Bearer key-alpha-12"}}).status, 401);
   EXPECT_EQ(Send(port_, "GET", "/v1/models").status, 401);
+  // The tokenizer endpoints, the model object and the version sit behind the same keys.
+  EXPECT_EQ(Send(port_, "GET", "/v1/models/tiny").status, 401);
+  EXPECT_EQ(Send(port_, "GET", "/version").status, 401);
+  EXPECT_EQ(Post(port_, "/tokenize", {{"prompt", "x"}}).status, 401);
+  EXPECT_EQ(Post(port_, "/detokenize", {{"tokens", {1}}}).status, 401);
+  const Headers beta = {{"Authorization", "Bearer key-beta-4567"}};
+  EXPECT_EQ(Send(port_, "GET", "/v1/models/tiny", "", beta).status, 200);
+  EXPECT_EQ(Send(port_, "GET", "/version", "", beta).status, 200);
+  EXPECT_EQ(Post(port_, "/tokenize", {{"prompt", "x"}}, beta).status, 200);
+  EXPECT_EQ(Post(port_, "/detokenize", {{"tokens", {1}}}, beta).status, 200);
   EXPECT_EQ(Send(port_, "GET", "/health/live").status, 200);
   EXPECT_EQ(Send(port_, "GET", "/metrics").status, 200);
   ASSERT_EQ(Post(port_, "/v1/completions", req, {{"Authorization", "Bearer key-alpha-123"}}).status, 200);

@@ -9,7 +9,13 @@
 //                  "expect": { "text", "prompt_tokens", "completion_tokens", "cached_tokens",
 //                              "finish_reason" },
 //                  "same_text_as": "<name of an earlier case>" (optional) } ],
-//     "check_errors": true }   // empty prompt -> 400 param "prompt", wrong key -> 401
+//     "check_errors": true,    // empty prompt -> 400 param "prompt", wrong key -> 401, tools -> 400
+//                              // BadRequestError param "tools", models.retrieve, unknown fields listed
+//                              // in the x-tandem-ignored-fields header
+//     "tokenize": { "prompt", "tokens", "plain_tokens", "messages", "chat_count",
+//                   "usage_of": "<case whose usage.prompt_tokens must equal the count>",
+//                   "chat_usage_of": "<the same for the chat count>",
+//                   "reference": { "node_modules", "tokenizer_dir" } (optional: @huggingface/tokenizers) } }
 // Without expect.json the expectations of tests/router/router_fake_server are used
 // (script "Hello", " world", EOS; 2 cached tokens; its fake chat template).
 // `openai` must resolve from this file's directory (the e2e test copies it next
@@ -17,6 +23,8 @@
 import OpenAI from 'openai';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
 
 const [port, apiKey, expectPath] = process.argv.slice(2);
 
@@ -35,7 +43,18 @@ function fakeServerExpectations() {
         request: { model: 'tiny', prompt: 'hi', stream: true, stream_options: { include_usage: true } } },
       { name: 'chat plain', api: 'chat', expect: expect(rendered.length), request: chat,
         same_text_as: 'chat streamed' },
+      // The fake backend skips EOS until min_tokens tokens are out, as the engine masks it.
+      { name: 'completion min_tokens', api: 'completion',
+        request: { model: 'tiny', prompt: 'hi', min_tokens: 5, max_tokens: 8 },
+        expect: { ...expect(3), text: 'Hello worldHello worldHello world', completion_tokens: 7 } },
+      { name: 'completion include_stop_str_in_output', api: 'completion',
+        request: { model: 'tiny', prompt: 'hi', stop: ['world'], include_stop_str_in_output: true, stream: true,
+                   stream_options: { include_usage: true } },
+        expect: { ...expect(3), text: 'Hello world', completion_tokens: 2 } },
     ],
+    tokenize: { prompt: 'hi', tokens: [257, 104, 105], plain_tokens: [104, 105],
+                messages: chat.messages, chat_count: rendered.length,
+                usage_of: 'completion streamed', chat_usage_of: 'chat streamed' },
   };
 }
 
@@ -109,6 +128,7 @@ async function runPlain(c) {
 }
 
 const texts = new Map();
+const usages = new Map();
 let chunks = 0;
 for (const c of spec.cases) {
   const out = c.request.stream ? await runStreamed(c) : await runPlain(c);
@@ -121,12 +141,17 @@ for (const c of spec.cases) {
     assert.equal(out.text, texts.get(c.same_text_as), `${c.name}: text differs from ${c.same_text_as}`);
   }
   texts.set(c.name, out.text);
+  usages.set(c.name, out.usage);
   console.log(`${c.name}: OK (${out.chunks} chunks, ${out.usage?.prompt_tokens} + ` +
               `${out.usage?.completion_tokens} tokens, ${out.usage?.prompt_tokens_details?.cached_tokens} cached)`);
 }
 
 const models = await client.models.list();
 assert.equal(models.data[0].id, spec.model);
+const model = await client.models.retrieve(spec.model);
+assert.equal(model.id, spec.model);
+assert.equal(model.object, 'model');
+assert.deepEqual(model, models.data[0], 'models.retrieve = the list entry');
 
 if (spec.check_errors) {
   try {
@@ -143,5 +168,67 @@ if (spec.check_errors) {
   } catch (e) {
     assert.equal(e.status, 401);
   }
+}
+if (spec.check_errors) {
+  try {
+    await client.models.retrieve('no-such-model');
+    assert.fail('an unknown model was found');
+  } catch (e) {
+    assert.ok(e instanceof OpenAI.NotFoundError, `models.retrieve: ${e}`);
+    assert.equal(e.status, 404);
+  }
+  // A field the server cannot honour is refused, never accepted and ignored.
+  try {
+    await client.chat.completions.create({
+      model: spec.model, messages: [{ role: 'user', content: 'hi' }],
+      tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }],
+    });
+    assert.fail('tools accepted');
+  } catch (e) {
+    assert.ok(e instanceof OpenAI.BadRequestError, `tools: ${e}`);
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'tools');
+  }
+  // A field it does not know is ignored, as vLLM does, and named in a header.
+  const { response } = await client.completions
+      .create({ model: spec.model, prompt: 'hi', max_tokens: 2, frobnicate: 1 }).withResponse();
+  assert.equal(response.headers.get('x-tandem-ignored-fields'), 'frobnicate');
+}
+
+// vLLM's /tokenize and /detokenize (outside /v1, same key), with plain fetch: the SDK has no method for them.
+async function postRoot(route, body) {
+  const r = await fetch(`http://127.0.0.1:${port}${route}`, {
+    method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+    body: JSON.stringify(body) });
+  const json = await r.json();
+  assert.equal(r.status, 200, `${route}: ${JSON.stringify(json)}`);
+  return json;
+}
+
+if (spec.tokenize) {
+  const t = spec.tokenize;
+  const tok = await postRoot('/tokenize', { model: spec.model, prompt: t.prompt });
+  assert.deepEqual(tok.tokens, t.tokens, '/tokenize tokens');
+  assert.equal(tok.count, t.tokens.length, '/tokenize count');
+  assert.ok(Number.isInteger(tok.max_model_len) && tok.max_model_len > 0, '/tokenize max_model_len');
+  assert.equal(tok.count, usages.get(t.usage_of)?.prompt_tokens, `/tokenize count = ${t.usage_of} prompt_tokens`);
+  const plain = await postRoot('/tokenize', { prompt: t.prompt, add_special_tokens: false });
+  assert.deepEqual(plain.tokens, t.plain_tokens, '/tokenize add_special_tokens false');
+  const back = await postRoot('/detokenize', { model: spec.model, tokens: plain.tokens });
+  assert.equal(back.prompt, t.prompt, 'detokenize(tokenize(x)) = x');
+  const chatTok = await postRoot('/tokenize', { model: spec.model, messages: t.messages });
+  assert.equal(chatTok.count, t.chat_count, '/tokenize messages count');
+  assert.equal(chatTok.count, usages.get(t.chat_usage_of)?.prompt_tokens,
+               `/tokenize messages count = ${t.chat_usage_of} prompt_tokens`);
+  if (t.reference) {  // an independent implementation of the same tokenizer.json
+    const require = createRequire(path.join(t.reference.node_modules, 'noop.js'));
+    const { Tokenizer } = require('@huggingface/tokenizers');
+    const read = (f) => JSON.parse(readFileSync(path.join(t.reference.tokenizer_dir, f), 'utf8'));
+    const ref = new Tokenizer(read('tokenizer.json'), read('tokenizer_config.json'));
+    assert.deepEqual(tok.tokens, ref.encode(t.prompt, { add_special_tokens: true }).ids, 'reference tokenizer');
+    assert.deepEqual(plain.tokens, ref.encode(t.prompt, { add_special_tokens: false }).ids, 'reference (plain)');
+    console.log('tokenize: the reference tokenizer agrees');
+  }
+  console.log(`tokenize: OK (${tok.count} + ${chatTok.count} tokens)`);
 }
 console.log(`openai client check: OK (${spec.cases.length} cases, ${chunks} chunks)`);

@@ -1,5 +1,5 @@
 // Test fixture: an HttpServer on a free loopback port with a FakeBackend and
-// FakeTextCodec behind it (model "tiny", context 64 tokens, vocabulary 300).
+// FakeTextCodec behind it (model "tiny", context 64 tokens, vocabulary 300, EOS kEos).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -31,7 +31,7 @@ class RouterFixture : public ::testing::Test {
     RouterDeps deps;
     deps.backend = &backend_;
     deps.codec = &codec_;
-    deps.model = {"tiny", kContext, kFakeVocab, 1700000000};
+    deps.model = {"tiny", kContext, kFakeVocab, 1700000000, {kEos}};
     deps.is_ready = [this] { return ready_.load(); };
     deps.metrics_text = [this] { return registry_.RenderText(); };
     deps.metrics = &registry_;

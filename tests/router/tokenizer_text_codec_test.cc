@@ -32,14 +32,30 @@ TEST_F(TokenizerTextCodecTest, EncodesDecodesAndRenders) {
   ASSERT_TRUE(ids.ok());
   EXPECT_EQ(*ids, (std::vector<TokenId>{303, 257, 259, 111}));
   EXPECT_EQ(*codec.Encode("hello", false), (std::vector<TokenId>{257, 259, 111}));
-  auto decoder = codec.NewDecoder();
-  std::string text;
-  for (TokenId id : {303, 257, 259, 111, 258, 300}) text += decoder->Add(id);
-  text += decoder->Finish();
-  EXPECT_EQ(text, "hello the");  // specials skipped
+  const std::vector<TokenId> ids_out = {303, 257, 259, 111, 258, 300};
+  for (bool skip : {true, false}) {
+    auto decoder = codec.NewDecoder(skip);
+    std::string text;
+    for (TokenId id : ids_out) text += decoder->Add(id);
+    text += decoder->Finish();
+    EXPECT_EQ(text, skip ? "hello the" : "<|begin|>hello the<|end|>") << skip;
+    EXPECT_EQ(*codec.Decode(ids_out, skip), text) << "one piece as streamed";
+  }
   nlohmann::json messages = {{{"role", "user"}, {"content", "hi"}}};
   EXPECT_EQ(*codec.RenderChat(messages, {true}), "[user]hi[assistant]");
   EXPECT_EQ(*codec.RenderChat(messages, {false}), "[user]hi");
+}
+
+TEST_F(TokenizerTextCodecTest, TemplateKwargsReachTheTemplate) {
+  auto tmpl = tokenizer::ChatTemplate::FromSource(
+      "{% if enable_thinking is defined and not enable_thinking %}[no-think]{% endif %}"
+      "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}");
+  ASSERT_TRUE(tmpl.ok());
+  TokenizerTextCodec codec(tokenizer_.get(), &*tmpl);
+  nlohmann::json messages = {{{"role", "user"}, {"content", "hi"}}};
+  EXPECT_EQ(*codec.RenderChat(messages, {true, {{"enable_thinking", false}}}), "[no-think][user]hi");
+  EXPECT_EQ(*codec.RenderChat(messages, {true, {{"enable_thinking", true}}}), "[user]hi");
+  EXPECT_EQ(*codec.RenderChat(messages, {true}), "[user]hi");
 }
 
 TEST_F(TokenizerTextCodecTest, TemplateErrorsAreInvalidArgument) {

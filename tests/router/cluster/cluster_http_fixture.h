@@ -32,7 +32,7 @@ class ClusterHttpFixture : public ::testing::Test {
     RouterDeps deps;
     deps.backend = backend_.get();
     deps.codec = &codec_;
-    deps.model = {"tiny", 64, router::testing::kFakeVocab, 1700000000};
+    deps.model = {"tiny", 64, router::testing::kFakeVocab, 1700000000, {router::testing::kEos}};
     deps.is_ready = [this] { return backend_->Ready(); };
     deps.metrics_text = [this] { return registry_.RenderText(); };
     deps.metrics = &registry_;

@@ -85,7 +85,7 @@ TEST_F(ClusterHttpTest, DisaggregatedNonStreamingUsageExact) {
   FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
   FakeNode& p = AddPrefill(d);
   d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, /*cached=*/2});
-  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hi"}, {"seed", 7}});
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hi"}, {"seed", 7}, {"min_tokens", 2}});
   ASSERT_EQ(r.status, 200) << r.body;
   json body = r.Json();
   EXPECT_EQ(body["choices"][0]["text"], "Hello world");
@@ -104,6 +104,7 @@ TEST_F(ClusterHttpTest, DisaggregatedNonStreamingUsageExact) {
   EXPECT_EQ(reserve.max_tokens(), 16);
   EXPECT_TRUE(reserve.sampling().has_seed());
   EXPECT_EQ(reserve.sampling().seed(), 7u);
+  EXPECT_EQ(reserve.sampling().min_tokens(), 2);
   // Prefill got the reservation and decode's address; decode got no local prefill.
   ASSERT_EQ(p.prefills().size(), 1u);
   const proto::PrefillRequest prefill = p.prefills()[0];
@@ -111,6 +112,7 @@ TEST_F(ClusterHttpTest, DisaggregatedNonStreamingUsageExact) {
   EXPECT_EQ(prefill.reservation().transport_descriptor(), "fake-target");
   EXPECT_EQ(prefill.decode_address(), d.address());
   EXPECT_EQ(prefill.tenant_salt(), kDefaultSalt);
+  EXPECT_EQ(prefill.sampling().min_tokens(), 2);
   EXPECT_TRUE(d.prefills().empty());
   EXPECT_EQ(backend_->num_inflight(), 0u);
 }
@@ -319,7 +321,7 @@ TEST_F(ClusterHttpTest, SilentDecodeIsDeadAfterItsSilenceAndItsRequestMovesOn) {
   other.SetScript({{kWorld, kEos}, proto::FINISH_REASON_STOP, /*cached=*/2});
   HttpResult moved;
   std::thread client([&] {
-    moved = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"stream", true}});
+    moved = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"stream", true}, {"min_tokens", 2}});
   });
   ASSERT_TRUE(quiet.WaitFor([&] { return !quiet.prefills().empty(); }));  // no prefill node: local path
   std::this_thread::sleep_for(std::chrono::milliseconds(30));             // "Hello" streamed
@@ -345,6 +347,7 @@ TEST_F(ClusterHttpTest, SilentDecodeIsDeadAfterItsSilenceAndItsRequestMovesOn) {
             (std::vector<int32_t>{kBos, 'x', kHello}));
   EXPECT_EQ(continued.sampling().max_tokens(), 15);                  // 16 - 1 already generated
   EXPECT_EQ(continued.sampling().num_output_tokens_in_prompt(), 1);  // kHello samples as output
+  EXPECT_EQ(continued.sampling().min_tokens(), 2);                   // counting kHello too
   // New work goes to the other node only.
   HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}});
   ASSERT_EQ(r.status, 200) << r.body;
