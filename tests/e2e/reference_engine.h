@@ -35,7 +35,7 @@ inline std::vector<TokenId> ReferenceRun(const std::string& model_dir, const std
     (*engine)->StepOnce(&outputs);
     for (auto& o : outputs) {
       out.insert(out.end(), o.tokens.begin(), o.tokens.end());
-      if (o.finished && finish_reason != nullptr) *finish_reason = o.finish_reason;
+      if (o.finished && finish_reason != nullptr) *finish_reason = scheduler::FinishReasonName(o.finish_reason);
       done = done || o.finished;
     }
   }
