@@ -21,7 +21,7 @@ struct KvSender::Peer {
 
 struct KvSender::Session {
   KvTarget target;
-  std::vector<BlockId> source_blocks;
+  std::vector<kv_cache::BlockRunPair> runs;  // source and target blocks, coalesced once for every layer
   std::function<void(const Status&)> on_done;
   std::string address;
   PeerId peer = kInvalidHandle;
@@ -170,7 +170,7 @@ Status KvSender::Open(SendParams params) {
   s.address = target.worker_address;
   s.deadline = clock_.NowNanos() + MsToNanos(target.lease_ms);
   s.layer_state.assign(config_.layout.num_layers, 0);
-  s.source_blocks = std::move(params.source_blocks);
+  s.runs = kv_cache::PairedBlockRuns(params.source_blocks, target.blocks);
   s.on_done = std::move(params.on_done);
   s.target = std::move(target);
   RequestId id = s.target.request_id;
@@ -193,8 +193,9 @@ Status KvSender::SendLayer(RequestId request_id, int layer, const LayerSource& s
   // One write per run where both source and target blocks are consecutive.
   const uint64_t bpb = config_.layout.BytesPerBlockLayer();
   std::vector<WriteOp> ops;
+  ops.reserve(s.runs.size());
   uint64_t bytes = 0;
-  for (const kv_cache::BlockRunPair& run : kv_cache::PairedBlockRuns(s.source_blocks, s.target.blocks)) {
+  for (const kv_cache::BlockRunPair& run : s.runs) {
     ops.push_back(WriteOp{.local_region = source.region,
                           .local_offset = source.offset + run.src_block * bpb,
                           .remote_region = s.remote,

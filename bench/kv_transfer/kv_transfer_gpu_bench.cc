@@ -232,6 +232,35 @@ void ThresholdSweep(int reps) {
   cudaStreamDestroy(s);
 }
 
+// Host cost of one run-copy launch by run count (the scattered layer's 256 runs
+// travel as ~7 KB of kernel parameters): where a burst of layers spends its posting.
+void LaunchCost() {
+  constexpr int kLaunches = 200;
+  constexpr uint64_t kRun = 64 << 10;
+  BENCH_CUDA(cudaSetDevice(0));
+  cudaStream_t s;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  DeviceMemory src(0, kRun * kernels::kRunCopyMaxRuns, 1), dst(0, kRun * kernels::kRunCopyMaxRuns, 2);
+  auto params = std::make_unique<kernels::RunCopyParams>();
+  std::printf("\nruns per launch | host us per launch (64 KiB runs, %d launches queued back to back)\n", kLaunches);
+  for (int runs : {1, 32, 256, 1024}) {
+    params->count = runs;
+    for (int i = 0; i < runs; ++i) {
+      params->src[i] = src.bytes() + i * kRun;
+      params->dst[i] = dst.bytes() + i * kRun;
+      params->bytes[i] = static_cast<int64_t>(kRun);
+    }
+    TANDEM_CHECK_OK(kernels::LaunchRunCopy(*params, s));
+    BENCH_CUDA(cudaStreamSynchronize(s));
+    auto t0 = SteadyClock::now();
+    for (int l = 0; l < kLaunches; ++l) TANDEM_CHECK_OK(kernels::LaunchRunCopy(*params, s));
+    const double us = Seconds(t0, SteadyClock::now()) * 1e6 / kLaunches;
+    BENCH_CUDA(cudaStreamSynchronize(s));
+    std::printf("%15d | %.2f\n", runs, us);
+  }
+  cudaStreamDestroy(s);
+}
+
 int Main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "--child") {
     const std::string mode = argv[2];
@@ -266,6 +295,7 @@ int Main(int argc, char** argv) {
                        "D2D memcpy", d2d, std::string(mode) == "contiguous" ? ">= 0.80" : ">= 0.50"});
   }
   ThresholdSweep(reps);
+  LaunchCost();
   if (devices >= 2) {
     TwoGpuCudaIpc(reps, &rows);
     TwoGpuNccl(reps, &rows);

@@ -86,14 +86,17 @@ struct CudaIpcTransport::Impl {
   std::vector<std::string> device_uuids;  // per visible device ordinal
   std::string address;
   GetAddressRangeFn get_address_range = nullptr;
-  cudaStream_t stream = nullptr;
+  // Batches take these in turn, so one layer's copy kernel starts while the
+  // previous one drains its last thread blocks (one stream serializes them).
+  std::vector<cudaStream_t> streams;
+  size_t next_stream = 0;
   std::unique_ptr<kernels::RunCopyParams> runs = std::make_unique<kernels::RunCopyParams>();
   uint64_t next_handle = 1;
   std::map<RegionId, Region> regions;
   std::map<PeerId, Peer> peers;
   std::map<std::string, Mapping> mappings;  // by cudaIpcMemHandle bytes
   std::map<RemoteRegionId, Remote> remotes;
-  std::deque<Batch> batches;  // in stream order: they complete front to back
+  std::deque<Batch> batches;  // in posting order; reported in that order
   std::vector<cudaEvent_t> spare_events;
   SteadyClock::time_point next_liveness_check{};
   Status broken;  // sticky: the first CUDA error that is not "not ready"
@@ -141,8 +144,8 @@ struct CudaIpcTransport::Impl {
   };
   std::vector<Copy> copies;  // PostWrites' scratch
 
-  // Queues every copy; returns the first CUDA error.
-  Status Issue() {
+  // Queues every copy on `stream`; returns the first CUDA error.
+  Status Issue(cudaStream_t stream) {
     kernels::RunCopyParams& p = *runs;
     p.count = 0;
     for (const Copy& c : copies) {
@@ -166,6 +169,7 @@ Status CudaIpcConfig::Validate() const {
   if (device < 0) return InvalidArgumentError("cuda_ipc: device must be >= 0");
   if (copy_engine_min_bytes == 0) return InvalidArgumentError("cuda_ipc: copy_engine_min_bytes must be > 0");
   if (liveness_interval_ms < 0) return InvalidArgumentError("cuda_ipc: liveness_interval_ms must be >= 0");
+  if (streams < 1 || streams > 8) return InvalidArgumentError("cuda_ipc: streams must be in [1, 8]");
   return Status::Ok();
 }
 
@@ -199,7 +203,11 @@ StatusOr<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::Create(const CudaI
   std::unique_ptr<CudaIpcTransport> t(new CudaIpcTransport(std::move(impl)));
   Impl& m = *t->impl_;
   DeviceScope scope(config.device);
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  for (int i = 0; i < config.streams; ++i) {
+    cudaStream_t stream = nullptr;
+    TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    m.streams.push_back(stream);
+  }
   m.address = EncodeCudaIpcAddress(
       CudaIpcAddress{.process = m.self, .nonce = m.nonce, .device_uuid = m.device_uuids[config.device]});
   return t;
@@ -208,11 +216,11 @@ StatusOr<std::unique_ptr<CudaIpcTransport>> CudaIpcTransport::Create(const CudaI
 CudaIpcTransport::~CudaIpcTransport() {
   Impl& m = *impl_;
   DeviceScope scope(m.config.device);
-  if (m.stream != nullptr) cudaStreamSynchronize(m.stream);
+  for (cudaStream_t s : m.streams) cudaStreamSynchronize(s);
   for (const Impl::Batch& b : m.batches) cudaEventDestroy(b.event);
   for (cudaEvent_t e : m.spare_events) cudaEventDestroy(e);
   for (auto& [handle, mapping] : m.mappings) cudaIpcCloseMemHandle(mapping.base);
-  if (m.stream != nullptr) cudaStreamDestroy(m.stream);
+  for (cudaStream_t s : m.streams) cudaStreamDestroy(s);
 }
 
 TransportCapabilities CudaIpcTransport::Capabilities() const {
@@ -425,11 +433,13 @@ StatusOr<TransferId> CudaIpcTransport::PostWrites(PeerId peer, std::span<const W
     cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
     if (err != cudaSuccess) return m.Break(cuda::CudaStatus(err, "cudaEventCreateWithFlags"));
   }
-  Status issued = m.Issue();
-  if (issued.ok()) issued = cuda::CudaStatus(cudaEventRecord(event, m.stream), "cudaEventRecord");
+  cudaStream_t stream = m.streams[m.next_stream];
+  m.next_stream = (m.next_stream + 1) % m.streams.size();
+  Status issued = m.Issue(stream);
+  if (issued.ok()) issued = cuda::CudaStatus(cudaEventRecord(event, stream), "cudaEventRecord");
   if (!issued.ok()) {
     // Whatever was queued must finish before the caller may reuse its memory.
-    cudaStreamSynchronize(m.stream);
+    cudaStreamSynchronize(stream);
     cudaEventDestroy(event);
     return m.Break(issued);
   }
@@ -465,7 +475,7 @@ size_t CudaIpcTransport::Poll(std::vector<TransferEvent>* events) {
     Status st;
     if (m.broken.ok()) {
       cudaError_t err = cudaEventQuery(b.event);
-      if (err == cudaErrorNotReady) break;  // later batches are behind it on the stream
+      if (err == cudaErrorNotReady) break;  // reported in posting order
       if (err != cudaSuccess) m.Break(cuda::CudaStatus(err, "cudaEventQuery")).IgnoreError();
     }
     if (!m.broken.ok()) {

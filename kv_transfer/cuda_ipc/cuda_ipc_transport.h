@@ -6,7 +6,8 @@
 //   - LoadRemoteRegion: cudaIpcOpenMemHandle, once per allocation per process
 //     (opening a handle twice fails), closed when its last region is unloaded or
 //     its peer disconnected and no batch uses it any more.
-//   - PostWrites: on the transport's own non-blocking stream; ops of at least
+//   - PostWrites: on the transport's own non-blocking streams, batches in turn
+//     (`streams`; batches write disjoint bytes, so they may overlap); ops of at least
 //     copy_engine_min_bytes take one cudaMemcpyAsync each, shorter ones are
 //     gathered into one run-copy kernel launch (kernels/kv_run_copy.h); one CUDA
 //     event per batch, turned into its TransferEvent by Poll.
@@ -42,6 +43,9 @@ struct CudaIpcConfig {
   uint64_t copy_engine_min_bytes = uint64_t{256} << 20;
   // Minimum interval between checks that connected peer processes still exist.
   int64_t liveness_interval_ms = 20;
+  // Copy streams the batches take in turn: with one, each layer's launch waits
+  // for the previous one's last thread blocks (its ramp and tail serialize).
+  int streams = 2;
   Status Validate() const;
 };
 

@@ -24,6 +24,8 @@
 #   DECODE_KV_BLOCKS=16384 PREFILL_KV_BLOCKS=4096 HOST_KV_BLOCKS=0 TRANSFER_BLOCKS=512 BLOCK_SIZE=16
 #   MAX_BATCHED_TOKENS=8192 PREFILL_CHUNK=4096 PREFIX_CACHING=false  (off: no hits across modes)
 #   BENCH_VOCAB=500 TTFT_SLO_MS=500 TPOT_SLO_MS=50 READY_TIMEOUT=300
+#   SCENARIOS="short long poisson"  the benchmark scenarios to run (warm-up and greedy always run)
+#   MPS=0         1: the nodes share the GPU through an MPS server (lib.sh mps_start), not time-slicing
 #   DEADLINE=540  seconds from the start: later scenarios are skipped (and say so) rather than cut
 #                 off by the device tool's 600 s limit
 set -u
@@ -52,11 +54,13 @@ cluster_defaults
 : "${RATE:=6}" "${DURATION:=40}" "${POISSON_PROMPT:=2048}" "${POISSON_OUTPUT:=128}"
 : "${GREEDY_PROMPT:=4096}" "${GREEDY_TOKENS:=32}" "${DECODE_KV_BLOCKS:=16384}" "${PREFILL_KV_BLOCKS:=4096}"
 : "${TTFT_SLO_MS:=500}" "${TPOT_SLO_MS:=50}" "${DEADLINE:=540}"
+: "${SCENARIOS:=short long poisson}"
 
 declare -A PID READY_MS LAUNCHED_MS
 cluster_traps cluster_logs.tar.gz
 cluster_binaries
 cluster_model
+mps_start
 
 step "start router (disaggregated), prefill (GPU $PREFILL_GPU), decode (GPU $DECODE_GPU); transport $TRANSPORT"
 start_router disaggregated
@@ -80,6 +84,10 @@ EOF
 left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
 bench() {  # MODE NAME SEED ARGS...
   local mode=$1 name=$2 seed=$3; shift 3
+  if [ "$name" != warmup ] && [[ " $SCENARIOS " != *" $name "* ]]; then
+    echo "skipped: not in SCENARIOS ($SCENARIOS)" > "$LOGS/bench_${mode}_$name.log"
+    return
+  fi
   if (( $(left) < 20 )); then
     echo "skipped: DEADLINE ($DEADLINE s) reached" > "$LOGS/bench_${mode}_$name.log"
     step "$mode $name skipped (DEADLINE)"
@@ -121,7 +129,7 @@ for f in "$LOGS"/bench_*.log; do grep -q '^summary_json=' "$f" || { echo "---- $
 {
   echo "cluster check: $BACKEND backend, model $MODEL_PRESET, transport $TRANSPORT" \
        "$([ "$TRANSPORT" = ucx ] && echo "($KV_UCX_TRANSPORTS)"), prefill GPU $PREFILL_GPU, decode GPU $DECODE_GPU," \
-       "prefix caching $PREFIX_CACHING, $(( $(date +%s) - T0 )) s"
+       "prefix caching $PREFIX_CACHING$([ "${MPS:-0}" = 1 ] && echo ", MPS"), $(( $(date +%s) - T0 )) s"
   $UTIL table "$LOGS"
 } > "$OUT/cluster_table.md"
 cp "$OUT/cluster_table.md" "$LOGS/"

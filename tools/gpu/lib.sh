@@ -82,7 +82,26 @@ cluster_finish() {
   [ -n "${CLUSTER_REPORT:-}" ] && "$CLUSTER_REPORT"
   for p in "${PID[@]}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
+  mps_stop
   tar -czf "$OUT/$CLUSTER_TARBALL" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null
+}
+# MPS=1: the nodes' CUDA contexts share the GPU through an MPS server of this script's own (private
+# pipe and log folders): kernels of the processes run side by side instead of time-slicing the GPU.
+# Stopped on exit; nothing of the GPU's settings changes.
+mps_start() {
+  [ "${MPS:-0}" = 1 ] || return 0
+  command -v nvidia-cuda-mps-control > /dev/null || die "MPS=1 but there is no nvidia-cuda-mps-control"
+  export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps/pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || die "the MPS control daemon did not start"
+  MPS_STARTED=1
+  step "MPS control daemon started ($CUDA_MPS_PIPE_DIRECTORY)"
+}
+mps_stop() {
+  [ "${MPS_STARTED:-0}" = 1 ] || return 0
+  echo quit | nvidia-cuda-mps-control
+  MPS_STARTED=0
+  cp -r "$CUDA_MPS_LOG_DIRECTORY" "$LOGS/mps" 2>/dev/null
 }
 cluster_traps() {  # TARBALL [REPORT_FUNCTION]
   CLUSTER_TARBALL=$1
