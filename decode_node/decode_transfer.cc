@@ -95,16 +95,19 @@ void DecodeNode::OpenReceiver(uint64_t id, Epoch epoch, std::vector<BlockId> tar
     u.device = std::move(device);
   }
   Retries retries;
+  bool ended = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Request* r = requests_.Find(id, epoch);
     if (r == nullptr) {
-      if (opened.ok()) receiver_->Cancel(id, CancelledError("request ended"));
-      return;
+      ended = true;
+    } else {
+      if (opened.ok()) r->reply.set_transport_descriptor(*opened);
+      HandleLocked(id, *r, {opened.ok() ? E::kOpened : E::kOpenFailed, opened.status()}, &retries);
     }
-    if (opened.ok()) r->reply.set_transport_descriptor(*opened);
-    HandleLocked(id, *r, {opened.ok() ? E::kOpened : E::kOpenFailed, opened.status()}, &retries);
   }
+  // Not under mu_: the cancel tells the sender through the receiver's sink, which takes mu_.
+  if (ended && opened.ok()) receiver_->Cancel(id, CancelledError("request ended"));
   for (auto& fn : retries) fn();
 }
 

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <map>
 #include <optional>
 #include <thread>
@@ -54,6 +56,7 @@ std::vector<TokenId> Prompt(int n, int seed) {
 struct NodeSeams {
   std::function<std::unique_ptr<runtime::Backend>()> prefill_backend, decode_backend;
   std::function<std::unique_ptr<kv_transfer::Transport>(std::unique_ptr<kv_transfer::Transport>)> wrap_transport;
+  std::function<std::unique_ptr<kv_transfer::Transport>(std::unique_ptr<kv_transfer::Transport>)> wrap_decode_transport;
 };
 
 // `transport` is "local" or "ucx", with "_staged" appended for KV through the host
@@ -75,6 +78,13 @@ class Cluster {
     d.config = dc;
     d.backend = seams.decode_backend ? seams.decode_backend() : std::make_unique<runtime::CpuBackend>();
     d.make_transport = Factory(transport);
+    if (seams.wrap_decode_transport) {
+      d.make_transport = [inner = d.make_transport,
+                          wrap = seams.wrap_decode_transport]() -> StatusOr<std::unique_ptr<kv_transfer::Transport>> {
+        TANDEM_ASSIGN_OR_RETURN(auto t, inner());
+        return wrap(std::move(t));
+      };
+    }
     auto decode = decode_node::DecodeNode::Create(std::move(d));
     TANDEM_CHECK(decode.ok()) << decode.status().ToString();
     decode_ = std::move(*decode);
@@ -702,6 +712,99 @@ class PostProbeTransport final : public kv_transfer::Transport {
   std::unique_ptr<kv_transfer::Transport> inner_;
   StreamProbe* probe_;
 };
+
+// Forwards to `inner`; once armed, the next WorkerAddress (KvReceiver::Open on the decode
+// node's poll thread) waits until released.
+class GatedOpenTransport final : public kv_transfer::Transport {
+ public:
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool armed = false, entered = false, released = false;
+  };
+  GatedOpenTransport(std::unique_ptr<kv_transfer::Transport> inner, std::shared_ptr<Gate> gate)
+      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+  kv_transfer::TransportCapabilities Capabilities() const override { return inner_->Capabilities(); }
+  std::string WorkerAddress() const override {
+    std::unique_lock<std::mutex> lock(gate_->mu);
+    if (gate_->armed && !gate_->entered) {
+      gate_->entered = true;
+      gate_->cv.notify_all();
+      gate_->cv.wait_for(lock, std::chrono::seconds(10), [&] { return gate_->released; });
+    }
+    return inner_->WorkerAddress();
+  }
+  StatusOr<kv_transfer::RegisteredRegion> RegisterMemory(void* addr, size_t length,
+                                                         kv_transfer::MemoryKind kind) override {
+    return inner_->RegisterMemory(addr, length, kind);
+  }
+  Status UnregisterMemory(kv_transfer::RegionId region) override { return inner_->UnregisterMemory(region); }
+  StatusOr<kv_transfer::PeerId> Connect(std::string_view address) override { return inner_->Connect(address); }
+  Status Disconnect(kv_transfer::PeerId peer) override { return inner_->Disconnect(peer); }
+  StatusOr<kv_transfer::RemoteRegionId> LoadRemoteRegion(kv_transfer::PeerId peer, std::string_view d) override {
+    return inner_->LoadRemoteRegion(peer, d);
+  }
+  Status UnloadRemoteRegion(kv_transfer::RemoteRegionId remote) override { return inner_->UnloadRemoteRegion(remote); }
+  StatusOr<kv_transfer::TransferId> PostWrites(kv_transfer::PeerId peer,
+                                               std::span<const kv_transfer::WriteOp> ops) override {
+    return inner_->PostWrites(peer, ops);
+  }
+  StatusOr<kv_transfer::TransferId> PostReceives(kv_transfer::PeerId peer,
+                                                 std::span<const kv_transfer::WriteOp> ops) override {
+    return inner_->PostReceives(peer, ops);
+  }
+  void Cancel(kv_transfer::TransferId id) override { inner_->Cancel(id); }
+  size_t Poll(std::vector<kv_transfer::TransferEvent>* events) override { return inner_->Poll(events); }
+
+ private:
+  std::unique_ptr<kv_transfer::Transport> inner_;
+  std::shared_ptr<Gate> gate_;
+};
+
+// The router connection drops while the decode node's poll thread opens a request's KV
+// session: the request is gone when the open returns, and the session is cancelled. That
+// cancel tells the sender through the receiver's sink, which takes the node's lock: it
+// once ran under that lock and deadlocked the node (found under load by node_loss_e2e_test:
+// the node's router connection stalled, the router declared it dead, it never noticed).
+TEST(DisaggFaultTest, RequestEndingWhileItsSessionOpensLeavesTheNodeServing) {
+  auto gate = std::make_shared<GatedOpenTransport::Gate>();
+  NodeSeams seams;
+  seams.wrap_decode_transport = [gate](std::unique_ptr<kv_transfer::Transport> inner) {
+    return std::unique_ptr<kv_transfer::Transport>(std::make_unique<GatedOpenTransport>(std::move(inner), gate));
+  };
+  Cluster cluster("local", std::nullopt, seams);
+  {
+    std::lock_guard<std::mutex> lock(gate->mu);
+    gate->armed = true;
+  }
+  // The Reserve is answered once the session is open: it ends with the dropped connection.
+  std::thread reserve([&] { cluster.Start(700, Prompt(3 * kBlock + 1, 7), 20).status().IgnoreError(); });
+  bool entered = false;
+  {
+    std::unique_lock<std::mutex> lock(gate->mu);
+    entered = gate->cv.wait_for(lock, std::chrono::seconds(10), [&] { return gate->entered; });
+  }
+  if (entered) {
+    cluster.router_.DropConnections();  // the node cancels every router request
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  {
+    std::lock_guard<std::mutex> lock(gate->mu);
+    gate->released = true;
+  }
+  gate->cv.notify_all();
+  reserve.join();
+  ASSERT_TRUE(entered);
+  EXPECT_TRUE(cluster.WaitKvClean(2000));
+  ASSERT_TRUE(cluster.router_.WaitRegistered(proto::NODE_ROLE_DECODE, 2));
+  ASSERT_TRUE(cluster.router_.WaitRegistered(proto::NODE_ROLE_PREFILL, 2));
+  std::vector<TokenId> prompt = Prompt(kBlock + 3, 2);
+  ASSERT_TRUE(cluster.Start(701, prompt, 4).ok());
+  RequestOutcome out = cluster.router_.Wait(701, 5000);
+  ASSERT_TRUE(out.finished) << "the decode node stopped serving";
+  EXPECT_EQ(out.tokens, Oracle(prompt, 4));
+  EXPECT_TRUE(cluster.WaitKvClean());
+}
 
 TEST(DisaggStreamTest, FirstLayerLeavesWhileLaterLayersCompute) {
   // Layer 1 takes 300 ms, so layer 0's KV must be on the wire before the forward
