@@ -18,4 +18,12 @@ void TwoGpuCudaIpc(int reps, std::vector<Row>* rows);
 // bytes (skipped with a message when the build has no NCCL).
 void TwoGpuNccl(int reps, std::vector<Row>* rows);
 
+// The receiving side of the host-staged UCX benchmark (this binary re-executed
+// with --child staged <ucx transports>).
+int RunStagedChild(const std::string& ucx_transports);
+// Host-staged UCX over shared memory between two processes on GPU 0: D2H -> UCX
+// put -> H2D pipelined across a 4K prompt's layers, against its slowest hop (the
+// put alone measured here; pinned D2H and H2D given). Built only with UCX.
+void StagedUcx(int reps, double d2h, double h2d, std::vector<Row>* rows);
+
 }  // namespace tandem::bench

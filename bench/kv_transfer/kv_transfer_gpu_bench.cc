@@ -6,7 +6,8 @@
 // contiguous and scattered (a random permutation), and compares it with
 // cudaMemcpyAsync device-to-device of the same bytes measured in the same run.
 // Also prints pinned D2H and H2D (the host-staged path's hops), the copy-engine
-// vs run-copy-kernel rate per run length (the cuda_ipc threshold), and with two
+// vs run-copy-kernel rate per run length (the cuda_ipc threshold), the
+// host-staged UCX path against its slowest hop (gpu_bench_staged.cc), and with two
 // GPUs GPU0 -> GPU1 over cuda_ipc vs cudaMemcpyPeer and over nccl vs raw
 // ncclSend/ncclRecv at 1..512 MiB. A compact table comes last.
 // Convention: bytes moved once (a 512 MiB transfer counts 512 MiB), host wall
@@ -172,7 +173,7 @@ double BestRate(uint64_t bytes, int reps, cudaStream_t stream, Copy copy) {
 }
 
 // Device-to-device, pinned D2H and pinned H2D of the prompt's bytes on GPU 0.
-void Ceilings(uint64_t bytes, int reps, std::vector<Row>* rows, double* d2d) {
+void Ceilings(uint64_t bytes, int reps, std::vector<Row>* rows, double* d2d, double* d2h, double* h2d) {
   BENCH_CUDA(cudaSetDevice(0));
   cudaStream_t s;
   BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -183,13 +184,13 @@ void Ceilings(uint64_t bytes, int reps, std::vector<Row>* rows, double* d2d) {
     return BestRate(bytes, reps, s, [&] { BENCH_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, s)); });
   };
   *d2d = copy(b.ptr, a.ptr, cudaMemcpyDeviceToDevice);
-  double d2h = copy(host, a.ptr, cudaMemcpyDeviceToHost);
-  double h2d = copy(a.ptr, host, cudaMemcpyHostToDevice);
+  *d2h = copy(host, a.ptr, cudaMemcpyDeviceToHost);
+  *h2d = copy(a.ptr, host, cudaMemcpyHostToDevice);
   std::printf("GPU 0, %llu MiB: D2D cudaMemcpyAsync %.1f GB/s, pinned D2H %.1f GB/s, pinned H2D %.1f GB/s\n",
-              static_cast<unsigned long long>(bytes >> 20), *d2d, d2h, h2d);
+              static_cast<unsigned long long>(bytes >> 20), *d2d, *d2h, *h2d);
   rows->push_back(Row{"D2D cudaMemcpyAsync (GPU 0)", bytes, *d2d, "", 0, ""});
-  rows->push_back(Row{"pinned D2H (host-staged hop 1)", bytes, d2h, "", 0, ""});
-  rows->push_back(Row{"pinned H2D (host-staged hop 3)", bytes, h2d, "", 0, ""});
+  rows->push_back(Row{"pinned D2H (host-staged hop 1)", bytes, *d2h, "", 0, ""});
+  rows->push_back(Row{"pinned H2D (host-staged hop 3)", bytes, *h2d, "", 0, ""});
   cudaFreeHost(host);
   cudaStreamDestroy(s);
 }
@@ -265,6 +266,9 @@ int Main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "--child") {
     const std::string mode = argv[2];
     if (mode == "kv" && argc > 4) return RunKvChild(argv[3], std::stoi(argv[4]));
+#ifdef TANDEM_HAVE_UCX
+    if (mode == "staged" && argc > 3) return RunStagedChild(argv[3]);
+#endif
     if (mode == "raw" && argc > 5) return RunRawChild(argv[3], std::stoi(argv[4]), std::stoull(argv[5]));
     return 2;
   }
@@ -283,8 +287,8 @@ int Main(int argc, char** argv) {
   std::printf("KV of a 4K-token prompt, Llama-3-8B shape: %d layers x %d blocks x %zu KiB = %llu MiB; %d reps\n",
               layout.num_layers, kPromptBlocks, layout.BytesPerBlockLayer() >> 10,
               static_cast<unsigned long long>(prompt_bytes >> 20), reps);
-  double d2d = 0;
-  Ceilings(prompt_bytes, reps, &rows, &d2d);
+  double d2d = 0, d2h = 0, h2d = 0;
+  Ceilings(prompt_bytes, reps, &rows, &d2d, &d2h, &h2d);
   for (const char* mode : {"contiguous", "scattered"}) {
     KvResult r = RunKvSessions(mode, reps);
     std::printf(
@@ -294,6 +298,11 @@ int Main(int argc, char** argv) {
     rows.push_back(Row{std::string("cuda_ipc KV 4K prompt, ") + mode + " (median)", prompt_bytes, r.median,
                        "D2D memcpy", d2d, std::string(mode) == "contiguous" ? ">= 0.80" : ">= 0.50"});
   }
+#ifdef TANDEM_HAVE_UCX
+  StagedUcx(reps, d2h, h2d, &rows);
+#else
+  std::printf("\nno UCX in this build: skipping the host-staged UCX path\n");
+#endif
   ThresholdSweep(reps);
   LaunchCost();
   if (devices >= 2) {
