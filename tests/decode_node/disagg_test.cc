@@ -677,11 +677,10 @@ class SlowLayerBackend final : public runtime::Backend {
   std::chrono::milliseconds delay_;
 };
 
-// Forwards to `inner`, noting the probe's gather count at the first PostWrites.
-class PostProbeTransport final : public kv_transfer::Transport {
+// Forwards every call to `inner`; the wrappers below override what they watch.
+class ForwardingTransport : public kv_transfer::Transport {
  public:
-  PostProbeTransport(std::unique_ptr<kv_transfer::Transport> inner, StreamProbe* probe)
-      : inner_(std::move(inner)), probe_(probe) {}
+  explicit ForwardingTransport(std::unique_ptr<kv_transfer::Transport> inner) : inner_(std::move(inner)) {}
   kv_transfer::TransportCapabilities Capabilities() const override { return inner_->Capabilities(); }
   std::string WorkerAddress() const override { return inner_->WorkerAddress(); }
   StatusOr<kv_transfer::RegisteredRegion> RegisterMemory(void* addr, size_t length,
@@ -697,8 +696,6 @@ class PostProbeTransport final : public kv_transfer::Transport {
   Status UnloadRemoteRegion(kv_transfer::RemoteRegionId remote) override { return inner_->UnloadRemoteRegion(remote); }
   StatusOr<kv_transfer::TransferId> PostWrites(kv_transfer::PeerId peer,
                                                std::span<const kv_transfer::WriteOp> ops) override {
-    int unset = -1;
-    probe_->gathers_at_first_post.compare_exchange_strong(unset, probe_->gathers.load());
     return inner_->PostWrites(peer, ops);
   }
   StatusOr<kv_transfer::TransferId> PostReceives(kv_transfer::PeerId peer,
@@ -710,12 +707,27 @@ class PostProbeTransport final : public kv_transfer::Transport {
 
  private:
   std::unique_ptr<kv_transfer::Transport> inner_;
+};
+
+// Notes the probe's gather count at the first PostWrites.
+class PostProbeTransport final : public ForwardingTransport {
+ public:
+  PostProbeTransport(std::unique_ptr<kv_transfer::Transport> inner, StreamProbe* probe)
+      : ForwardingTransport(std::move(inner)), probe_(probe) {}
+  StatusOr<kv_transfer::TransferId> PostWrites(kv_transfer::PeerId peer,
+                                               std::span<const kv_transfer::WriteOp> ops) override {
+    int unset = -1;
+    probe_->gathers_at_first_post.compare_exchange_strong(unset, probe_->gathers.load());
+    return ForwardingTransport::PostWrites(peer, ops);
+  }
+
+ private:
   StreamProbe* probe_;
 };
 
-// Forwards to `inner`; once armed, the next WorkerAddress (KvReceiver::Open on the decode
-// node's poll thread) waits until released.
-class GatedOpenTransport final : public kv_transfer::Transport {
+// Once armed, the next WorkerAddress (KvReceiver::Open on the decode node's poll
+// thread) waits until released.
+class GatedOpenTransport final : public ForwardingTransport {
  public:
   struct Gate {
     std::mutex mu;
@@ -723,8 +735,7 @@ class GatedOpenTransport final : public kv_transfer::Transport {
     bool armed = false, entered = false, released = false;
   };
   GatedOpenTransport(std::unique_ptr<kv_transfer::Transport> inner, std::shared_ptr<Gate> gate)
-      : inner_(std::move(inner)), gate_(std::move(gate)) {}
-  kv_transfer::TransportCapabilities Capabilities() const override { return inner_->Capabilities(); }
+      : ForwardingTransport(std::move(inner)), gate_(std::move(gate)) {}
   std::string WorkerAddress() const override {
     std::unique_lock<std::mutex> lock(gate_->mu);
     if (gate_->armed && !gate_->entered) {
@@ -732,32 +743,10 @@ class GatedOpenTransport final : public kv_transfer::Transport {
       gate_->cv.notify_all();
       gate_->cv.wait_for(lock, std::chrono::seconds(10), [&] { return gate_->released; });
     }
-    return inner_->WorkerAddress();
+    return ForwardingTransport::WorkerAddress();
   }
-  StatusOr<kv_transfer::RegisteredRegion> RegisterMemory(void* addr, size_t length,
-                                                         kv_transfer::MemoryKind kind) override {
-    return inner_->RegisterMemory(addr, length, kind);
-  }
-  Status UnregisterMemory(kv_transfer::RegionId region) override { return inner_->UnregisterMemory(region); }
-  StatusOr<kv_transfer::PeerId> Connect(std::string_view address) override { return inner_->Connect(address); }
-  Status Disconnect(kv_transfer::PeerId peer) override { return inner_->Disconnect(peer); }
-  StatusOr<kv_transfer::RemoteRegionId> LoadRemoteRegion(kv_transfer::PeerId peer, std::string_view d) override {
-    return inner_->LoadRemoteRegion(peer, d);
-  }
-  Status UnloadRemoteRegion(kv_transfer::RemoteRegionId remote) override { return inner_->UnloadRemoteRegion(remote); }
-  StatusOr<kv_transfer::TransferId> PostWrites(kv_transfer::PeerId peer,
-                                               std::span<const kv_transfer::WriteOp> ops) override {
-    return inner_->PostWrites(peer, ops);
-  }
-  StatusOr<kv_transfer::TransferId> PostReceives(kv_transfer::PeerId peer,
-                                                 std::span<const kv_transfer::WriteOp> ops) override {
-    return inner_->PostReceives(peer, ops);
-  }
-  void Cancel(kv_transfer::TransferId id) override { inner_->Cancel(id); }
-  size_t Poll(std::vector<kv_transfer::TransferEvent>* events) override { return inner_->Poll(events); }
 
  private:
-  std::unique_ptr<kv_transfer::Transport> inner_;
   std::shared_ptr<Gate> gate_;
 };
 
