@@ -24,7 +24,7 @@ struct ApiError {
 
 // 400 invalid_request_error naming `param`.
 ApiError BadRequest(std::string message, std::string param = "", std::string code = "");
-// Maps a Status from a backend or codec to an ApiError (see InferenceBackend for the table).
+// Maps a Status from an engine or codec to an ApiError (see EngineClient for the table).
 // For refusals before a request produced anything: ResourceExhausted is 429 rate_limit_error.
 ApiError ApiErrorFromStatus(const Status& status, std::string param = "");
 // The same for a request that failed after it produced output (tokens or stream

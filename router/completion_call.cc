@@ -214,7 +214,7 @@ void CompletionCall::StartJob() {
   events.on_done = [self](const Status& status) { self->OnJobDone(status); };
   boost::asio::any_io_executor strand = strand_;
   GenerationJob::Post post = [strand](std::function<void()> fn) { boost::asio::post(strand, std::move(fn)); };
-  job_ = GenerationJob::Create(context_->deps.backend, context_->deps.codec, std::move(post), std::move(spec_),
+  job_ = GenerationJob::Create(context_->deps.engine, context_->deps.codec, std::move(post), std::move(spec_),
                                std::move(events));
   if (deadline_ns_ > 0) {
     // The deadline counts from arrival, so time spent queued is part of it.

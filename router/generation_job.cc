@@ -13,15 +13,14 @@ RequestId NextRequestId() {
 
 }  // namespace
 
-std::shared_ptr<GenerationJob> GenerationJob::Create(InferenceBackend* backend, const TextCodec* codec, Post post,
+std::shared_ptr<GenerationJob> GenerationJob::Create(EngineClient* engine, const TextCodec* codec, Post post,
                                                      JobSpec spec, JobEvents events) {
   return std::shared_ptr<GenerationJob>(
-      new GenerationJob(backend, codec, std::move(post), std::move(spec), std::move(events)));
+      new GenerationJob(engine, codec, std::move(post), std::move(spec), std::move(events)));
 }
 
-GenerationJob::GenerationJob(InferenceBackend* backend, const TextCodec* codec, Post post, JobSpec spec,
-                             JobEvents events)
-    : backend_(backend), codec_(codec), post_(std::move(post)), spec_(std::move(spec)), events_(std::move(events)) {
+GenerationJob::GenerationJob(EngineClient* engine, const TextCodec* codec, Post post, JobSpec spec, JobEvents events)
+    : engine_(engine), codec_(codec), post_(std::move(post)), spec_(std::move(spec)), events_(std::move(events)) {
   for (size_t p = 0; p < spec_.prompts.size(); ++p) {
     usage_.prompt_tokens += static_cast<int64_t>(spec_.prompts[p].size());
     for (int32_t i = 0; i < spec_.n; ++i) {
@@ -69,7 +68,7 @@ void GenerationJob::Start() {
     // Independent samples for n > 1 when the client fixed a seed.
     const int32_t i = static_cast<int32_t>(c) % spec_.n;
     if (request.sampling.seed) *request.sampling.seed += static_cast<uint64_t>(i);
-    backend_->Submit(std::move(request), MakeCallbacks(static_cast<int32_t>(c)));
+    engine_->Submit(std::move(request), MakeCallbacks(static_cast<int32_t>(c)));
   }
 }
 
@@ -77,7 +76,7 @@ void GenerationJob::Cancel() {
   if (finished_) return;
   finished_ = true;
   for (Choice& choice : choices_) {
-    if (!choice.done) backend_->Cancel(choice.request_id);
+    if (!choice.done) engine_->Cancel(choice.request_id);
   }
   events_ = JobEvents();  // drops what the events captured (breaks ownership cycles)
 }
@@ -105,11 +104,11 @@ void GenerationJob::OnTokens(int32_t index, const std::vector<TokenId>& token_id
   for (TokenId id : token_ids) {
     ++usage_.completion_tokens;
     ++choice.num_tokens;
-    // The backend ends the sequence with this token; its text is not output unless asked for.
+    // The engine ends the sequence with this token; its text is not output unless asked for.
     if (!spec_.include_stop_str_in_output && EndsSequence(id)) continue;
     const std::string piece = choice.utf8.Add(choice.decoder->Add(id));
     if (Deliver(index, piece)) {
-      backend_->Cancel(choice.request_id);
+      engine_->Cancel(choice.request_id);
       FinishChoice(index, FinishReason::kStop);
       return;
     }
@@ -145,7 +144,7 @@ void GenerationJob::OnError(int32_t index, const Status& status) {
   if (finished_ || choices_[index].done) return;
   JobEvents events = std::move(events_);
   Cancel();
-  if (events.on_done) events.on_done(status.ok() ? InternalError("backend error") : status);
+  if (events.on_done) events.on_done(status.ok() ? InternalError("engine client error") : status);
 }
 
 void GenerationJob::FinishChoice(int32_t index, FinishReason reason) {

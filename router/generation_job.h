@@ -1,6 +1,6 @@
 // GenerationJob: the generation behind one OpenAI request, independent of HTTP.
 //
-// It submits one backend request per choice (every prompt times `n`), turns
+// It submits one engine request per choice (every prompt times `n`), turns
 // each choice's token batches into text (incremental detokenizer, UTF-8
 // holdback, stop strings across token boundaries), counts usage, and reports
 // text deltas, per-choice ends and one final outcome. As in vLLM, the token that
@@ -9,8 +9,8 @@
 // its first min_tokens tokens.
 //
 // Thread rule: every method and every event runs on the job's executor
-// (`post` must serialize, e.g. an Asio strand); backend callbacks are posted
-// onto it, so the job needs no lock. The backend must stop calling back
+// (`post` must serialize, e.g. an Asio strand); engine callbacks are posted
+// onto it, so the job needs no lock. The engine must stop calling back
 // before the executor is destroyed.
 #pragma once
 
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "router/inference_backend.h"
+#include "router/engine_client.h"
 #include "router/openai_response.h"
 #include "router/stop_matcher.h"
 #include "router/text_codec.h"
@@ -52,10 +52,10 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  public:
   using Post = std::function<void(std::function<void()>)>;
 
-  static std::shared_ptr<GenerationJob> Create(InferenceBackend* backend, const TextCodec* codec, Post post,
-                                               JobSpec spec, JobEvents events);
+  static std::shared_ptr<GenerationJob> Create(EngineClient* engine, const TextCodec* codec, Post post, JobSpec spec,
+                                               JobEvents events);
 
-  // Submits every choice to the backend.
+  // Submits every choice to the engine.
   void Start();
   // Stops everything (client gone, deadline); no more events are delivered.
   void Cancel();
@@ -77,7 +77,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int32_t num_tokens = 0;  // tokens generated so far
   };
 
-  GenerationJob(InferenceBackend* backend, const TextCodec* codec, Post post, JobSpec spec, JobEvents events);
+  GenerationJob(EngineClient* engine, const TextCodec* codec, Post post, JobSpec spec, JobEvents events);
   StreamCallbacks MakeCallbacks(int32_t index);
   void OnTokens(int32_t index, const std::vector<TokenId>& token_ids);
   void OnFinish(int32_t index, const GenerateResult& result);
@@ -85,11 +85,11 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void OnError(int32_t index, const Status& status);
   // Runs text through the stop matcher and delivers what is safe; true on a stop match.
   bool Deliver(int32_t index, const std::string& text);
-  // True for a token that ends its sequence at the backend (a stop id, or EOS unless ignore_eos).
+  // True for a token that ends its sequence at the engine (a stop id, or EOS unless ignore_eos).
   bool EndsSequence(TokenId id) const;
   void FinishChoice(int32_t index, FinishReason reason);
 
-  InferenceBackend* const backend_;
+  EngineClient* const engine_;
   const TextCodec* const codec_;
   const Post post_;
   JobSpec spec_;

@@ -21,8 +21,8 @@ HttpServer::~HttpServer() { Stop(); }
 Status HttpServer::Start() {
   const RouterConfig& config = context_->config;
   TANDEM_RETURN_IF_ERROR(config.Validate());
-  if (context_->deps.backend == nullptr || context_->deps.codec == nullptr) {
-    return InvalidArgumentError("HttpServer needs a backend and a text codec");
+  if (context_->deps.engine == nullptr || context_->deps.codec == nullptr) {
+    return InvalidArgumentError("HttpServer needs an engine and a text codec");
   }
   if (context_->deps.model.max_context_tokens < 2 || context_->deps.model.vocab_size < 1) {
     return InvalidArgumentError("HttpServer: served model needs a context and a vocabulary");
@@ -84,7 +84,7 @@ void HttpServer::Stop() {
   for (const auto& weak : sessions) {
     if (auto session = weak.lock()) session->Shutdown();
   }
-  // Let the closes run so calls cancel their backend requests and free themselves.
+  // Let the closes run so calls cancel their engine requests and free themselves.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   for (const auto& weak : sessions) {
     while (!weak.expired() && std::chrono::steady_clock::now() < give_up) {

@@ -33,8 +33,8 @@ class HttpServer {
   // InvalidArgument for bad config, Unavailable when the address cannot be bound.
   Status Start();
   // Stops accepting, closes open connections (cancelling their requests at
-  // the backend), waits up to 2 s for them to wind down, stops the I/O
-  // threads. The backend must have stopped calling back before the
+  // the engine), waits up to 2 s for them to wind down, stops the I/O
+  // threads. The engine must have stopped calling back before the
   // HttpServer is destroyed.
   void Stop();
   // The bound port (useful with listen_port 0). REQUIRES: Start() succeeded.

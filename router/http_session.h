@@ -31,7 +31,7 @@ class HttpSession : public ResponseSink, public std::enable_shared_from_this<Htt
   HttpSession(boost::asio::ip::tcp::socket&& socket, RouterContext* context);
 
   void Start();
-  // Ends the connection (and its call, which cancels its backend requests).
+  // Ends the connection (and its call, which cancels its engine requests).
   // Thread-safe: runs on the strand.
   void Shutdown();
 

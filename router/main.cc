@@ -23,7 +23,7 @@
 #include "common/tokenizer/chat_template.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/tokenizer/tokenizer_config.h"
-#include "router/cluster/cluster_backend.h"
+#include "router/cluster/cluster_client.h"
 #include "router/cluster/cluster_config.h"
 #include "router/http_server.h"
 #include "router/router_options.h"
@@ -97,33 +97,33 @@ int Run(int argc, char** argv) {
 
   metrics::MetricsRegistry registry;
   net::EventLoop loop(options.cluster.num_control_threads);
-  auto backend = cluster::ClusterBackend::Start(loop, options.cluster, &registry);
-  if (!backend.ok()) {
-    std::fprintf(stderr, "tandem-router: control plane: %s\n", backend.status().ToString().c_str());
+  auto engine = cluster::ClusterClient::Start(loop, options.cluster, &registry);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "tandem-router: control plane: %s\n", engine.status().ToString().c_str());
     return 1;
   }
-  cluster::ClusterBackend* cluster_backend = backend->get();
+  cluster::ClusterClient* cluster_client = engine->get();
 
   RouterDeps deps;
-  deps.backend = cluster_backend;
+  deps.engine = cluster_client;
   deps.codec = &codec;
   std::string model_id = std::filesystem::path(dir).filename().string();
   if (model_id.empty()) model_id = std::filesystem::path(dir).parent_path().filename().string();
   deps.model = {model_id, context, (*tokenizer)->VocabSize(), static_cast<int64_t>(std::time(nullptr)),
                 std::move(eos_token_ids)};
-  deps.is_ready = [cluster_backend] { return cluster_backend->Ready(); };
+  deps.is_ready = [cluster_client] { return cluster_client->Ready(); };
   deps.metrics = &registry;
   deps.metrics_text = [&registry] { return registry.RenderText(); };
   HttpServer server(options.http, std::move(deps));
   Status started = server.Start();
   if (!started.ok()) {
     std::fprintf(stderr, "tandem-router: http: %s\n", started.ToString().c_str());
-    (*backend)->Stop();
+    (*engine)->Stop();
     return 1;
   }
   // Machine-readable lines for launchers and tests.
   std::printf("http_address=%s:%u\ncontrol_address=%s\n", options.http.listen_host.c_str(),
-              static_cast<unsigned>(server.port()), cluster_backend->control_address().c_str());
+              static_cast<unsigned>(server.port()), cluster_client->control_address().c_str());
   std::fflush(stdout);
   TANDEM_LOG_INFO("tandem-router serving model '{}' (context {}) on {}:{}", server.context().ModelName(), context,
                   options.http.listen_host, server.port());
@@ -132,8 +132,8 @@ int Run(int argc, char** argv) {
   sigwait(&signals, &sig);
   TANDEM_LOG_INFO("signal {}: shutting down", sig);
   server.Stop();
-  (*backend)->Stop();
-  backend->reset();
+  (*engine)->Stop();
+  engine->reset();
   loop.Stop();
   return 0;
 }

@@ -16,7 +16,7 @@
 
 #include "common/base/ids.h"
 #include "router/api_error.h"
-#include "router/inference_backend.h"
+#include "router/engine_client.h"
 
 namespace tandem::router {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "router/inference_backend.h"
+#include "router/engine_client.h"
 #include "router/openai_request.h"
 
 namespace tandem::router {

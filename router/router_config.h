@@ -15,7 +15,7 @@
 namespace tandem::router {
 
 // One API key and the tenant it belongs to. The tenant id is forwarded to the
-// backend, which derives the prefix-cache salt from it.
+// engine, which derives the prefix-cache salt from it.
 struct ApiKeyEntry {
   std::string key;     // the bearer token; never logged
   std::string tenant;  // tenant id; non-empty
@@ -45,7 +45,7 @@ struct RouterConfig {
   int32_t body_read_timeout_ms = 30'000;
   // Time allowed for one write (a response, or one SSE chunk) to drain.
   int32_t write_timeout_ms = 30'000;
-  // End-to-end deadline of one generation, passed to the backend; the router
+  // End-to-end deadline of one generation, passed to the engine; the router
   // ends the request with an error when it passes. 0 = no deadline.
   int32_t request_timeout_ms = 600'000;
 

@@ -11,7 +11,7 @@
 
 #include "router/admission_controller.h"
 #include "router/api_key_table.h"
-#include "router/inference_backend.h"
+#include "router/engine_client.h"
 #include "router/router_config.h"
 #include "router/router_metrics.h"
 #include "router/text_codec.h"
@@ -25,14 +25,14 @@ struct ServedModel {
   int32_t vocab_size = 32000;         // token ids must be < this
   int64_t created = 0;                // unix seconds shown by /v1/models
   // The model's EOS ids (config.json + generation_config.json): a sequence the
-  // backend ends with one adds no text for it (unless include_stop_str_in_output).
+  // engine ends with one adds no text for it (unless include_stop_str_in_output).
   std::vector<TokenId> eos_token_ids;
 };
 
 // Everything the server needs from the rest of the process. Pointers are not
 // owned and must outlive the HttpServer.
 struct RouterDeps {
-  InferenceBackend* backend = nullptr;
+  EngineClient* engine = nullptr;
   const TextCodec* codec = nullptr;
   ServedModel model;
   // /health/ready; nullptr = always ready. While false, inference gets 503.

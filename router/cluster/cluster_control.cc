@@ -1,4 +1,4 @@
-// ClusterBackend, control-plane side: the RpcServer's handlers (registration,
+// ClusterClient, control-plane side: the RpcServer's handlers (registration,
 // heartbeats, Tokens, closed connections) and the periodic tick (heartbeat
 // sweep, deadlines, gauges), both on the EventLoop's I/O threads.
 #include <algorithm>
@@ -6,15 +6,15 @@
 #include "common/base/logging.h"
 #include "common/net/address.h"
 #include "common/proto/messages.h"
-#include "router/cluster/cluster_backend.h"
+#include "router/cluster/cluster_client.h"
 
 namespace tandem::router::cluster {
 
-StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Start(net::EventLoop& loop, const ClusterConfig& config,
-                                                                metrics::MetricsRegistry* metrics, const Clock& clock) {
+StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Start(net::EventLoop& loop, const ClusterConfig& config,
+                                                              metrics::MetricsRegistry* metrics, const Clock& clock) {
   TANDEM_RETURN_IF_ERROR(config.Validate());
   TANDEM_ASSIGN_OR_RETURN(std::string token, config.ResolveToken());
-  std::unique_ptr<ClusterBackend> backend(new ClusterBackend(loop, config, metrics, clock));
+  std::unique_ptr<ClusterClient> engine(new ClusterClient(loop, config, metrics, clock));
   net::RpcServerConfig server_config;
   server_config.listen_address = config.control_address;
   server_config.rpc.cluster_token = std::move(token);
@@ -25,36 +25,36 @@ StatusOr<std::unique_ptr<ClusterBackend>> ClusterBackend::Start(net::EventLoop& 
   server_config.rpc.idle_timeout_ms = config.node_dead_after_ms;
   server_config.rpc.keepalive_interval_ms =
       std::min<int64_t>(server_config.rpc.keepalive_interval_ms, config.node_dead_after_ms / 2);
-  backend->guard_->self = backend.get();
+  engine->guard_->self = engine.get();
   net::RpcHandlers handlers;
-  handlers.on_request = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m,
-                                                  net::Responder r) {
+  handlers.on_request = [guard = engine->guard_](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m,
+                                                 net::Responder r) {
     std::lock_guard<std::recursive_mutex> lock(guard->mu);
     if (guard->self) guard->self->OnNodeRequest(conn, std::move(m), std::move(r));
   };
-  handlers.on_message = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m) {
+  handlers.on_message = [guard = engine->guard_](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr m) {
     std::lock_guard<std::recursive_mutex> lock(guard->mu);
     if (guard->self) guard->self->OnNodeMessage(conn, std::move(m));
   };
-  handlers.on_close = [guard = backend->guard_](const std::shared_ptr<net::RpcConnection>& conn, const Status& reason) {
+  handlers.on_close = [guard = engine->guard_](const std::shared_ptr<net::RpcConnection>& conn, const Status& reason) {
     std::lock_guard<std::recursive_mutex> lock(guard->mu);
-    ClusterBackend* self = guard->self;
+    ClusterClient* self = guard->self;
     if (self == nullptr) return;
     if (std::optional<uint32_t> id = self->registry_.OnConnectionClosed(conn.get())) {
       TANDEM_LOG_WARN("node {} disconnected ({}): dead", *id, reason.ToString());
       self->OnNodeDead(*id);
     }
   };
-  TANDEM_ASSIGN_OR_RETURN(backend->server_, net::RpcServer::Start(loop, std::move(server_config), handlers));
-  backend->gauges_.UpdateNodes(backend->registry_);
-  backend->StartTicker();
-  TANDEM_LOG_INFO("router control plane on {} ({} mode, local_prefill_max_tokens {})", backend->server_->address(),
+  TANDEM_ASSIGN_OR_RETURN(engine->server_, net::RpcServer::Start(loop, std::move(server_config), handlers));
+  engine->gauges_.UpdateNodes(engine->registry_);
+  engine->StartTicker();
+  TANDEM_LOG_INFO("router control plane on {} ({} mode, local_prefill_max_tokens {})", engine->server_->address(),
                   ServingModeName(config.mode), config.local_prefill_max_tokens);
-  return backend;
+  return engine;
 }
 
-void ClusterBackend::OnNodeRequest(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message,
-                                   net::Responder responder) {
+void ClusterClient::OnNodeRequest(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message,
+                                  net::Responder responder) {
   if (const auto* reg = proto::MessageAs<proto::RegisterRequest>(*message)) {
     StatusOr<proto::RegisterReply> reply = registry_.Register(conn, *reg);
     if (!reply.ok()) {
@@ -75,7 +75,7 @@ void ClusterBackend::OnNodeRequest(const std::shared_ptr<net::RpcConnection>& co
   responder.Fail(UnimplementedError("the router does not serve " + message->GetTypeName()));
 }
 
-void ClusterBackend::OnNodeMessage(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message) {
+void ClusterClient::OnNodeMessage(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message) {
   if (const auto* heartbeat = proto::MessageAs<proto::Heartbeat>(*message)) {
     if (NodeId draining = registry_.OnHeartbeat(conn.get(), *heartbeat)) OnNodeDraining(draining, "is draining");
   } else if (const auto* tokens = proto::MessageAs<proto::Tokens>(*message)) {
@@ -86,7 +86,7 @@ void ClusterBackend::OnNodeMessage(const std::shared_ptr<net::RpcConnection>& co
   }
 }
 
-void ClusterBackend::OnTokens(const net::RpcConnection* conn, const proto::Tokens& tokens) {
+void ClusterClient::OnTokens(const net::RpcConnection* conn, const proto::Tokens& tokens) {
   const NodeId node_id = registry_.NodeIdOf(conn);
   if (node_id == 0) return;
   for (const proto::TokenEntry& entry : tokens.entries()) {
@@ -103,7 +103,7 @@ void ClusterBackend::OnTokens(const net::RpcConnection* conn, const proto::Token
   }
 }
 
-void ClusterBackend::OnNodeDead(NodeId node_id) {
+void ClusterClient::OnNodeDead(NodeId node_id) {
   gauges_.UpdateNodes(registry_);
   for (const std::shared_ptr<Entry>& entry : AllEntries()) {
     HandoffEvent dead = MakeEvent(HandoffEventKind::kNodeDead);
@@ -112,7 +112,7 @@ void ClusterBackend::OnNodeDead(NodeId node_id) {
   }
 }
 
-void ClusterBackend::OnNodeDraining(NodeId node_id, std::string_view why) {
+void ClusterClient::OnNodeDraining(NodeId node_id, std::string_view why) {
   const bool elsewhere = registry_.HasOtherDecodeNode(node_id);
   TANDEM_LOG_INFO("node {} {}: {}", node_id, why,
                   elsewhere ? "requests it has not begun to stream are placed again"
@@ -126,7 +126,7 @@ void ClusterBackend::OnNodeDraining(NodeId node_id, std::string_view why) {
   }
 }
 
-void ClusterBackend::Tick() {
+void ClusterClient::Tick() {
   for (const NodeHandle& dead : registry_.SweepExpired()) {
     TANDEM_LOG_WARN("node {} ('{}') silent for {} ms: dead", dead.node_id, dead.name, config_.node_dead_after_ms);
     // Its requests move before the close fails the calls in flight to it.

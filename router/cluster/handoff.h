@@ -26,7 +26,7 @@
 #include "common/base/ids.h"
 #include "common/base/status.h"
 #include "common/proto/control.pb.h"
-#include "router/inference_backend.h"
+#include "router/engine_client.h"
 
 namespace tandem::router::cluster {
 

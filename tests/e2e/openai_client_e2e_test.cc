@@ -355,7 +355,7 @@ TEST_F(OpenAiClientE2eTest, StreamsChatAndCompletionsThroughTheRealClusterWithEx
 }
 
 // The same script over router_fake_server (the HTTP layer over a fake backend).
-TEST_F(OpenAiClientE2eTest, FakeBackendServerPassesTheSameChecks) {
+TEST_F(OpenAiClientE2eTest, FakeEngineClientServerPassesTheSameChecks) {
   ProcessGroup procs(root_->string());
   procs.Start("fake", {BinaryDir() + "/tests/router/router_fake_server", "--api-key", kApiKey});
   std::smatch port;

@@ -1,4 +1,4 @@
-// router_fake_server: the real HttpServer over FakeBackend + FakeTextCodec, for
+// router_fake_server: the real HttpServer over FakeEngineClient + FakeTextCodec, for
 // checking wire compatibility with outside clients (the npm `openai` package,
 // curl, promtool on /metrics). Prints "PORT <n>" and serves until stdin closes.
 //   router_fake_server [--api-key KEY]
@@ -8,19 +8,19 @@
 
 #include "common/metrics/metrics_registry.h"
 #include "router/http_server.h"
-#include "tests/router/fake_backend.h"
+#include "tests/router/fake_engine_client.h"
 #include "tests/router/fake_text_codec.h"
 
 int main(int argc, char** argv) {
   using namespace tandem::router;
-  testing::FakeBackend backend;
-  backend.SetScript({{testing::kWordBase, testing::kWordBase + 1, testing::kEos}, 1, 2});
+  testing::FakeEngineClient engine;
+  engine.SetScript({{testing::kWordBase, testing::kWordBase + 1, testing::kEos}, 1, 2});
   testing::FakeTextCodec codec;
   RouterConfig config;
   config.listen_port = 0;
   if (argc == 3 && std::string(argv[1]) == "--api-key") config.api_keys = {{argv[2], "tenant-a"}};
   RouterDeps deps;
-  deps.backend = &backend;
+  deps.engine = &engine;
   deps.codec = &codec;
   deps.model = {"tiny", 64, testing::kFakeVocab, 1700000000, {testing::kEos}};
   tandem::metrics::MetricsRegistry registry;
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   std::string line;
   while (std::getline(std::cin, line)) {
   }
-  backend.Shutdown();
+  engine.Shutdown();
   server.Stop();
   return 0;
 }

@@ -1,4 +1,4 @@
-// GenerationJob without sockets: a FakeBackend and a serial executor the test drains.
+// GenerationJob without sockets: a FakeEngineClient and a serial executor the test drains.
 #include "router/generation_job.h"
 
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <deque>
 #include <mutex>
 
-#include "tests/router/fake_backend.h"
+#include "tests/router/fake_engine_client.h"
 #include "tests/router/fake_text_codec.h"
 
 namespace tandem::router::testing {
@@ -64,18 +64,18 @@ struct Recorder {
 };
 
 TEST(GenerationJobTest, StopStringCancelsAndCountsTokens) {
-  FakeBackend backend;
+  FakeEngineClient engine;
   FakeTextCodec codec;
   ManualExecutor exec;
   std::vector<TokenId> script = ByteTokens("12STOP34");
-  backend.SetScript({script, /*batch_size=*/3});
+  engine.SetScript({script, /*batch_size=*/3});
   JobSpec spec;
   spec.prompts = {{1, 2}};
   spec.base.max_tokens = 20;
   spec.stop = {"STOP"};
   Recorder rec;
   rec.text.resize(1);
-  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec.Events());
+  auto job = GenerationJob::Create(&engine, &codec, exec.post(), spec, rec.Events());
   job->Start();
   ASSERT_TRUE(exec.RunUntil([&] { return rec.done.has_value(); }));
   EXPECT_TRUE(rec.done->ok());
@@ -85,41 +85,41 @@ TEST(GenerationJobTest, StopStringCancelsAndCountsTokens) {
   // Batches of 3: "12S", "TOP" -> the match completes on the 6th token.
   EXPECT_EQ(job->usage().completion_tokens, 6);
   EXPECT_EQ(job->usage().prompt_tokens, 2);
-  EXPECT_TRUE(backend.WaitCancelled(backend.submitted()[0].request_id, 1000));
-  backend.Shutdown();
+  EXPECT_TRUE(engine.WaitCancelled(engine.submitted()[0].request_id, 1000));
+  engine.Shutdown();
 }
 
 TEST(GenerationJobTest, StopStringKeepsTheCachedTokensReportedEarly) {
-  // The router ends the request on the stop string, so the backend's on_finish never
+  // The router ends the request on the stop string, so the engine's on_finish never
   // comes: usage.cached_tokens must come from on_cached (decode's first Tokens entry).
-  FakeBackend backend;
+  FakeEngineClient engine;
   FakeTextCodec codec;
   ManualExecutor exec;
   Script script{ByteTokens("12STOP34"), /*batch_size=*/3};
   script.cached_tokens = 16;
-  backend.SetScript(script);
+  engine.SetScript(script);
   JobSpec spec;
   spec.prompts = {std::vector<TokenId>(20, 5)};
   spec.base.max_tokens = 20;
   spec.stop = {"STOP"};
   Recorder rec;
   rec.text.resize(1);
-  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec.Events());
+  auto job = GenerationJob::Create(&engine, &codec, exec.post(), spec, rec.Events());
   job->Start();
   ASSERT_TRUE(exec.RunUntil([&] { return rec.done.has_value(); }));
   EXPECT_EQ(job->outputs()[0].finish_reason, FinishReason::kStop);
   EXPECT_EQ(job->usage().cached_tokens, 16);
   EXPECT_EQ(job->usage().prompt_tokens, 20);
-  backend.Shutdown();
+  engine.Shutdown();
 }
 
-// The cluster backend ends a cancelled request with on_error(Cancelled). After a stop
+// The cluster engine ends a cancelled request with on_error(Cancelled). After a stop
 // string that error belongs to a finished choice: it must not end the job or its siblings.
 TEST(GenerationJobTest, CancelledErrorOfAStoppedChoiceLeavesTheOthersRunning) {
-  FakeBackend backend;
+  FakeEngineClient engine;
   FakeTextCodec codec;
   ManualExecutor exec;
-  backend.SetScriptFn([](const GenerateRequest& r) {
+  engine.SetScriptFn([](const GenerateRequest& r) {
     Script s{ByteTokens(*r.sampling.seed == 10 ? "12STOP34" : "abcdef"), /*batch_size=*/3};
     s.error_on_cancel = true;
     // The stopped choice sees its Cancel before it reaches max_tokens; the other one
@@ -135,7 +135,7 @@ TEST(GenerationJobTest, CancelledErrorOfAStoppedChoiceLeavesTheOthersRunning) {
   spec.stop = {"STOP"};
   Recorder rec;
   rec.text.resize(2);
-  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec.Events());
+  auto job = GenerationJob::Create(&engine, &codec, exec.post(), spec, rec.Events());
   job->Start();
   ASSERT_TRUE(exec.RunUntil([&] { return rec.done.has_value(); }));
   EXPECT_TRUE(rec.done->ok()) << rec.done->ToString();
@@ -143,15 +143,15 @@ TEST(GenerationJobTest, CancelledErrorOfAStoppedChoiceLeavesTheOthersRunning) {
   EXPECT_EQ(job->outputs()[0].text, "12");
   EXPECT_EQ(job->outputs()[1].finish_reason, FinishReason::kLength);
   EXPECT_EQ(job->outputs()[1].text, "abcdefabcdef");
-  EXPECT_EQ(backend.cancelled().count(backend.submitted()[1].request_id), 0u) << "the sibling was cancelled";
-  backend.Shutdown();
+  EXPECT_EQ(engine.cancelled().count(engine.submitted()[1].request_id), 0u) << "the sibling was cancelled";
+  engine.Shutdown();
 }
 
 TEST(GenerationJobTest, ErrorEndsJobAndCancelsOthers) {
-  FakeBackend backend;
+  FakeEngineClient engine;
   FakeTextCodec codec;
   ManualExecutor exec;
-  backend.SetScriptFn([](const GenerateRequest& r) {
+  engine.SetScriptFn([](const GenerateRequest& r) {
     Script s{{kWordBase}};
     if (*r.sampling.seed == 11)
       s.fail_after = 1;
@@ -166,48 +166,48 @@ TEST(GenerationJobTest, ErrorEndsJobAndCancelsOthers) {
   spec.base.sampling.seed = 10;
   Recorder rec;
   rec.text.resize(2);
-  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec.Events());
+  auto job = GenerationJob::Create(&engine, &codec, exec.post(), spec, rec.Events());
   job->Start();
   ASSERT_TRUE(exec.RunUntil([&] { return rec.done.has_value(); }));
   EXPECT_EQ(rec.done->code(), StatusCode::kUnavailable);
   // The healthy sibling (seed 10) is cancelled.
-  EXPECT_TRUE(backend.WaitCancelled(backend.submitted()[0].request_id, 1000));
-  backend.Shutdown();
+  EXPECT_TRUE(engine.WaitCancelled(engine.submitted()[0].request_id, 1000));
+  engine.Shutdown();
 }
 
-TEST(GenerationJobTest, CancelStopsEventsAndBackend) {
-  FakeBackend backend;
+TEST(GenerationJobTest, CancelStopsEventsAndEngine) {
+  FakeEngineClient engine;
   FakeTextCodec codec;
   ManualExecutor exec;
-  backend.SetScript({{kWordBase}, 1, 0, -1, /*hold_after=*/1});
+  engine.SetScript({{kWordBase}, 1, 0, -1, /*hold_after=*/1});
   JobSpec spec;
   spec.prompts = {{1}};
   spec.base.max_tokens = 20;
   Recorder rec;
   rec.text.resize(1);
-  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec.Events());
+  auto job = GenerationJob::Create(&engine, &codec, exec.post(), spec, rec.Events());
   job->Start();
   ASSERT_TRUE(exec.RunUntil([&] { return !rec.text[0].empty(); }));
   job->Cancel();
-  EXPECT_TRUE(backend.WaitCancelled(backend.submitted()[0].request_id, 1000));
+  EXPECT_TRUE(engine.WaitCancelled(engine.submitted()[0].request_id, 1000));
   exec.RunUntil([] { return false; }, 50);
   EXPECT_FALSE(rec.done.has_value());
   EXPECT_EQ(rec.text[0], "Hello");
-  backend.Shutdown();
+  engine.Shutdown();
 }
 
 // Runs one choice of `spec` over `script` to the end; returns the job.
 std::shared_ptr<GenerationJob> RunOne(const Script& script, JobSpec spec, Recorder* rec) {
-  FakeBackend backend;
+  FakeEngineClient engine;
   FakeTextCodec codec;
   ManualExecutor exec;
-  backend.SetScript(script);
+  engine.SetScript(script);
   if (spec.prompts.empty()) spec.prompts = {{1}};
   rec->text.resize(1);
-  auto job = GenerationJob::Create(&backend, &codec, exec.post(), spec, rec->Events());
+  auto job = GenerationJob::Create(&engine, &codec, exec.post(), spec, rec->Events());
   job->Start();
   EXPECT_TRUE(exec.RunUntil([&] { return rec->done.has_value(); }));
-  backend.Shutdown();
+  engine.Shutdown();
   return job;
 }
 
@@ -242,7 +242,7 @@ TEST(GenerationJobTest, TheEndingTokenAddsTextOnlyWhenAskedFor) {
 }
 
 // vLLM checks stop strings only once more than min_tokens tokens are out, and the
-// backend masks stop tokens until then.
+// engine masks stop tokens until then.
 TEST(GenerationJobTest, MinTokensHoldsOffStopStringsAndStopTokens) {
   const Script script{ByteTokens("ab STOP cd STOP ef")};
   for (int min_tokens : {0, 6, 7}) {

@@ -1,5 +1,5 @@
 // OpenAI API behaviour over real loopback sockets: response shapes, usage,
-// streaming, stop strings, UTF-8, n > 1, parameters reaching the backend.
+// streaming, stop strings, UTF-8, n > 1, parameters reaching the engine.
 #include "router/utf8_stream.h"
 #include "tests/router/router_fixture.h"
 
@@ -21,7 +21,7 @@ void ExpectUsage(const json& usage, int64_t prompt, int64_t completion, int64_t 
 
 TEST_F(HttpApiTest, CompletionNonStreaming) {
   StartServer();
-  backend_.SetScript({{kHello, kWorld, kEos}, 1, /*cached_tokens=*/2});
+  engine_.SetScript({{kHello, kWorld, kEos}, 1, /*cached_tokens=*/2});
   HttpResult r = Post(port_, "/v1/completions", {{"model", "tiny"}, {"prompt", "hi"}});
   ASSERT_EQ(r.status, 200) << r.body;
   json body = r.Json();
@@ -35,14 +35,14 @@ TEST_F(HttpApiTest, CompletionNonStreaming) {
   EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
   // Prompt "hi" = BOS + 2 bytes; 3 sampled tokens including EOS.
   ExpectUsage(body["usage"], 3, 3, 2);
-  ASSERT_EQ(backend_.submitted().size(), 1u);
-  EXPECT_EQ(backend_.submitted()[0].prompt_token_ids, (std::vector<TokenId>{kBos, 'h', 'i'}));
-  EXPECT_EQ(backend_.submitted()[0].max_tokens, 16);  // OpenAI's completions default
+  ASSERT_EQ(engine_.submitted().size(), 1u);
+  EXPECT_EQ(engine_.submitted()[0].prompt_token_ids, (std::vector<TokenId>{kBos, 'h', 'i'}));
+  EXPECT_EQ(engine_.submitted()[0].max_tokens, 16);  // OpenAI's completions default
 }
 
 TEST_F(HttpApiTest, CompletionStreamingWithUsage) {
   StartServer();
-  backend_.SetScript({{kHello, kWorld, kEos}});
+  engine_.SetScript({{kHello, kWorld, kEos}});
   HttpResult r = Post(port_, "/v1/completions",
                       {{"prompt", "hi"}, {"stream", true}, {"stream_options", {{"include_usage", true}}}});
   ASSERT_EQ(r.status, 200);
@@ -71,7 +71,7 @@ TEST_F(HttpApiTest, CompletionStreamingWithUsage) {
 
 TEST_F(HttpApiTest, ChatNonStreamingAndStreaming) {
   StartServer();
-  backend_.SetScript({{kHello, kWorld, kEos}});
+  engine_.SetScript({{kHello, kWorld, kEos}});
   json request = {{"model", "tiny"},
                   {"messages",
                    {{{"role", "system"}, {"content", "be brief"}},
@@ -86,7 +86,7 @@ TEST_F(HttpApiTest, ChatNonStreamingAndStreaming) {
   const std::string rendered = "<|system|>be brief\n<|user|>hi\n<|assistant|>";
   ExpectUsage(body["usage"], static_cast<int64_t>(rendered.size()), 3, 0);
   // Chat defaults max_tokens to the rest of the context.
-  EXPECT_EQ(backend_.submitted()[0].max_tokens, kContext - static_cast<int32_t>(rendered.size()));
+  EXPECT_EQ(engine_.submitted()[0].max_tokens, kContext - static_cast<int32_t>(rendered.size()));
 
   request["stream"] = true;
   r = Post(port_, "/v1/chat/completions", request);
@@ -113,7 +113,7 @@ TEST_F(HttpApiTest, ChatNonStreamingAndStreaming) {
 TEST_F(HttpApiTest, StopStringAcrossTokenBoundariesIsNotEmitted) {
   StartServer();
   std::vector<TokenId> script = ByteTokens("abcSTOPdef");
-  backend_.SetScript({script});
+  engine_.SetScript({script});
   for (bool stream : {false, true}) {
     HttpResult r = Post(port_, "/v1/completions",
                         {{"prompt", "x"},
@@ -143,17 +143,17 @@ TEST_F(HttpApiTest, StopStringAcrossTokenBoundariesIsNotEmitted) {
     EXPECT_EQ(finish, "stop");
     EXPECT_EQ(usage["completion_tokens"], 7);  // a b c S T O P
   }
-  // Each request was cancelled at the backend once its stop string matched.
-  for (const auto& req : backend_.submitted()) EXPECT_TRUE(backend_.WaitCancelled(req.request_id, 2000));
+  // Each request was cancelled at the engine once its stop string matched.
+  for (const auto& req : engine_.submitted()) EXPECT_TRUE(engine_.WaitCancelled(req.request_id, 2000));
 }
 
 TEST_F(HttpApiTest, StopStringSpanningWordTokensAndHoldback) {
   StartServer();
-  backend_.SetScript({{kHello, kWorld, kEos}});
+  engine_.SetScript({{kHello, kWorld, kEos}});
   HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"stop", "lo wor"}});
   EXPECT_EQ(r.Json()["choices"][0]["text"], "Hel");
   // A held-back possible prefix ("d!") that never completes is released at the end.
-  backend_.SetScript({{kHello, kWorld, kEos}});
+  engine_.SetScript({{kHello, kWorld, kEos}});
   r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"stop", "ld!"}, {"stream", true}});
   std::string text;
   for (const auto& e : SseEvents(r.body)) {
@@ -167,7 +167,7 @@ TEST_F(HttpApiTest, StreamIsValidUtf8WhenTokensSplitCharacters) {
   const std::string expected = "caf\xC3\xA9 \xF0\x9F\x98\x80!";
   std::vector<TokenId> script = ByteTokens(expected);
   script.push_back(kEos);
-  backend_.SetScript({script});
+  engine_.SetScript({script});
   HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"stream", true}, {"max_tokens", 30}});
   ASSERT_EQ(r.status, 200);
   EXPECT_TRUE(IsValidUtf8(r.body));
@@ -183,7 +183,7 @@ TEST_F(HttpApiTest, StreamIsValidUtf8WhenTokensSplitCharacters) {
 
 TEST_F(HttpApiTest, NChoicesAreIndependentSequences) {
   StartServer();
-  backend_.SetScriptFn([](const GenerateRequest& req) {
+  engine_.SetScriptFn([](const GenerateRequest& req) {
     // A different word per seed, so every choice has its own text.
     return Script{{kWordBase + static_cast<TokenId>(*req.sampling.seed % 4), kEos}};
   });
@@ -196,14 +196,14 @@ TEST_F(HttpApiTest, NChoicesAreIndependentSequences) {
     EXPECT_EQ(body["choices"][i]["text"], kWords[i]);
   }
   ExpectUsage(body["usage"], 3, 6, 0);  // the prompt counts once
-  auto submitted = backend_.submitted();
+  auto submitted = engine_.submitted();
   ASSERT_EQ(submitted.size(), 3u);
   EXPECT_NE(submitted[0].request_id, submitted[1].request_id);
 }
 
 TEST_F(HttpApiTest, PromptListsAndTokenIds) {
   StartServer();
-  backend_.SetScript({{kHello, kEos}});
+  engine_.SetScript({{kHello, kEos}});
   HttpResult r = Post(port_, "/v1/completions", {{"prompt", {{kHello, kWorld}, {7}}}});
   ASSERT_EQ(r.status, 200) << r.body;
   json body = r.Json();
@@ -218,9 +218,9 @@ TEST_F(HttpApiTest, PromptListsAndTokenIds) {
   ExpectUsage(r.Json()["usage"], 3, 2, 0);
 }
 
-TEST_F(HttpApiTest, MaxTokensIgnoreEosAndSamplingReachBackend) {
+TEST_F(HttpApiTest, MaxTokensIgnoreEosAndSamplingReachEngine) {
   StartServer();
-  backend_.SetScript({{kHello, kEos}});
+  engine_.SetScript({{kHello, kEos}});
   HttpResult r = Post(port_, "/v1/completions",
                       {{"prompt", "x"},
                        {"max_tokens", 5},
@@ -241,7 +241,7 @@ TEST_F(HttpApiTest, MaxTokensIgnoreEosAndSamplingReachBackend) {
   EXPECT_EQ(body["choices"][0]["text"], "HelloHelloHello");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(body["usage"]["completion_tokens"], 5);
-  GenerateRequest req = backend_.submitted().at(0);
+  GenerateRequest req = engine_.submitted().at(0);
   EXPECT_EQ(req.max_tokens, 5);
   EXPECT_TRUE(req.ignore_eos);
   EXPECT_FLOAT_EQ(req.sampling.temperature, 0.5f);
@@ -261,7 +261,7 @@ TEST_F(HttpApiTest, MaxTokensIgnoreEosAndSamplingReachBackend) {
   r = Post(port_, "/v1/chat/completions",
            {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_completion_tokens", 2}});
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(backend_.submitted().at(1).max_tokens, 2);
+  EXPECT_EQ(engine_.submitted().at(1).max_tokens, 2);
 }
 
 TEST_F(HttpApiTest, ModelsHealthMetrics) {
@@ -288,9 +288,9 @@ TEST_F(HttpApiTest, ModelsHealthMetrics) {
 
 TEST_F(HttpApiTest, MetricsCountRequestsTokensAndLatencies) {
   StartServer();
-  backend_.SetScript({{kHello, kWorld, kEos}});
+  engine_.SetScript({{kHello, kWorld, kEos}});
   ASSERT_EQ(Post(port_, "/v1/completions", {{"prompt", "hi"}}).status, 200);
-  backend_.SetScript({{kHello}});
+  engine_.SetScript({{kHello}});
   ASSERT_EQ(Post(port_, "/v1/completions", {{"prompt", "abcd"}, {"max_tokens", 4}, {"n", 2}}).status, 200);
   // Every series carries the served model name.
   const std::string model = "{model_name=\"tiny\"}";
@@ -315,9 +315,9 @@ TEST_F(HttpApiTest, MetricsCountRequestsTokensAndLatencies) {
   EXPECT_EQ(MetricValue("tandem_num_requests_waiting" + model), 0);
 }
 
-TEST_F(HttpApiTest, BackendErrorsAreTerminalOutcomes) {
+TEST_F(HttpApiTest, EngineErrorsAreTerminalOutcomes) {
   StartServer();
-  backend_.SetScript({{kHello}, 1, 0, /*fail_after=*/2});
+  engine_.SetScript({{kHello}, 1, 0, /*fail_after=*/2});
   HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}});
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(r.headers["retry-after"], "1") << "every 503 says when to retry";
@@ -331,7 +331,7 @@ TEST_F(HttpApiTest, BackendErrorsAreTerminalOutcomes) {
   EXPECT_TRUE(error.contains("error")) << events[events.size() - 2];
 }
 
-// Before any output a backend refusal is its own HTTP status, streamed or not
+// Before any output an engine refusal is its own HTTP status, streamed or not
 // (400 for a request no KV pool can hold, 429 for no room); after output a
 // ResourceExhausted is the server failing the request: 500 server_error, never
 // rate_limit_error.
@@ -341,7 +341,7 @@ TEST_F(HttpApiTest, ErrorsBeforeOutputAreHttpStatusesAndAfterOutputServerErrors)
     SCOPED_TRACE(stream ? "stream" : "no stream");
     Script never_fits{{kHello}, 1, 0, /*fail_after=*/0};
     never_fits.fail_with = InvalidArgumentError("the request can never fit the KV pool");
-    backend_.SetScript(never_fits);
+    engine_.SetScript(never_fits);
     HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}, {"stream", stream}});
     EXPECT_EQ(r.status, 400) << r.body;
     EXPECT_EQ(r.Json()["error"]["type"], "invalid_request_error");
@@ -349,7 +349,7 @@ TEST_F(HttpApiTest, ErrorsBeforeOutputAreHttpStatusesAndAfterOutputServerErrors)
 
     Script no_room{{kHello}, 1, 0, /*fail_after=*/0};
     no_room.fail_with = ResourceExhaustedError("no room on any decode node");
-    backend_.SetScript(no_room);
+    engine_.SetScript(no_room);
     r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}, {"stream", stream}});
     EXPECT_EQ(r.status, 429) << r.body;
     EXPECT_EQ(r.Json()["error"]["type"], "rate_limit_error");
@@ -357,7 +357,7 @@ TEST_F(HttpApiTest, ErrorsBeforeOutputAreHttpStatusesAndAfterOutputServerErrors)
 
     Script mid_stream{{kHello}, 1, 0, /*fail_after=*/2};
     mid_stream.fail_with = ResourceExhaustedError("KV blocks exhausted");
-    backend_.SetScript(mid_stream);
+    engine_.SetScript(mid_stream);
     r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}, {"stream", stream}});
     json error;
     if (stream) {

@@ -130,16 +130,16 @@ TEST_F(HttpEndpointsTest, IgnoredFieldsHeaderOnJsonStreamAndErrors) {
   EXPECT_EQ(r.headers["x-tandem-ignored-fields"], "1 more");
 }
 
-TEST_F(HttpEndpointsTest, MinTokensReachesTheBackendAndHoldsOffStops) {
+TEST_F(HttpEndpointsTest, MinTokensReachesTheEngineAndHoldsOffStops) {
   StartServer();
-  backend_.SetScript({{kHello, kEos}});
+  engine_.SetScript({{kHello, kEos}});
   HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"min_tokens", 3}, {"max_tokens", 8}});
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(backend_.submitted().at(0).min_tokens, 3);
+  EXPECT_EQ(engine_.submitted().at(0).min_tokens, 3);
   EXPECT_EQ(r.Json()["choices"][0]["text"], "HelloHelloHello");  // the fake skips EOS until then
   EXPECT_EQ(r.Json()["usage"]["completion_tokens"], 4);
   // A stop string cannot end the output within min_tokens tokens either.
-  backend_.SetScript({{kHello, kStopWord, kWorld, kStopWord}});
+  engine_.SetScript({{kHello, kStopWord, kWorld, kStopWord}});
   for (int min_tokens : {0, 2}) {
     r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"stop", "STOP"}, {"min_tokens", min_tokens}});
     EXPECT_EQ(r.Json()["choices"][0]["text"], min_tokens == 0 ? "Hello" : "HelloSTOP world") << min_tokens;
@@ -148,7 +148,7 @@ TEST_F(HttpEndpointsTest, MinTokensReachesTheBackendAndHoldsOffStops) {
 
 TEST_F(HttpEndpointsTest, IncludeStopStrInOutputStreamingAndNot) {
   StartServer();
-  backend_.SetScript({{kHello, kWorld, kStopWord, kBang}});
+  engine_.SetScript({{kHello, kWorld, kStopWord, kBang}});
   for (bool stream : {false, true}) {
     for (bool include : {false, true}) {
       json body = {{"prompt", "x"}, {"stop", {"wor", "ld"}}, {"include_stop_str_in_output", include}};
@@ -171,19 +171,19 @@ TEST_F(HttpEndpointsTest, IncludeStopStrInOutputStreamingAndNot) {
 
 TEST_F(HttpEndpointsTest, SpecialTokensTemplateKwargsAndRequestId) {
   StartServer();
-  backend_.SetScript({{kHello, kEos, kWorld}});
+  engine_.SetScript({{kHello, kEos, kWorld}});
   json body = {{"prompt", "x"}, {"ignore_eos", true}, {"max_tokens", 3}};
   EXPECT_EQ(Post(port_, "/v1/completions", body).Json()["choices"][0]["text"], "Hello world");
   body["skip_special_tokens"] = false;
   EXPECT_EQ(Post(port_, "/v1/completions", body).Json()["choices"][0]["text"], "Hello<eos> world");
   // add_special_tokens: no BOS in front of a text prompt.
   ASSERT_EQ(Post(port_, "/v1/completions", {{"prompt", "hi"}, {"add_special_tokens", false}}).status, 200);
-  EXPECT_EQ(backend_.submitted().back().prompt_token_ids, (std::vector<TokenId>{'h', 'i'}));
+  EXPECT_EQ(engine_.submitted().back().prompt_token_ids, (std::vector<TokenId>{'h', 'i'}));
   // chat_template_kwargs reach the template.
   ASSERT_EQ(
       Post(port_, "/v1/chat/completions", {{"messages", kUserHi}, {"chat_template_kwargs", {{"think", false}}}}).status,
       200);
-  const std::vector<TokenId> prompt = backend_.submitted().back().prompt_token_ids;
+  const std::vector<TokenId> prompt = engine_.submitted().back().prompt_token_ids;
   EXPECT_EQ(std::string(prompt.begin(), prompt.end()), "[think=false]<|user|>hi\n<|assistant|>");
   // request_id becomes the response id.
   HttpResult r = Post(port_, "/v1/chat/completions", {{"messages", kUserHi}, {"request_id", "job-42"}});

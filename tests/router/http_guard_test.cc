@@ -150,7 +150,7 @@ TEST_F(HttpGuardTest, BadInputTable) {
     }
     EXPECT_TRUE(IsValidUtf8(r.body)) << c.name;
   }
-  EXPECT_TRUE(backend_.submitted().empty());
+  EXPECT_TRUE(engine_.submitted().empty());
   // Template errors carry the template's message.
   HttpResult r = Post(port_, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "RAISE"}}}}});
   EXPECT_NE(r.body.find("boom"), std::string::npos);
@@ -195,7 +195,7 @@ TEST_F(HttpGuardTest, SlowLorisIsCutByReadTimeout) {
   // A body that never completes, likewise.
   got = RawExchange(port_, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{", 5000);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(6000));
-  EXPECT_TRUE(backend_.submitted().empty());
+  EXPECT_TRUE(engine_.submitted().empty());
 }
 
 TEST_F(HttpGuardTest, ApiKeysMapToTenants) {
@@ -228,7 +228,7 @@ TEST_F(HttpGuardTest, ApiKeysMapToTenants) {
                 .status,
             200);
   EXPECT_EQ(Send(port_, "GET", "/v1/models", "", {{"Authorization", "Bearer key-beta-4567"}}).status, 200);
-  auto submitted = backend_.submitted();
+  auto submitted = engine_.submitted();
   ASSERT_EQ(submitted.size(), 2u);
   EXPECT_EQ(submitted[0].tenant_id, "alpha");
   EXPECT_EQ(submitted[1].tenant_id, "beta");
@@ -242,14 +242,14 @@ TEST_F(HttpGuardTest, BackpressureAnswers429AndNotReady503) {
   config.retry_after_s = 2;
   StartServer(config);
   // Occupy the one slot with a slow request (3 steps of 400 ms).
-  backend_.SetScript({{kWordBase}, 1, 0, -1, -1, /*step_delay_ms=*/400});
+  engine_.SetScript({{kWordBase}, 1, 0, -1, -1, /*step_delay_ms=*/400});
   std::thread holder([&] {
     EXPECT_EQ(Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 3}}).status, 200);
   });
-  for (int i = 0; i < 200 && backend_.submitted().empty(); ++i) {
+  for (int i = 0; i < 200 && engine_.submitted().empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ASSERT_EQ(backend_.submitted().size(), 1u);
+  ASSERT_EQ(engine_.submitted().size(), 1u);
   // The next one queues and times out; meanwhile a third finds the queue full.
   std::thread queued([&] {
     auto start = std::chrono::steady_clock::now();
@@ -276,14 +276,14 @@ TEST_F(HttpGuardTest, BackpressureAnswers429AndNotReady503) {
   EXPECT_EQ(MetricValue("tandem_requests_rejected_total{model_name=\"tiny\",reason=\"queue_full\"}"), 1);
   EXPECT_EQ(MetricValue("tandem_requests_rejected_total{model_name=\"tiny\",reason=\"overloaded\"}"), 1);
   EXPECT_EQ(MetricValue("tandem_requests_rejected_total{model_name=\"tiny\",reason=\"no_nodes\"}"), 1);
-  EXPECT_EQ(backend_.submitted().size(), 1u);
+  EXPECT_EQ(engine_.submitted().size(), 1u);
 }
 
-TEST_F(HttpGuardTest, ClientDisconnectCancelsBackend) {
+TEST_F(HttpGuardTest, ClientDisconnectCancelsEngine) {
   StartServer();
-  backend_.SetScript({{kWordBase}, 1, 0, -1, /*hold_after=*/2});
+  engine_.SetScript({{kWordBase}, 1, 0, -1, /*hold_after=*/2});
   for (bool stream : {true, false}) {
-    const size_t before = backend_.submitted().size();
+    const size_t before = engine_.submitted().size();
     {
       boost::asio::io_context ioc;
       auto socket = Connect(ioc, port_);
@@ -296,16 +296,16 @@ TEST_F(HttpGuardTest, ClientDisconnectCancelsBackend) {
         char buf[256];
         socket.read_some(boost::asio::buffer(buf));
       } else {
-        for (int i = 0; i < 200 && backend_.submitted().size() == before; ++i) {
+        for (int i = 0; i < 200 && engine_.submitted().size() == before; ++i) {
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
       }
     }  // socket closed here
-    for (int i = 0; i < 200 && backend_.submitted().size() == before; ++i) {
+    for (int i = 0; i < 200 && engine_.submitted().size() == before; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ASSERT_EQ(backend_.submitted().size(), before + 1);
-    EXPECT_TRUE(backend_.WaitCancelled(backend_.submitted().back().request_id, 3000)) << "stream=" << stream;
+    ASSERT_EQ(engine_.submitted().size(), before + 1);
+    EXPECT_TRUE(engine_.WaitCancelled(engine_.submitted().back().request_id, 3000)) << "stream=" << stream;
   }
   for (int i = 0; i < 200 && server_->context().admission.running() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -318,11 +318,11 @@ TEST_F(HttpGuardTest, RequestDeadlineEndsStuckRequests) {
   RouterConfig config = TestConfig();
   config.request_timeout_ms = 300;
   StartServer(config);
-  backend_.SetScript({{kWordBase}, 1, 0, -1, /*hold_after=*/1});
+  engine_.SetScript({{kWordBase}, 1, 0, -1, /*hold_after=*/1});
   HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 9}});
   EXPECT_EQ(r.status, 504);
   EXPECT_EQ(r.Json()["error"]["code"], "timeout");
-  EXPECT_TRUE(backend_.WaitCancelled(backend_.submitted().at(0).request_id, 2000));
+  EXPECT_TRUE(engine_.WaitCancelled(engine_.submitted().at(0).request_id, 2000));
   r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 9}, {"stream", true}});
   ASSERT_EQ(r.status, 200);
   auto events = SseEvents(r.body);
@@ -330,7 +330,7 @@ TEST_F(HttpGuardTest, RequestDeadlineEndsStuckRequests) {
   EXPECT_EQ(json::parse(events[0])["choices"][0]["text"], "Hello");
   EXPECT_EQ(json::parse(events[events.size() - 2])["error"]["code"], "timeout");
   EXPECT_EQ(events.back(), "[DONE]");
-  EXPECT_TRUE(backend_.WaitCancelled(backend_.submitted().at(1).request_id, 2000));
+  EXPECT_TRUE(engine_.WaitCancelled(engine_.submitted().at(1).request_id, 2000));
   EXPECT_EQ(server_->context().admission.running(), 0);
 }
 

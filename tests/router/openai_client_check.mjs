@@ -43,7 +43,7 @@ function fakeServerExpectations() {
         request: { model: 'tiny', prompt: 'hi', stream: true, stream_options: { include_usage: true } } },
       { name: 'chat plain', api: 'chat', expect: expect(rendered.length), request: chat,
         same_text_as: 'chat streamed' },
-      // The fake backend skips EOS until min_tokens tokens are out, as the engine masks it.
+      // The fake engine skips EOS until min_tokens tokens are out, as the engine masks it.
       { name: 'completion min_tokens', api: 'completion',
         request: { model: 'tiny', prompt: 'hi', min_tokens: 5, max_tokens: 8 },
         expect: { ...expect(3), text: 'Hello worldHello worldHello world', completion_tokens: 7 } },

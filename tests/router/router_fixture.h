@@ -1,4 +1,4 @@
-// Test fixture: an HttpServer on a free loopback port with a FakeBackend and
+// Test fixture: an HttpServer on a free loopback port with a FakeEngineClient and
 // FakeTextCodec behind it (model "tiny", context 64 tokens, vocabulary 300, EOS kEos).
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include "common/metrics/metrics_registry.h"
 #include "router/http_server.h"
-#include "tests/router/fake_backend.h"
+#include "tests/router/fake_engine_client.h"
 #include "tests/router/fake_text_codec.h"
 #include "tests/router/test_http_client.h"
 
@@ -29,7 +29,7 @@ class RouterFixture : public ::testing::Test {
 
   void StartServer(RouterConfig config = TestConfig()) {
     RouterDeps deps;
-    deps.backend = &backend_;
+    deps.engine = &engine_;
     deps.codec = &codec_;
     deps.model = {"tiny", kContext, kFakeVocab, 1700000000, {kEos}};
     deps.is_ready = [this] { return ready_.load(); };
@@ -41,7 +41,7 @@ class RouterFixture : public ::testing::Test {
   }
 
   void TearDown() override {
-    backend_.Shutdown();
+    engine_.Shutdown();
     if (server_) server_->Stop();
   }
 
@@ -55,7 +55,7 @@ class RouterFixture : public ::testing::Test {
   }
 
   metrics::MetricsRegistry registry_;
-  FakeBackend backend_;
+  FakeEngineClient engine_;
   FakeTextCodec codec_;
   std::atomic<bool> ready_{true};
   std::unique_ptr<HttpServer> server_;

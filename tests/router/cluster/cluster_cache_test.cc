@@ -10,7 +10,7 @@
 
 #include "common/kv_cache/block_hash.h"
 #include "common/metrics/metrics_registry.h"
-#include "router/cluster/cluster_backend.h"
+#include "router/cluster/cluster_client.h"
 #include "router/cluster/node_registry.h"
 #include "router/cluster/placement.h"
 #include "router/cluster/tenant_salt.h"
@@ -81,15 +81,15 @@ class CacheRegistryTest : public ::testing::Test {
     ClusterConfig config;
     config.control_address = "127.0.0.1:0";
     config.cluster_token = testing::kToken;
-    auto backend = ClusterBackend::Start(loop_, config);
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    backend_ = std::move(*backend);
+    auto engine = ClusterClient::Start(loop_, config);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_ = std::move(*engine);
     net::RpcClientConfig client_config;
     client_config.rpc.cluster_token = testing::kToken;
     auto client = net::RpcClient::Create(loop_, client_config, {});
     ASSERT_TRUE(client.ok());
     client_ = std::move(*client);
-    auto conn = client_->Connect(backend_->control_address());
+    auto conn = client_->Connect(engine_->control_address());
     ASSERT_TRUE(conn.ok());
     conn_ = *conn;
     proto::RegisterRequest reg;
@@ -102,7 +102,7 @@ class CacheRegistryTest : public ::testing::Test {
     for (int i = 0; i < 20; ++i) prompt_.push_back(100 + i);  // 5 full blocks
     chain_ = Chain(prompt_, salt_);
   }
-  void TearDown() override { backend_->Stop(); }
+  void TearDown() override { engine_->Stop(); }
 
   void Beat(const proto::CacheReport* report) {
     proto::Heartbeat hb;
@@ -114,7 +114,7 @@ class CacheRegistryTest : public ::testing::Test {
   int64_t Known() { return registry_.Views()[0].cached_blocks; }
 
   net::EventLoop loop_{1};
-  std::unique_ptr<ClusterBackend> backend_;
+  std::unique_ptr<ClusterClient> engine_;
   std::unique_ptr<net::RpcClient> client_;
   std::shared_ptr<net::RpcConnection> conn_;
   FakeClock clock_;
@@ -189,7 +189,7 @@ class CacheHttpTest : public testing::ClusterHttpFixture {
   template <typename Pred>
   bool WaitForView(FakeNode& node, const std::vector<TokenId>& prompt, const std::string& salt, Pred pred) {
     return node.WaitFor([&] {
-      for (const NodeView& v : backend_->registry().ViewsFor(prompt, salt)) {
+      for (const NodeView& v : engine_->registry().ViewsFor(prompt, salt)) {
         if (v.node_id == node.node_id() && pred(v)) return true;
       }
       return false;

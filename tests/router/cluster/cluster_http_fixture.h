@@ -1,4 +1,4 @@
-// A real ClusterBackend behind the real HTTP server on loopback, with fake nodes
+// A real ClusterClient behind the real HTTP server on loopback, with fake nodes
 // (FakeNode) registering on its control port: the fixture of the router cluster
 // tests that go through HTTP.
 #pragma once
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/metrics/metrics_registry.h"
-#include "router/cluster/cluster_backend.h"
+#include "router/cluster/cluster_client.h"
 #include "router/http_server.h"
 #include "tests/router/cluster/fake_node.h"
 #include "tests/router/fake_text_codec.h"
@@ -19,21 +19,21 @@ namespace tandem::router::cluster::testing {
 
 class ClusterHttpFixture : public ::testing::Test {
  protected:
-  // Starts the backend (control port and heartbeat period set here) and the HTTP server.
+  // Starts the engine (control port and heartbeat period set here) and the HTTP server.
   void Start(ClusterConfig config = {}, int heartbeat_interval_ms = 100) {
     config.control_address = "127.0.0.1:0";
     config.cluster_token = kToken;
     config.heartbeat_interval_ms = heartbeat_interval_ms;
-    auto backend = ClusterBackend::Start(loop_, config, &registry_);
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    backend_ = std::move(*backend);
+    auto engine = ClusterClient::Start(loop_, config, &registry_);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_ = std::move(*engine);
     RouterConfig rc;
     rc.listen_port = 0;
     RouterDeps deps;
-    deps.backend = backend_.get();
+    deps.engine = engine_.get();
     deps.codec = &codec_;
     deps.model = {"tiny", 64, router::testing::kFakeVocab, 1700000000, {router::testing::kEos}};
-    deps.is_ready = [this] { return backend_->Ready(); };
+    deps.is_ready = [this] { return engine_->Ready(); };
     deps.metrics_text = [this] { return registry_.RenderText(); };
     deps.metrics = &registry_;
     server_ = std::make_unique<HttpServer>(rc, std::move(deps));
@@ -42,13 +42,13 @@ class ClusterHttpFixture : public ::testing::Test {
   }
   void TearDown() override {
     if (server_) server_->Stop();
-    if (backend_) backend_->Stop();
+    if (engine_) engine_->Stop();
     nodes_.clear();
     server_.reset();
-    backend_.reset();
+    engine_.reset();
   }
   FakeNode& AddNode(proto::NodeRole role, const std::string& name, int64_t free_blocks = 100) {
-    nodes_.push_back(std::make_unique<FakeNode>(loop_, backend_->control_address(), role, name, free_blocks));
+    nodes_.push_back(std::make_unique<FakeNode>(loop_, engine_->control_address(), role, name, free_blocks));
     return *nodes_.back();
   }
   // A prefill node that "transfers" to `decode` and lets it stream.
@@ -61,7 +61,7 @@ class ClusterHttpFixture : public ::testing::Test {
   net::EventLoop loop_{2};
   metrics::MetricsRegistry registry_;
   router::testing::FakeTextCodec codec_;
-  std::unique_ptr<ClusterBackend> backend_;
+  std::unique_ptr<ClusterClient> engine_;
   std::unique_ptr<HttpServer> server_;
   std::vector<std::unique_ptr<FakeNode>> nodes_;
   uint16_t port_ = 0;

@@ -1,4 +1,4 @@
-// ClusterBackend end to end through the real HTTP server: fake nodes register
+// ClusterClient end to end through the real HTTP server: fake nodes register
 // on the control port and answer Reserve/Prefill with scripted Tokens.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "common/metrics/metrics_registry.h"
-#include "router/cluster/cluster_backend.h"
+#include "router/cluster/cluster_client.h"
 #include "router/http_server.h"
 #include "tests/router/cluster/cluster_http_fixture.h"
 #include "tests/router/cluster/fake_node.h"
@@ -114,7 +114,7 @@ TEST_F(ClusterHttpTest, DisaggregatedNonStreamingUsageExact) {
   EXPECT_EQ(prefill.tenant_salt(), kDefaultSalt);
   EXPECT_EQ(prefill.sampling().min_tokens(), 2);
   EXPECT_TRUE(d.prefills().empty());
-  EXPECT_EQ(backend_->num_inflight(), 0u);
+  EXPECT_EQ(engine_->num_inflight(), 0u);
 }
 
 TEST_F(ClusterHttpTest, StreamingChatWithUsage) {
@@ -259,7 +259,7 @@ TEST_F(ClusterHttpTest, NoRoomOnDecodeIsRetriedThen429) {
   EXPECT_EQ(r.Json()["error"]["type"], "rate_limit_error");
   EXPECT_GE(waited, std::chrono::milliseconds(300)) << "answered before no_room_retry_ms";
   EXPECT_GT(d.reserves().size(), 6u) << "retried with backoff meanwhile";
-  for (const NodeView& v : backend_->registry().Views()) {
+  for (const NodeView& v : engine_->registry().Views()) {
     EXPECT_EQ(v.router_inflight, 0) << "node " << v.node_id << ": the retries left an in-flight count";
   }
 }
@@ -305,7 +305,7 @@ TEST_F(ClusterHttpTest, DecodeDeathMidStreamEndsWithErrorAndStopsRouting) {
   EXPECT_EQ(text, "Hello world");  // the two tokens streamed before the death
   // Not routed to any more: the router is not ready and answers 503.
   EXPECT_EQ(router::testing::Send(port_, "GET", "/health/ready", "").status, 503);
-  EXPECT_EQ(backend_->num_inflight(), 0u);
+  EXPECT_EQ(engine_->num_inflight(), 0u);
 }
 
 // A node that stops talking is dead after node_dead_after_ms (short here; 10 s by default).
@@ -385,7 +385,7 @@ TEST_F(ClusterHttpTest, DecodeDeathDuringRemotePrefillFreesThePrefillNode) {
   FakeNode& prefill = AddNode(proto::NODE_ROLE_PREFILL, "p0");  // acks and holds
   other.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP});
   auto queued_on_prefill = [&] {
-    for (const NodeView& v : backend_->registry().Views()) {
+    for (const NodeView& v : engine_->registry().Views()) {
       if (v.node_id == prefill.node_id()) return v.router_prefill_tokens;
     }
     return int64_t{-1};
@@ -504,7 +504,7 @@ TEST_F(ClusterHttpTest, TheOnlyDecodeNodeServesOnAfterATimedOutCall) {
   EXPECT_EQ(r.status, 200) << r.body;
   first.join();
   EXPECT_GE(d.prefills().size(), 3u);  // the first request twice (epochs 1 and 2), the second once
-  EXPECT_EQ(backend_->registry().Counts().decode, 1);
+  EXPECT_EQ(engine_->registry().Counts().decode, 1);
 }
 
 TEST_F(ClusterHttpTest, TimedOutLocalPrefillIsPlacedAgainElsewhere) {
@@ -546,12 +546,12 @@ TEST_F(ClusterHttpTest, RefusalByADrainingNodeIsPlacedAgainElsewhere) {
   EXPECT_EQ(draining.reserves()[0].epoch(), 1u);
   ASSERT_EQ(other.reserves().size(), 1u);
   EXPECT_EQ(other.reserves()[0].epoch(), 2u);
-  for (const NodeView& v : backend_->registry().Views()) {
+  for (const NodeView& v : engine_->registry().Views()) {
     EXPECT_EQ(v.router_inflight, 0) << "node " << v.node_id;
   }
 
   other.Kill();
-  ASSERT_TRUE(draining.WaitFor([&] { return backend_->registry().Views().size() == 2; }));
+  ASSERT_TRUE(draining.WaitFor([&] { return engine_->registry().Views().size() == 2; }));
   r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
   EXPECT_EQ(r.status, 503) << r.body;
 }
@@ -626,7 +626,7 @@ TEST_F(ClusterHttpTest, ClientDisconnectCancelReachesTheNodes) {
   ASSERT_TRUE(d.WaitFor([&] { return !d.cancels().empty(); }, 3000));
   EXPECT_EQ(d.cancels()[0].request_id(), d.reserves()[0].request_id());
   EXPECT_EQ(d.cancels()[0].epoch(), 1u);
-  ASSERT_TRUE(d.WaitFor([&] { return backend_->num_inflight() == 0; }, 3000));
+  ASSERT_TRUE(d.WaitFor([&] { return engine_->num_inflight() == 0; }, 3000));
 }
 
 // The decode node answers the Cancel of a remote handoff with an error entry (its
@@ -646,7 +646,7 @@ TEST_F(ClusterHttpTest, CancelDuringHandoffStartsNoLocalPath) {
     socket.close();
     ASSERT_TRUE(d.WaitFor([&] { return d.cancels().size() == static_cast<size_t>(i + 1); }, 3000));
   }
-  ASSERT_TRUE(d.WaitFor([&] { return backend_->num_inflight() == 0; }, 3000));
+  ASSERT_TRUE(d.WaitFor([&] { return engine_->num_inflight() == 0; }, 3000));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // time for a wrong PrefillRequest
   EXPECT_EQ(d.prefills().size(), 0u) << "a cancelled request went down the local path";
   for (const proto::Cancel& c : d.cancels()) EXPECT_EQ(c.epoch(), 1u);

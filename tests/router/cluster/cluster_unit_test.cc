@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "common/net/event_loop.h"
-#include "router/cluster/cluster_backend.h"
+#include "router/cluster/cluster_client.h"
 #include "router/cluster/cluster_config.h"
 #include "router/cluster/node_registry.h"
 #include "router/cluster/placement.h"
@@ -150,13 +150,13 @@ class RegistryTest : public ::testing::Test {
     config.control_address = "127.0.0.1:0";
     config.cluster_token = testing::kToken;
     config.heartbeat_interval_ms = 100;
-    auto backend = ClusterBackend::Start(loop_, config);
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    backend_ = std::move(*backend);
+    auto engine = ClusterClient::Start(loop_, config);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_ = std::move(*engine);
   }
-  void TearDown() override { backend_->Stop(); }
+  void TearDown() override { engine_->Stop(); }
   net::EventLoop loop_{1};
-  std::unique_ptr<ClusterBackend> backend_;
+  std::unique_ptr<ClusterClient> engine_;
 };
 
 TEST_F(RegistryTest, HeartbeatTimeoutOnFakeClock) {
@@ -167,7 +167,7 @@ TEST_F(RegistryTest, HeartbeatTimeoutOnFakeClock) {
   client_config.rpc.cluster_token = testing::kToken;
   auto client = net::RpcClient::Create(loop_, client_config, {});
   ASSERT_TRUE(client.ok());
-  auto conn = (*client)->Connect(backend_->control_address());
+  auto conn = (*client)->Connect(engine_->control_address());
   ASSERT_TRUE(conn.ok());
   proto::RegisterRequest reg;
   reg.set_role(proto::NODE_ROLE_DECODE);
@@ -215,7 +215,7 @@ TEST_F(RegistryTest, DrainingAndClosedNodes) {
   client_config.rpc.cluster_token = testing::kToken;
   auto client = net::RpcClient::Create(loop_, client_config, {});
   ASSERT_TRUE(client.ok());
-  auto conn = (*client)->Connect(backend_->control_address());
+  auto conn = (*client)->Connect(engine_->control_address());
   ASSERT_TRUE(conn.ok());
   proto::RegisterRequest reg;
   reg.set_role(proto::NODE_ROLE_PREFILL);
@@ -250,7 +250,7 @@ TEST_F(RegistryTest, AnAvoidedNodeIsPassedOverForAWhileButStillCounted) {
   client_config.rpc.cluster_token = testing::kToken;
   auto client = net::RpcClient::Create(loop_, client_config, {});
   ASSERT_TRUE(client.ok());
-  auto conn = (*client)->Connect(backend_->control_address());
+  auto conn = (*client)->Connect(engine_->control_address());
   ASSERT_TRUE(conn.ok());
   proto::RegisterRequest reg;
   reg.set_role(proto::NODE_ROLE_DECODE);
@@ -288,9 +288,9 @@ TEST_F(RegistryTest, WrongTokenCannotRegister) {
   client_config.connect_timeout_ms = 2000;
   auto client = net::RpcClient::Create(loop_, client_config, {});
   ASSERT_TRUE(client.ok());
-  auto conn = (*client)->Connect(backend_->control_address());
+  auto conn = (*client)->Connect(engine_->control_address());
   EXPECT_FALSE(conn.ok());
-  EXPECT_FALSE(backend_->Ready());
+  EXPECT_FALSE(engine_->Ready());
 }
 
 // The nodes of one cluster serve one model and exchange KV blocks: a node whose model id or
@@ -305,7 +305,7 @@ TEST_F(RegistryTest, NodesOfOneClusterShareModelAndKvLayout) {
   for (int i = 0; i < 2; ++i) {  // one client per connection: a client keeps one per address
     auto client = net::RpcClient::Create(loop_, client_config, {});
     ASSERT_TRUE(client.ok());
-    auto conn = (*client)->Connect(backend_->control_address());
+    auto conn = (*client)->Connect(engine_->control_address());
     ASSERT_TRUE(conn.ok());
     conns.push_back(*conn);
     clients.push_back(std::move(*client));

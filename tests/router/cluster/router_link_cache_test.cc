@@ -1,4 +1,4 @@
-// A node's RouterLink against the real ClusterBackend: the cache callback is
+// A node's RouterLink against the real ClusterClient: the cache callback is
 // asked for a full report on the first heartbeat after registering and every
 // full_cache_report_every heartbeats, and what it returns reaches the
 // router's per-node view (prefix hits for the prompt it describes).
@@ -12,7 +12,7 @@
 #include "common/kv_cache/block_hash.h"
 #include "common/net/event_loop.h"
 #include "common/node/router_link.h"
-#include "router/cluster/cluster_backend.h"
+#include "router/cluster/cluster_client.h"
 #include "router/cluster/tenant_salt.h"
 #include "tests/router/cluster/fake_node.h"
 
@@ -29,8 +29,8 @@ TEST(RouterLinkCacheTest, FullReportAfterRegisterAndPeriodically) {
   config.control_address = "127.0.0.1:0";
   config.cluster_token = testing::kToken;
   config.heartbeat_interval_ms = 20;
-  auto backend = ClusterBackend::Start(loop, config);
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  auto engine = ClusterClient::Start(loop, config);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
 
   std::vector<TokenId> prompt;
   for (int i = 0; i < 12; ++i) prompt.push_back(7 * i + 3);  // 3 blocks of 4
@@ -41,7 +41,7 @@ TEST(RouterLinkCacheTest, FullReportAfterRegisterAndPeriodically) {
   std::mutex mu;
   std::vector<bool> asked_full;  // guarded by mu
   node::RouterLinkOptions options;
-  options.router_address = (*backend)->control_address();
+  options.router_address = (*engine)->control_address();
   options.client.rpc.cluster_token = testing::kToken;
   options.client.rpc.peer_name = "decode-x";
   options.full_cache_report_every = 3;
@@ -70,7 +70,7 @@ TEST(RouterLinkCacheTest, FullReportAfterRegisterAndPeriodically) {
   ASSERT_TRUE(link.Start().ok());
 
   auto hit = [&] {
-    for (const NodeView& v : (*backend)->registry().ViewsFor(prompt, salt)) {
+    for (const NodeView& v : (*engine)->registry().ViewsFor(prompt, salt)) {
       if (v.node_id == link.node_id() && link.node_id() != 0) return v.prefix_hit_blocks;
     }
     return int64_t{-1};
@@ -80,7 +80,7 @@ TEST(RouterLinkCacheTest, FullReportAfterRegisterAndPeriodically) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(hit(), 2);
-  EXPECT_EQ((*backend)->registry().ViewsFor(prompt, TenantSalt("other"))[0].prefix_hit_blocks, 0);
+  EXPECT_EQ((*engine)->registry().ViewsFor(prompt, TenantSalt("other"))[0].prefix_hit_blocks, 0);
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -89,7 +89,7 @@ TEST(RouterLinkCacheTest, FullReportAfterRegisterAndPeriodically) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   link.Stop();
-  (*backend)->Stop();
+  (*engine)->Stop();
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_GE(asked_full.size(), 7u);
   const std::vector<bool> expected = {true, false, false, true, false, false, true};
@@ -103,11 +103,11 @@ TEST(RouterLinkRefusalTest, TheRouterRefusalReasonIsKept) {
   ClusterConfig config;
   config.control_address = "127.0.0.1:0";
   config.cluster_token = testing::kToken;
-  auto backend = ClusterBackend::Start(loop, config);
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  auto engine = ClusterClient::Start(loop, config);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   auto refusal_of = [&](const std::string& token, proto::NodeRole role) {
     node::RouterLinkOptions options;
-    options.router_address = (*backend)->control_address();
+    options.router_address = (*engine)->control_address();
     options.client.rpc.cluster_token = token;
     options.client.rpc.peer_name = "decode-x";
     options.reconnect_interval_ms = 20;
@@ -133,8 +133,8 @@ TEST(RouterLinkRefusalTest, TheRouterRefusalReasonIsKept) {
   const std::string bad_role = refusal_of(testing::kToken, proto::NODE_ROLE_UNSPECIFIED);
   EXPECT_NE(bad_role.find("registration refused"), std::string::npos) << bad_role;
   EXPECT_NE(bad_role.find("unknown node role"), std::string::npos) << bad_role;
-  EXPECT_FALSE((*backend)->Ready());
-  (*backend)->Stop();
+  EXPECT_FALSE((*engine)->Ready());
+  (*engine)->Stop();
 }
 
 }  // namespace

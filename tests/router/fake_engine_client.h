@@ -1,4 +1,4 @@
-// FakeBackend: an InferenceBackend that plays a scripted token sequence.
+// FakeEngineClient: an EngineClient that plays a scripted token sequence.
 //
 // Each request runs on its own thread: it emits the script (cycled as needed)
 // in batches of `batch_size`, ends with kStop after an EOS (unless
@@ -6,7 +6,7 @@
 // it skips the script's stop tokens (the engine masks them), or fails with `fail_with` after `fail_after` tokens.
 // `hold_after` tokens it waits until cancelled (for disconnect tests). With
 // `error_on_cancel` a cancelled request ends with on_error(Cancelled), as the
-// cluster backend's do.
+// cluster engine's do.
 // Records every request and every Cancel. Thread rule: thread-safe.
 #pragma once
 
@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "router/inference_backend.h"
+#include "router/engine_client.h"
 #include "tests/router/fake_text_codec.h"
 
 namespace tandem::router::testing {
@@ -37,9 +37,9 @@ struct Script {
   Status fail_with = UnavailableError("decode node lost");
 };
 
-class FakeBackend : public InferenceBackend {
+class FakeEngineClient : public EngineClient {
  public:
-  ~FakeBackend() override { Shutdown(); }
+  ~FakeEngineClient() override { Shutdown(); }
 
   // The script for a request (default: the same for all).
   void SetScript(Script script) {

@@ -1,4 +1,4 @@
-#include "router/cluster/cluster_backend.h"
+#include "router/cluster/cluster_client.h"
 
 #include <algorithm>
 #include <boost/asio/steady_timer.hpp>
@@ -36,7 +36,7 @@ HandoffParams ParamsFor(const GenerateRequest& request, const ClusterConfig& con
 }  // namespace
 
 // One request in the table: what the client asked for, its Handoff and its mailbox.
-struct ClusterBackend::Entry {
+struct ClusterClient::Entry {
   Entry(GenerateRequest r, StreamCallbacks cb, const ClusterConfig& config)
       : request(std::move(r)),
         callbacks(std::move(cb)),
@@ -57,27 +57,27 @@ struct ClusterBackend::Entry {
   std::vector<std::pair<NodeId, int64_t>> prefill_hits;
 };
 
-struct ClusterBackend::Ticker {
+struct ClusterClient::Ticker {
   explicit Ticker(boost::asio::io_context& io) : timer(io) {}
   boost::asio::steady_timer timer;
 };
 
-ClusterBackend::ClusterBackend(net::EventLoop& loop, const ClusterConfig& config, metrics::MetricsRegistry* metrics,
-                               const Clock& clock)
+ClusterClient::ClusterClient(net::EventLoop& loop, const ClusterConfig& config, metrics::MetricsRegistry* metrics,
+                             const Clock& clock)
     : loop_(loop),
       config_(config),
       clock_(clock),
       registry_(clock, config.heartbeat_interval_ms, config.node_dead_after_ms),
       gauges_(metrics) {}
 
-ClusterBackend::~ClusterBackend() { Stop(); }
+ClusterClient::~ClusterClient() { Stop(); }
 
-void ClusterBackend::Stop() {
+void ClusterClient::Stop() {
   if (stopped_.exchange(true)) return;
   {
     std::lock_guard<std::recursive_mutex> lock(guard_->mu);  // waits for a running handler
     guard_->self = nullptr;
-    ticker_.reset();  // cancels the tick; its handler finds no backend
+    ticker_.reset();  // cancels the tick; its handler finds no engine
   }
   if (server_) server_->Stop();
   for (const std::shared_ptr<Entry>& entry : AllEntries()) Post(entry, MakeEvent(HandoffEventKind::kShutdown));
@@ -86,13 +86,13 @@ void ClusterBackend::Stop() {
   forgotten_.wait(lock, [this] { return requests_.empty(); });
 }
 
-void ClusterBackend::StartTicker() {
+void ClusterClient::StartTicker() {
   std::lock_guard<std::recursive_mutex> lock(guard_->mu);
   ticker_ = std::make_unique<Ticker>(loop_.context());
   ScheduleTick();
 }
 
-void ClusterBackend::ScheduleTick() {
+void ClusterClient::ScheduleTick() {
   ticker_->timer.expires_after(std::chrono::milliseconds(kTickMs));
   ticker_->timer.async_wait([guard = guard_](const boost::system::error_code& ec) {
     if (ec) return;  // cancelled by Stop()
@@ -103,7 +103,7 @@ void ClusterBackend::ScheduleTick() {
   });
 }
 
-void ClusterBackend::CancelExpired() {
+void ClusterClient::CancelExpired() {
   // The HTTP layer cancels too; this catches requests nobody watches.
   const Nanos real_now = Clock::Real().NowNanos();
   for (const std::shared_ptr<Entry>& entry : AllEntries()) {
@@ -114,14 +114,14 @@ void ClusterBackend::CancelExpired() {
   }
 }
 
-std::string ClusterBackend::control_address() const { return server_ ? server_->address() : ""; }
+std::string ClusterClient::control_address() const { return server_ ? server_->address() : ""; }
 
-size_t ClusterBackend::num_inflight() const {
+size_t ClusterClient::num_inflight() const {
   std::lock_guard<std::mutex> lock(mu_);
   return requests_.size();
 }
 
-void ClusterBackend::Submit(GenerateRequest request, StreamCallbacks callbacks) {
+void ClusterClient::Submit(GenerateRequest request, StreamCallbacks callbacks) {
   // One seed per request, sent to prefill (first token) and decode (the rest) alike, so a
   // disaggregated sample equals a single-process one with that seed. Explicit seeds stay
   // (GenerationJob already made choice i of n use seed + i).
@@ -140,7 +140,7 @@ void ClusterBackend::Submit(GenerateRequest request, StreamCallbacks callbacks) 
   Post(entry, MakeEvent(HandoffEventKind::kStart));
 }
 
-void ClusterBackend::Cancel(RequestId request_id) {
+void ClusterClient::Cancel(RequestId request_id) {
   if (std::shared_ptr<Entry> entry = Find(request_id)) {
     HandoffEvent event = MakeEvent(HandoffEventKind::kCancel);
     event.status = CancelledError("request cancelled");
@@ -148,7 +148,7 @@ void ClusterBackend::Cancel(RequestId request_id) {
   }
 }
 
-void ClusterBackend::Post(const std::shared_ptr<Entry>& entry, HandoffEvent event, bool first) {
+void ClusterClient::Post(const std::shared_ptr<Entry>& entry, HandoffEvent event, bool first) {
   std::unique_lock<std::mutex> lock(entry->mu);
   if (first) {
     entry->pending.push_front(std::move(event));
@@ -168,7 +168,7 @@ void ClusterBackend::Post(const std::shared_ptr<Entry>& entry, HandoffEvent even
   entry->running = false;
 }
 
-void ClusterBackend::Execute(const std::shared_ptr<Entry>& entry, HandoffAction& action) {
+void ClusterClient::Execute(const std::shared_ptr<Entry>& entry, HandoffAction& action) {
   const GenerateRequest& request = entry->request;
   switch (action.kind) {
     case HandoffActionKind::kPlaceDecode: return PlaceDecode(entry, action);
@@ -227,7 +227,7 @@ void ClusterBackend::Execute(const std::shared_ptr<Entry>& entry, HandoffAction&
   }
 }
 
-void ClusterBackend::PlaceDecode(const std::shared_ptr<Entry>& entry, const HandoffAction& action) {
+void ClusterClient::PlaceDecode(const std::shared_ptr<Entry>& entry, const HandoffAction& action) {
   const GenerateRequest& request = entry->request;
   std::vector<TokenId> prompt = request.prompt_token_ids;  // what the node will be sent
   prompt.insert(prompt.end(), action.tokens.begin(), action.tokens.end());
@@ -255,7 +255,7 @@ void ClusterBackend::PlaceDecode(const std::shared_ptr<Entry>& entry, const Hand
   Post(entry, std::move(placed), /*first=*/true);
 }
 
-void ClusterBackend::PlacePrefill(const std::shared_ptr<Entry>& entry, const HandoffAction& action) {
+void ClusterClient::PlacePrefill(const std::shared_ptr<Entry>& entry, const HandoffAction& action) {
   std::vector<NodeView> views = registry_.Views();
   for (NodeView& v : views) {
     for (const auto& [node, hit] : entry->prefill_hits) {
@@ -276,8 +276,8 @@ void ClusterBackend::PlacePrefill(const std::shared_ptr<Entry>& entry, const Han
   Post(entry, std::move(placed), /*first=*/true);
 }
 
-void ClusterBackend::CallNode(const std::shared_ptr<Entry>& entry, const HandoffAction& action,
-                              const google::protobuf::Message& message, HandoffEventKind ok, HandoffEventKind failed) {
+void ClusterClient::CallNode(const std::shared_ptr<Entry>& entry, const HandoffAction& action,
+                             const google::protobuf::Message& message, HandoffEventKind ok, HandoffEventKind failed) {
   HandoffEvent answer = MakeEvent(failed);
   answer.node = action.node;
   answer.epoch = action.epoch;
@@ -290,7 +290,7 @@ void ClusterBackend::CallNode(const std::shared_ptr<Entry>& entry, const Handoff
   node->conn->Call(message, config_.node_call_timeout_ms,
                    [guard = guard_, entry, answer = std::move(answer), ok](StatusOr<net::MessagePtr> reply) mutable {
                      std::lock_guard<std::recursive_mutex> lock(guard->mu);
-                     ClusterBackend* self = guard->self;
+                     ClusterClient* self = guard->self;
                      if (self == nullptr) return;
                      answer.now_ns = self->clock_.NowNanos();
                      if (!reply.ok()) {
@@ -307,13 +307,13 @@ void ClusterBackend::CallNode(const std::shared_ptr<Entry>& entry, const Handoff
                    });
 }
 
-void ClusterBackend::SendToNode(NodeId node_id, const google::protobuf::Message& message) {
+void ClusterClient::SendToNode(NodeId node_id, const google::protobuf::Message& message) {
   std::optional<NodeHandle> node = registry_.Get(node_id);
   if (!node) return;
   node->conn->Call(message, config_.node_call_timeout_ms, [](StatusOr<net::MessagePtr>) {});
 }
 
-void ClusterBackend::ArmTimer(const std::shared_ptr<Entry>& entry, const HandoffAction& action) {
+void ClusterClient::ArmTimer(const std::shared_ptr<Entry>& entry, const HandoffAction& action) {
   entry->timer = std::make_unique<boost::asio::steady_timer>(loop_.context());
   entry->timer->expires_after(std::chrono::milliseconds(action.delay_ms));
   std::weak_ptr<Entry> weak = entry;
@@ -328,7 +328,7 @@ void ClusterBackend::ArmTimer(const std::shared_ptr<Entry>& entry, const Handoff
   });
 }
 
-void ClusterBackend::Forget(const std::shared_ptr<Entry>& entry) {
+void ClusterClient::Forget(const std::shared_ptr<Entry>& entry) {
   entry->timer.reset();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -338,13 +338,13 @@ void ClusterBackend::Forget(const std::shared_ptr<Entry>& entry) {
   forgotten_.notify_all();
 }
 
-std::shared_ptr<ClusterBackend::Entry> ClusterBackend::Find(RequestId request_id) const {
+std::shared_ptr<ClusterClient::Entry> ClusterClient::Find(RequestId request_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = requests_.find(request_id);
   return it == requests_.end() ? nullptr : it->second;
 }
 
-std::vector<std::shared_ptr<ClusterBackend::Entry>> ClusterBackend::AllEntries() const {
+std::vector<std::shared_ptr<ClusterClient::Entry>> ClusterClient::AllEntries() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<Entry>> all;
   all.reserve(requests_.size());
@@ -352,7 +352,7 @@ std::vector<std::shared_ptr<ClusterBackend::Entry>> ClusterBackend::AllEntries()
   return all;
 }
 
-HandoffEvent ClusterBackend::MakeEvent(HandoffEventKind kind) const {
+HandoffEvent ClusterClient::MakeEvent(HandoffEventKind kind) const {
   HandoffEvent event;
   event.kind = kind;
   event.now_ns = clock_.NowNanos();

@@ -1,4 +1,4 @@
-// InferenceBackend: the router's narrow view of whatever generates tokens
+// EngineClient: the router's narrow view of whatever generates tokens
 // (the node cluster behind placement, or a fake in tests). The HTTP layer only
 // talks to this interface; the integrator plugs the real cluster client in.
 //
@@ -56,14 +56,14 @@ struct GenerateResult {
 };
 
 // Exactly one of on_finish / on_error ends a request; nothing is called after it.
-// After Cancel() the backend may end the request with on_error(Cancelled) or
+// After Cancel() the engine may end the request with on_error(Cancelled) or
 // not at all; the router ignores anything that arrives after it cancelled.
 struct StreamCallbacks {
   // Newly sampled tokens, in order. Every sampled token counts, including a
   // final EOS or stop token (it is `usage.completion_tokens`).
   std::function<void(std::vector<TokenId> token_ids)> on_tokens;
   std::function<void(const GenerateResult& result)> on_finish;
-  // Optional: prompt tokens served from the prefix cache, as soon as the backend knows
+  // Optional: prompt tokens served from the prefix cache, as soon as the engine knows
   // (with the first tokens). A request the router ends early (a stop string) gets no
   // on_finish, so this is where its usage.cached_tokens comes from; on_finish's
   // num_cached_prompt_tokens repeats it.
@@ -76,9 +76,9 @@ struct StreamCallbacks {
   std::function<void(const Status& status)> on_error;
 };
 
-class InferenceBackend {
+class EngineClient {
  public:
-  virtual ~InferenceBackend() = default;
+  virtual ~EngineClient() = default;
   // Starts generating. The callbacks own whatever they capture until the
   // request ends.
   virtual void Submit(GenerateRequest request, StreamCallbacks callbacks) = 0;

@@ -1,4 +1,4 @@
-// ClusterBackend: the InferenceBackend that serves requests with the node
+// ClusterClient: the EngineClient that serves requests with the node
 // cluster (docs/protocol.md). It runs the control RpcServer nodes register
 // with (NodeRegistry) and drives each request's Handoff (handoff.h), the state
 // machine that decides every step: this class only keeps the request table,
@@ -30,21 +30,21 @@
 #include "router/cluster/cluster_gauges.h"
 #include "router/cluster/handoff.h"
 #include "router/cluster/node_registry.h"
-#include "router/inference_backend.h"
+#include "router/engine_client.h"
 
 namespace tandem::router::cluster {
 
-class ClusterBackend final : public InferenceBackend {
+class ClusterClient final : public EngineClient {
  public:
   // Validates config, resolves the token, listens on config.control_address
   // and starts the periodic tick. `metrics` (optional, not owned) gets the
   // gauges of cluster_gauges.h. Errors: InvalidArgument, Unavailable (bind).
-  static StatusOr<std::unique_ptr<ClusterBackend>> Start(net::EventLoop& loop, const ClusterConfig& config,
-                                                         metrics::MetricsRegistry* metrics = nullptr,
-                                                         const Clock& clock = Clock::Real());
-  ~ClusterBackend() override;
-  ClusterBackend(const ClusterBackend&) = delete;
-  ClusterBackend& operator=(const ClusterBackend&) = delete;
+  static StatusOr<std::unique_ptr<ClusterClient>> Start(net::EventLoop& loop, const ClusterConfig& config,
+                                                        metrics::MetricsRegistry* metrics = nullptr,
+                                                        const Clock& clock = Clock::Real());
+  ~ClusterClient() override;
+  ClusterClient(const ClusterClient&) = delete;
+  ClusterClient& operator=(const ClusterClient&) = delete;
 
   void Submit(GenerateRequest request, StreamCallbacks callbacks) override;
   void Cancel(RequestId request_id) override;
@@ -65,8 +65,8 @@ class ClusterBackend final : public InferenceBackend {
   struct Entry;
   struct Ticker;
 
-  ClusterBackend(net::EventLoop& loop, const ClusterConfig& config, metrics::MetricsRegistry* metrics,
-                 const Clock& clock);
+  ClusterClient(net::EventLoop& loop, const ClusterConfig& config, metrics::MetricsRegistry* metrics,
+                const Clock& clock);
 
   // ---- control plane (cluster_control.cc; I/O threads) ----
   void OnNodeRequest(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message,
@@ -81,7 +81,7 @@ class ClusterBackend final : public InferenceBackend {
   // Every tick (20 ms): heartbeat sweep, deadlines, gauges.
   void Tick();
 
-  // ---- requests (cluster_backend.cc) ----
+  // ---- requests (cluster_client.cc) ----
   void StartTicker();
   // REQUIRES: guard_->mu held, ticker_ set.
   void ScheduleTick();
@@ -115,7 +115,7 @@ class ClusterBackend final : public InferenceBackend {
   // threads): they go through this guard, which Stop() clears first.
   struct HandlerGuard {
     std::recursive_mutex mu;
-    ClusterBackend* self = nullptr;
+    ClusterClient* self = nullptr;
   };
   std::shared_ptr<HandlerGuard> guard_ = std::make_shared<HandlerGuard>();
   std::unique_ptr<net::RpcServer> server_;
