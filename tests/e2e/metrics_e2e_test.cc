@@ -132,6 +132,11 @@ class MetricsE2eTest : public ::testing::Test {
 };
 
 TEST_F(MetricsE2eTest, EveryFamilyMovesAsDocumentedOnRouterPrefillAndDecode) {
+  // The router counts both nodes before the first request is placed.
+  ASSERT_TRUE(WaitFor([&] {
+    return M("router", "tandem_router_nodes", "role=\"prefill\"") == 1 &&
+           M("router", "tandem_router_nodes", "role=\"decode\"") == 1;
+  })) << cluster_->Logs();
   for (int i = 0; i < kAll; ++i) {
     const bool remote = i < kRemote;
     json body = {{"model", "tiny"},
@@ -201,7 +206,9 @@ TEST_F(MetricsE2eTest, EveryFamilyMovesAsDocumentedOnRouterPrefillAndDecode) {
   EXPECT_EQ(M(router, "tandem_router_nodes", "role=\"decode\""), 1);
 
   // Prefill node: the kRemote prompts, one step each, their first tokens and KV sent.
-  EXPECT_EQ(M(prefill, "tandem_request_queue_time_seconds_count", "stage=\"prefill\""), kRemote);
+  EXPECT_EQ(M(prefill, "tandem_request_queue_time_seconds_count", "stage=\"prefill\""), kRemote)
+      << "remote prompts prefilled elsewhere; the logs say why:\n"
+      << cluster_->Logs();
   EXPECT_GT(M(prefill, "tandem_request_queue_time_seconds_sum"), 0);
   EXPECT_EQ(M(prefill, "tandem_request_prefill_time_seconds_count"), kRemote);
   EXPECT_GT(M(prefill, "tandem_request_prefill_time_seconds_sum"), 0);
