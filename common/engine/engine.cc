@@ -318,8 +318,14 @@ void Engine::Loop() {
     std::vector<EngineOutput> outputs;
     busy = StepOnce(&outputs);
     cache_reports_.Publish(cache_log_, scheduler_->kv());
-    if (!outputs.empty() && sink_) sink_(std::move(outputs));
+    Flush(&outputs);
   }
+}
+
+void Engine::Flush(std::vector<EngineOutput>* outputs) {
+  if (outputs->empty() || !sink_) return;
+  sink_(std::move(*outputs));
+  outputs->clear();
 }
 
 }  // namespace tandem::engine

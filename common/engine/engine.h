@@ -130,7 +130,9 @@ class Engine {
 
   // --- engine thread (or a test driving it) ---
   // Drains events and runs one step. Returns true when the step did something
-  // (scheduled, finished or preempted): the next one may do more at once.
+  // (scheduled, finished or preempted): the next one may do more at once. With a
+  // sink (Start), what the events and the schedule produced goes to it before
+  // the forward; the forward's outputs are left in `outputs`.
   bool StepOnce(std::vector<EngineOutput>* outputs);
   void SetForwardObserver(ForwardObserver observer) { observer_ = std::move(observer); }
 
@@ -168,6 +170,8 @@ class Engine {
   // the tokens; a row with no token left aborts only its request.
   Status SampleStep(const scheduler::SchedulerOutput& step, runtime::Tensor logits, std::vector<EngineOutput>* outputs);
   void EmitFinished(const scheduler::SchedulerOutput& step, std::vector<EngineOutput>* outputs);
+  // Hands `outputs` to the sink (if any) and leaves it empty.
+  void Flush(std::vector<EngineOutput>* outputs);
   void Loop();
 
   EngineConfig config_;

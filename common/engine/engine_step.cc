@@ -125,6 +125,9 @@ bool Engine::StepOnce(std::vector<EngineOutput>* outputs) {
   DrainEvents(outputs);
   scheduler::SchedulerOutput step = scheduler_->Schedule();
   EmitFinished(step, outputs);
+  // What is known before the forward goes out before it: a remote prefill's first
+  // token (CompleteReservation) and the finish records would otherwise wait a step.
+  Flush(outputs);
   MarkScheduled(step);
   Status status = RunStep(step, outputs);
   if (!status.ok()) {
