@@ -35,8 +35,10 @@ void CompletionCall::Run(const std::string& body) {
   arrival_ns_ = Clock::Real().NowNanos();
   if (std::optional<ApiError> error = Prepare(body)) return Fail(*error);
   if (!context_->Ready()) {
-    context_->metrics.OnRejected("no_nodes");
-    ApiError error = ApiErrorFromStatus(UnavailableError("the server is not ready"));
+    const bool draining = context_->draining.load();
+    context_->metrics.OnRejected(draining ? "draining" : "no_nodes");
+    ApiError error =
+        ApiErrorFromStatus(UnavailableError(draining ? "the router is draining" : "the server is not ready"));
     return Fail(error, context_->config.retry_after_s);
   }
   Admit();

@@ -69,6 +69,16 @@ void HttpServer::DoAccept() {
   });
 }
 
+bool HttpServer::Drain(std::chrono::milliseconds timeout, const std::function<bool()>& give_up) {
+  context_->draining.store(true);
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (context_->admission.running() > 0 || context_->admission.queued() > 0) {
+    if (std::chrono::steady_clock::now() >= end || (give_up && give_up())) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
 void HttpServer::Stop() {
   if (!started_) return;
   started_ = false;

@@ -11,6 +11,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -32,6 +34,12 @@ class HttpServer {
   // Validates config and deps, binds, listens and starts the I/O threads.
   // InvalidArgument for bad config, Unavailable when the address cannot be bound.
   Status Start();
+  // Graceful first half of a stop: /health/ready turns 503 ("draining"), new
+  // inference requests get 503 with Retry-After, and the requests already
+  // admitted or queued run to their end. Returns true once none is left, false
+  // when `timeout` passes or `give_up()` (polled every 50 ms) says so first.
+  // Stop() follows either way.
+  bool Drain(std::chrono::milliseconds timeout, const std::function<bool()>& give_up);
   // Stops accepting, closes open connections (cancelling their requests at
   // the engine), waits up to 2 s for them to wind down, stops the I/O
   // threads. The engine must have stopped calling back before the

@@ -136,7 +136,8 @@ void HttpSession::Route() {
   if (target == "/health/live") return WriteResponse(200, "application/json", R"({"status":"ok"})", -1, false);
   if (target == "/health/ready") {
     if (context_->Ready()) return WriteResponse(200, "application/json", R"({"status":"ready"})", -1, false);
-    return WriteResponse(503, "application/json", R"({"status":"not ready"})", context_->config.retry_after_s, false);
+    const char* body = context_->draining.load() ? R"({"status":"draining"})" : R"({"status":"not ready"})";
+    return WriteResponse(503, "application/json", body, context_->config.retry_after_s, false);
   }
   if (target == "/metrics") {
     std::string text = context_->deps.metrics_text ? context_->deps.metrics_text() : "";

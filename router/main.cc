@@ -1,8 +1,9 @@
 // tandem-router: the OpenAI-compatible front door plus the cluster control
 // plane. Config: RouterOptions (router_options.h) from --config router.yaml,
-// then flags (see --help). SIGINT/SIGTERM stop it cleanly:
-// HTTP first (in-flight requests are cancelled at the nodes), then the control
-// plane.
+// then flags (see --help). SIGTERM drains first (RouterConfig::drain_timeout_ms:
+// running requests finish, new ones get 503); SIGINT, a second signal or the
+// drain deadline stop it: HTTP first (requests still running are cancelled at the
+// nodes), then the control plane.
 //
 // Thread rule: main thread only; the servers run their own threads.
 #include <signal.h>
@@ -130,6 +131,14 @@ int Run(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&signals, &sig);
+  if (sig == SIGTERM && options.http.drain_timeout_ms > 0) {
+    TANDEM_LOG_INFO("SIGTERM: draining (running requests finish, new ones get 503; up to {} ms)",
+                    options.http.drain_timeout_ms);
+    const timespec now{0, 0};
+    const bool drained = server.Drain(std::chrono::milliseconds(options.http.drain_timeout_ms),
+                                      [&] { return sigtimedwait(&signals, nullptr, &now) > 0; });
+    TANDEM_LOG_INFO("{}", drained ? "drained: no request left" : "drain cut short: stopping with requests running");
+  }
   TANDEM_LOG_INFO("signal {}: shutting down", sig);
   server.Stop();
   (*engine)->Stop();

@@ -32,6 +32,8 @@ void RouterConfig::Bind(config::ConfigBinder& b) {
   b.Field("max_queued_requests", max_queued_requests, "inference requests waiting for a slot (more: 429)");
   b.Field("max_queue_wait_ms", max_queue_wait_ms, "longest wait in the queue before 429 (ms)");
   b.Field("retry_after_s", retry_after_s, "Retry-After on 429 and 503 (s)");
+  b.Field("drain_timeout_ms", drain_timeout_ms,
+          "on SIGTERM, how long running requests may take to finish (ms, 0 = none)");
   b.Field("max_n", max_n, "most choices per request (n)");
   b.Field("max_prompts", max_prompts, "most prompts in one /v1/completions batch");
   b.Field("max_messages", max_messages, "most chat messages per request");
@@ -58,6 +60,7 @@ Status RouterConfig::Validate() const {
   TANDEM_RETURN_IF_ERROR(CheckRange("max_queued_requests", max_queued_requests, 0, 10'000'000));
   TANDEM_RETURN_IF_ERROR(CheckRange("max_queue_wait_ms", max_queue_wait_ms, 1, 3'600'000));
   TANDEM_RETURN_IF_ERROR(CheckRange("retry_after_s", retry_after_s, 0, 3600));
+  TANDEM_RETURN_IF_ERROR(CheckRange("drain_timeout_ms", drain_timeout_ms, 0, 3'600'000));
   TANDEM_RETURN_IF_ERROR(CheckRange("max_n", max_n, 1, 128));
   TANDEM_RETURN_IF_ERROR(CheckRange("max_prompts", max_prompts, 1, 4096));
   TANDEM_RETURN_IF_ERROR(CheckRange("max_messages", max_messages, 1, 100'000));

@@ -57,6 +57,10 @@ struct RouterConfig {
   int32_t max_queue_wait_ms = 30'000;
   // Value of the Retry-After header (seconds) on 429 and 503.
   int32_t retry_after_s = 1;
+  // On SIGTERM the router drains: readiness turns 503, new requests get 503, and
+  // the running ones may take this long to finish before it stops (0: stop at
+  // once, cancelling them). A second SIGTERM or SIGINT stops it at once.
+  int32_t drain_timeout_ms = 30'000;
 
   // Request shape limits (each violation is a 400 naming the parameter).
   int32_t max_n = 16;                   // most choices per request (`n`)

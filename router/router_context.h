@@ -1,8 +1,9 @@
 // RouterContext: what every connection of the HTTP server shares.
 // Thread rule: immutable after HttpServer::Start() except AdmissionController,
-// which is thread-safe; the callbacks must be thread-safe.
+// which is thread-safe, and `draining`; the callbacks must be thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,7 +54,8 @@ struct RouterContext {
         admission(config.max_concurrent_requests, config.max_queued_requests),
         metrics(deps.metrics, ModelName(), deps.model.max_context_tokens) {}
 
-  bool Ready() const { return !deps.is_ready || deps.is_ready(); }
+  // Serving: not draining and the cluster can take work.
+  bool Ready() const { return !draining.load() && (!deps.is_ready || deps.is_ready()); }
   const std::string& ModelName() const {
     return config.served_model_name.empty() ? deps.model.id : config.served_model_name;
   }
@@ -63,6 +65,8 @@ struct RouterContext {
   const ApiKeyTable keys;
   AdmissionController admission;
   const RouterMetrics metrics;
+  // Set by HttpServer::Drain: new inference requests get 503, running ones finish.
+  std::atomic<bool> draining{false};
 };
 
 }  // namespace tandem::router

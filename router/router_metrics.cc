@@ -45,7 +45,7 @@ RouterMetrics::RouterMetrics(metrics::MetricsRegistry* registry, const std::stri
                             {"model_name", "reason"});
   // Every series renders from the first scrape.
   for (const char* reason : {"stop", "length", "abort", "error"}) success_->WithLabels({model_name, reason});
-  for (const char* reason : {"queue_full", "overloaded", "no_nodes"}) rejected_->WithLabels({model_name, reason});
+  for (const char* reason : {"queue_full", "overloaded", "no_nodes", "draining"}) rejected_->WithLabels({model_name, reason});
 }
 
 void RouterMetrics::OnRejected(const char* reason) const {

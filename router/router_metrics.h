@@ -22,7 +22,7 @@ class RouterMetrics {
   RouterMetrics(metrics::MetricsRegistry* registry, const std::string& model_name, int32_t max_model_len);
 
   // reason: "queue_full" (429 at once), "overloaded" (429 after waiting),
-  // "no_nodes" (503, not ready).
+  // "no_nodes" (503, not ready), "draining" (503, the router is draining).
   void OnRejected(const char* reason) const;
   void OnAdmitted(double queue_seconds) const;
   void SetLoad(int32_t running, int32_t waiting) const;

@@ -108,13 +108,14 @@ for (const dep of byKind("Deployment")) {
     }
     const scrapePort = Number(dep.spec.template.metadata?.annotations?.["prometheus.io/port"]);
     if (scrapePort !== httpPort) fail(cw, `prometheus.io/port ${scrapePort} is not the HTTP port ${httpPort}`);
+    // Every role drains on SIGTERM (the router its running requests, a node its work).
+    const drainMs = config.drain_timeout_ms ?? 30000;
+    const graceS = pod.terminationGracePeriodSeconds ?? 30;
+    if (graceS * 1000 <= drainMs) {
+      fail(cw, `terminationGracePeriodSeconds ${graceS} s is not longer than drain_timeout_ms ${drainMs}`);
+    }
+    if (!c.lifecycle?.preStop) fail(cw, "no preStop hook waiting for the drain");
     if (role !== "router") {
-      const drainMs = config.drain_timeout_ms ?? 30000;
-      const graceS = pod.terminationGracePeriodSeconds ?? 30;
-      if (graceS * 1000 <= drainMs) {
-        fail(cw, `terminationGracePeriodSeconds ${graceS} s is not longer than drain_timeout_ms ${drainMs}`);
-      }
-      if (!c.lifecycle?.preStop) fail(cw, "no preStop hook waiting for the drain");
       if (!args.has("--advertise-address") && !config.advertise_address) fail(cw, "no advertise address");
       const gpus = Number(c.resources?.limits?.["nvidia.com/gpu"] ?? 0);
       const backend = config.backend ?? "cpu";

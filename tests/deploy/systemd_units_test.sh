@@ -67,6 +67,10 @@ for role in prefill decode; do
     bash -c "! grep -Eq '^(PrivateDevices|DevicePolicy|DeviceAllow|ProtectClock|MemoryDenyWriteExecute)=' '$unit'"
 done
 check "router: its config is installed" test -f "$prefix/etc/tandem/router.yaml"
+router_drain_ms="$(sed -n 's/^drain_timeout_ms: *\([0-9]*\).*/\1/p' "$prefix/etc/tandem/router.yaml")"
+router_stop_s="$(seconds TimeoutStopSec "$tmp/units/tandem-router.service")"
+check "router: TimeoutStopSec ${router_stop_s}s outlasts drain_timeout_ms $router_drain_ms" \
+  test $((router_stop_s * 1000)) -gt "$router_drain_ms"
 for unit in "${units[@]}"; do
   name="$(basename "$unit")"
   check "$name: token from a credential" grep -q -- "--cluster-token-file %d/cluster-token" "$unit"

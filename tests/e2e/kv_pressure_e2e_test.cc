@@ -104,24 +104,7 @@ class KvPressureE2eTest : public ::testing::Test {
     return result;
   }
 
-  // Nothing running, waiting, referenced or reserved on `nodes` within 5 s; else the gauges that are not zero.
-  std::string KvDirt(const std::vector<std::string>& nodes) {
-    const auto end = Clock::now() + std::chrono::seconds(5);
-    std::string dirt;
-    do {
-      dirt.clear();
-      for (const std::string& node : nodes) {
-        for (const char* gauge : {"tandem_num_requests_running", "tandem_num_requests_waiting",
-                                  "tandem_kv_blocks_referenced", "tandem_kv_reservations_active"}) {
-          const double v = cluster_->Metric(node, gauge);
-          if (v != 0) dirt += node + " " + gauge + " = " + std::to_string(v) + "; ";
-        }
-      }
-      if (dirt.empty()) return dirt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    } while (Clock::now() < end);
-    return dirt;
-  }
+  std::string KvDirt(const std::vector<std::string>& nodes) { return cluster_->KvDirt(nodes, std::chrono::seconds(5)); }
 
   // Every stream completes, every decode node preempted and swapped, and all ends KV clean.
   void ExpectServedUnderPressure(int prompts, int concurrency, const std::vector<std::string>& decodes) {

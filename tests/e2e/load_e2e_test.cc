@@ -127,23 +127,7 @@ class LoadE2eTest : public ::testing::Test {
   // Nothing running, waiting, referenced or reserved on any node within `timeout`; else
   // the gauges that are not zero. (A request the router dropped but a node kept running
   // would hold its KV until its 4000 tokens were out: far longer, under ASan.)
-  static std::string KvDirt(std::chrono::seconds timeout = std::chrono::seconds(5)) {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    std::string dirt;
-    do {
-      dirt.clear();
-      for (const char* node : {"decode", "prefill"}) {
-        for (const char* gauge : {"tandem_num_requests_running", "tandem_num_requests_waiting",
-                                  "tandem_kv_blocks_referenced", "tandem_kv_reservations_active"}) {
-          const double v = cluster_->Metric(node, gauge);
-          if (v != 0) dirt += std::string(node) + " " + gauge + " = " + std::to_string(v) + "; ";
-        }
-      }
-      if (dirt.empty()) return dirt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    } while (std::chrono::steady_clock::now() < end);
-    return dirt;
-  }
+  static std::string KvDirt() { return cluster_->KvDirt({"decode", "prefill"}, std::chrono::seconds(5)); }
 
   static std::string* root_;
   static LocalCluster* cluster_;

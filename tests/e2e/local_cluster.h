@@ -142,6 +142,27 @@ class LocalCluster {
     return sum;
   }
 
+  // What `nodes` still hold once `timeout` has passed: requests, referenced KV
+  // blocks, reservations and landing/staging blocks ("" when all are 0).
+  std::string KvDirt(const std::vector<std::string>& nodes, std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    std::string dirt;
+    do {
+      dirt.clear();
+      for (const std::string& node : nodes) {
+        for (const char* gauge :
+             {"tandem_num_requests_running", "tandem_num_requests_waiting", "tandem_kv_blocks_referenced",
+              "tandem_kv_reservations_active", "tandem_kv_transfer_blocks_in_use"}) {
+          const double v = Metric(node, gauge);
+          if (v != 0) dirt += node + " " + gauge + " = " + std::to_string(v) + "; ";
+        }
+      }
+      if (dirt.empty()) return dirt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (std::chrono::steady_clock::now() < end);
+    return dirt;
+  }
+
   // The /metrics text of `name` ("router" or a node name); empty when nothing answered.
   std::string MetricsPage(const std::string& name) {
     return Get(name == "router" ? http_port_ : http_ports_[name], "/metrics").body;

@@ -3,7 +3,9 @@
 // response, checking it, and sending the next, until Stop(). A response counts as
 // served when it is a 200 whose stream has no error event, ends with [DONE] and
 // carries exactly the text the test expects for that request; anything else is a
-// failure, kept with its body for the message.
+// failure, kept with its body for the message. With retry_refused, a request the
+// router refused before taking it (connection refused, 503) is counted as refused
+// and sent again 100 ms later, as an SDK client retries.
 // Thread rule: Start/Stop/result from one test thread; the clients run on the
 // load's own thread (one io_context).
 #pragma once
@@ -30,14 +32,19 @@ class StreamLoad {
   struct Result {
     int served = 0;
     int failed = 0;
+    int refused = 0;                    // with retry_refused: refusals that were sent again
     std::vector<std::string> failures;  // the first few, with their bodies
   };
   // Request i: body(i) is the JSON sent, expected(i) the text its stream must carry.
   using BodyFn = std::function<nlohmann::json(int)>;
   using ExpectedFn = std::function<std::string(int)>;
 
-  StreamLoad(uint16_t port, int concurrency, BodyFn body, ExpectedFn expected)
-      : port_(port), concurrency_(concurrency), body_(std::move(body)), expected_(std::move(expected)) {}
+  StreamLoad(uint16_t port, int concurrency, BodyFn body, ExpectedFn expected, bool retry_refused = false)
+      : port_(port),
+        concurrency_(concurrency),
+        body_(std::move(body)),
+        expected_(std::move(expected)),
+        retry_refused_(retry_refused) {}
   ~StreamLoad() { Stop(std::chrono::seconds(0)); }
 
   void Start() {
@@ -73,8 +80,10 @@ class StreamLoad {
  private:
   using Guard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
   struct Call : std::enable_shared_from_this<Call> {
-    Call(boost::asio::io_context& ioc, StreamLoad* load, int index) : socket(ioc), load(load), index(index) {}
+    Call(boost::asio::io_context& ioc, StreamLoad* load, int index)
+        : socket(ioc), retry_timer(ioc), load(load), index(index) {}
     boost::asio::ip::tcp::socket socket;
+    boost::asio::steady_timer retry_timer;
     StreamLoad* load;
     int index;
     boost::beast::http::request<boost::beast::http::string_body> request;
@@ -84,8 +93,12 @@ class StreamLoad {
 
   void Next() {
     if (stopping_) return;
-    const int index = next_index_.fetch_add(1);
     in_flight_.fetch_add(1);
+    Send(next_index_.fetch_add(1));
+  }
+
+  // Sends request `index` (counted in in_flight_ by the caller).
+  void Send(int index) {
     auto call = std::make_shared<Call>(ioc_, this, index);
     call->request = {boost::beast::http::verb::post, "/v1/completions", 11};
     call->request.set(boost::beast::http::field::host, "127.0.0.1");
@@ -108,6 +121,17 @@ class StreamLoad {
 
   // Checks the answer of `call` (or records `error`), then starts the next request.
   void Done(Call& call, const std::string& error) {
+    const bool refused = error.starts_with("connect: ") || (error.empty() && call.parser.get().result_int() == 503);
+    if (retry_refused_ && refused && !stopping_) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++result_.refused;
+      }
+      auto again = call.shared_from_this();
+      again->retry_timer.expires_after(std::chrono::milliseconds(100));
+      again->retry_timer.async_wait([again](boost::beast::error_code) { again->load->Send(again->index); });
+      return;
+    }
     std::string failure = error;
     if (failure.empty()) failure = Check(call.index, call.parser.get().result_int(), call.parser.get().body());
     {
@@ -148,6 +172,7 @@ class StreamLoad {
   const int concurrency_;
   const BodyFn body_;
   const ExpectedFn expected_;
+  const bool retry_refused_;
   boost::asio::io_context ioc_;
   std::unique_ptr<Guard> work_;
   std::thread thread_;

@@ -279,6 +279,58 @@ TEST_F(HttpGuardTest, BackpressureAnswers429AndNotReady503) {
   EXPECT_EQ(engine_.submitted().size(), 1u);
 }
 
+// SIGTERM's drain: readiness says "draining", new requests get 503 with
+// Retry-After, and the running one streams to its end before Drain returns.
+TEST_F(HttpGuardTest, DrainFinishesRunningRequestsAndRefusesNewOnes) {
+  RouterConfig config = TestConfig();
+  config.retry_after_s = 3;
+  StartServer(config);
+  engine_.SetScript({{kWordBase}, 1, 0, -1, -1, /*step_delay_ms=*/150});  // 4 tokens: ~600 ms
+  HttpResult running;
+  std::thread holder([&] {
+    running = Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 4}, {"stream", true}});
+  });
+  for (int i = 0; i < 200 && engine_.submitted().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(engine_.submitted().size(), 1u);
+  std::atomic<bool> drained{false};
+  std::thread drainer([&] { drained = server_->Drain(std::chrono::seconds(10), nullptr); });
+  for (int i = 0; i < 200 && !server_->context().draining.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  HttpResult ready = Send(port_, "GET", "/health/ready");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_EQ(ready.Json()["status"], "draining");
+  HttpResult refused = Post(port_, "/v1/completions", {{"prompt", "x"}});
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.headers["retry-after"], "3");
+  EXPECT_NE(refused.body.find("draining"), std::string::npos) << refused.body;
+  EXPECT_FALSE(drained.load()) << "Drain returned while a request was running";
+  holder.join();
+  drainer.join();
+  EXPECT_TRUE(drained.load());
+  ASSERT_EQ(running.status, 200);
+  auto events = SseEvents(running.body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(running.body.find("\"error\""), std::string::npos) << running.body;
+  EXPECT_EQ(engine_.submitted().size(), 1u) << "the refused request reached the engine";
+  EXPECT_TRUE(engine_.cancelled().empty());
+  EXPECT_EQ(MetricValue("tandem_requests_rejected_total{model_name=\"tiny\",reason=\"draining\"}"), 1);
+  // Past its deadline a drain gives up with the request still running.
+  engine_.SetScript({{kWordBase}, 1, 0, -1, /*hold_after=*/1});
+  server_->context().draining = false;
+  std::thread held([&] { Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 9}}); });
+  for (int i = 0; i < 200 && engine_.submitted().size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(server_->Drain(std::chrono::milliseconds(200), nullptr));
+  EXPECT_FALSE(server_->Drain(std::chrono::seconds(10), [] { return true; })) << "give_up ends it at once";
+  server_->Stop();  // cancels the held request
+  held.join();
+}
+
 TEST_F(HttpGuardTest, ClientDisconnectCancelsEngine) {
   StartServer();
   engine_.SetScript({{kWordBase}, 1, 0, -1, /*hold_after=*/2});
