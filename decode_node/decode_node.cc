@@ -161,6 +161,8 @@ void DecodeNode::HandleReserve(const proto::ReserveRequest& reserve, net::Respon
   if (!valid.ok()) return responder.Fail(valid);
   StatusOr<runtime::SamplingParams> sampling = node::SamplingFromProto(reserve.sampling(), reserve.max_tokens());
   if (!sampling.ok()) return responder.Fail(sampling.status());
+  StatusOr<scheduler::Priority> priority = node::PriorityFromProto(reserve.priority());
+  if (!priority.ok()) return responder.Fail(priority.status());
   Retries retries;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -180,10 +182,11 @@ void DecodeNode::HandleReserve(const proto::ReserveRequest& reserve, net::Respon
         uint32_t lease_ms = reserve.lease_ms() > 0 ? reserve.lease_ms() : static_cast<uint32_t>(config_.lease_ms);
         r->lease_ms = std::min<uint32_t>(lease_ms, 10 * 60 * 1000);
         // Queued under mu_: a Cancel that finds the record queues its engine Cancel after this.
-        engine_->Reserve(node::MakeEngineRequest(id, reserve.token_ids(), reserve.tenant_salt(), std::move(*sampling)),
-                         r->lease_ms, [this, id, epoch](StatusOr<scheduler::Reservation> reservation) {
-                           OnReserved(id, epoch, std::move(reservation));
-                         });
+        engine_->Reserve(
+            node::MakeEngineRequest(id, reserve.token_ids(), reserve.tenant_salt(), *priority, std::move(*sampling)),
+            r->lease_ms, [this, id, epoch](StatusOr<scheduler::Reservation> reservation) {
+              OnReserved(id, epoch, std::move(reservation));
+            });
         break;
       }
     }
@@ -235,6 +238,8 @@ void DecodeNode::HandleLocalPrefill(const proto::PrefillRequest& prefill, net::R
   if (!valid.ok()) return responder.Fail(valid);
   StatusOr<runtime::SamplingParams> sampling = node::SamplingFromProto(prefill.sampling(), 0);
   if (!sampling.ok()) return responder.Fail(sampling.status());
+  StatusOr<scheduler::Priority> priority = node::PriorityFromProto(prefill.priority());
+  if (!priority.ok()) return responder.Fail(priority.status());
   Retries retries;
   bool admitted = false;
   {
@@ -253,7 +258,8 @@ void DecodeNode::HandleLocalPrefill(const proto::PrefillRequest& prefill, net::R
         admitted = true;
         r->machine = DecodeHandoff::Local();
         // Queued under mu_: a Cancel that finds the record queues its engine Cancel after this.
-        engine_->Submit(node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), std::move(*sampling)));
+        engine_->Submit(
+            node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), *priority, std::move(*sampling)));
         break;
     }
   }

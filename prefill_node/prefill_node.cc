@@ -218,6 +218,8 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
   first_only.set_min_tokens(std::min(first_only.min_tokens(), 1));
   StatusOr<runtime::SamplingParams> sampling = node::SamplingFromProto(first_only, 1);
   if (!sampling.ok()) return responder.Fail(sampling.status());
+  StatusOr<scheduler::Priority> priority = node::PriorityFromProto(prefill.priority());
+  if (!priority.ok()) return responder.Fail(priority.status());
   Retries retries;
   bool admitted = false;
   {
@@ -244,7 +246,7 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
         r->num_blocks = static_cast<int>(needed);
         r->prompt_len = prompt_len;
         engine::EngineRequest request =
-            node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), std::move(*sampling));
+            node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), *priority, std::move(*sampling));
         request.hold_kv_after_finish = direct_;  // the sender reads the blocks after the step
         // Queued under mu_: a Cancel that finds the request queues its engine Cancel after this.
         engine_->Submit(std::move(request));

@@ -9,15 +9,18 @@ AdmissionController::AdmissionController(int32_t max_running, int32_t max_queued
   TANDEM_CHECK(max_running > 0 && max_queued >= 0);
 }
 
-AdmissionController::Outcome AdmissionController::Acquire(std::function<void()> on_admitted, Ticket* ticket) {
+AdmissionController::Outcome AdmissionController::Acquire(PriorityClass priority, std::function<void()> on_admitted,
+                                                          Ticket* ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (running_ < max_running_ && queue_.empty()) {
+  // Waiters exist only while every slot is taken (Release hands slots over).
+  if (running_ < max_running_ && num_queued_ == 0) {
     ++running_;
     return Outcome::kAdmitted;
   }
-  if (static_cast<int32_t>(queue_.size()) >= max_queued_) return Outcome::kRejected;
+  if (num_queued_ >= max_queued_) return Outcome::kRejected;
   *ticket = next_ticket_++;
-  queue_.push_back({*ticket, std::move(on_admitted)});
+  queues_[static_cast<int>(priority)].push_back({*ticket, std::move(on_admitted)});
+  ++num_queued_;
   return Outcome::kQueued;
 }
 
@@ -26,23 +29,31 @@ void AdmissionController::Release() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     TANDEM_CHECK_GT(running_, 0) << "Release without a held slot";
-    if (queue_.empty()) {
+    if (num_queued_ == 0) {
       --running_;
       return;
     }
-    // The slot passes straight to the oldest waiter; running_ is unchanged.
-    next = std::move(queue_.front().on_admitted);
-    queue_.pop_front();
+    // The slot passes straight to the next waiter; running_ is unchanged.
+    for (std::deque<Waiter>& queue : queues_) {
+      if (queue.empty()) continue;
+      next = std::move(queue.front().on_admitted);
+      queue.pop_front();
+      --num_queued_;
+      break;
+    }
   }
   next();
 }
 
 bool AdmissionController::CancelQueued(Ticket ticket) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-    if (it->ticket == ticket) {
-      queue_.erase(it);
-      return true;
+  for (std::deque<Waiter>& queue : queues_) {
+    for (auto it = queue.begin(); it != queue.end(); ++it) {
+      if (it->ticket == ticket) {
+        queue.erase(it);
+        --num_queued_;
+        return true;
+      }
     }
   }
   return false;
@@ -55,7 +66,7 @@ int32_t AdmissionController::running() const {
 
 int32_t AdmissionController::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int32_t>(queue_.size());
+  return num_queued_;
 }
 
 }  // namespace tandem::router

@@ -1,7 +1,9 @@
 // AdmissionController: bounds the inference requests the router works on.
 //
-// At most `max_running` hold a slot; up to `max_queued` more wait in FIFO
-// order; anything beyond is rejected at once (the caller answers 429).
+// At most `max_running` hold a slot; up to `max_queued` more wait, one queue
+// per priority class: a freed slot goes to the oldest waiter of the most urgent
+// class that has one (interactive before batch, FIFO within a class). Anything
+// beyond `max_queued` waiters in all is rejected at once (the caller answers 429).
 // Thread rule: thread-safe. `on_admitted` callbacks run on the thread that
 // calls Release(), outside the lock; they should only post work elsewhere.
 #pragma once
@@ -10,6 +12,8 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+
+#include "router/priority_class.h"
 
 namespace tandem::router {
 
@@ -23,9 +27,9 @@ class AdmissionController {
   // kAdmitted: the caller holds a slot now (on_admitted is not called).
   // kQueued: *ticket identifies the wait; on_admitted runs once a slot is
   // handed over, unless CancelQueued(ticket) removes it first.
-  // kRejected: nothing held.
-  Outcome Acquire(std::function<void()> on_admitted, Ticket* ticket);
-  // Returns a held slot; hands it to the oldest waiter if any.
+  // kRejected: nothing held. `priority` places a queued caller.
+  Outcome Acquire(PriorityClass priority, std::function<void()> on_admitted, Ticket* ticket);
+  // Returns a held slot; hands it to the next waiter (see the class comment) if any.
   void Release();
   // Removes a waiter. True if it was still queued (it will never be admitted);
   // false if it was already admitted (its on_admitted has run or is running,
@@ -43,9 +47,10 @@ class AdmissionController {
   const int32_t max_running_;
   const int32_t max_queued_;
   mutable std::mutex mu_;
-  int32_t running_ = 0;       // guarded by mu_
-  std::deque<Waiter> queue_;  // guarded by mu_
-  Ticket next_ticket_ = 1;    // guarded by mu_
+  int32_t running_ = 0;                             // guarded by mu_
+  int32_t num_queued_ = 0;                          // guarded by mu_; waiters in all queues
+  std::deque<Waiter> queues_[kNumPriorityClasses];  // guarded by mu_; by class, each FIFO
+  Ticket next_ticket_ = 1;                          // guarded by mu_
 };
 
 }  // namespace tandem::router

@@ -3,12 +3,32 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <cctype>
 
+#include "common/base/check.h"
+
 namespace tandem::router {
+namespace {
+
+std::optional<int32_t> ValidPriority(const std::string& text) {
+  StatusOr<std::optional<int32_t>> value = ParseKeyPriority(text, "api key priority");
+  TANDEM_CHECK(value.ok()) << value.status().ToString();
+  return *value;
+}
+
+}  // namespace
+
+int32_t ApiKeyGrant::PriorityFor(std::optional<int32_t> requested) const {
+  const int32_t priority = requested.value_or(default_priority);
+  return min_priority ? std::max(priority, *min_priority) : priority;
+}
 
 ApiKeyTable::ApiKeyTable(const std::vector<ApiKeyEntry>& entries) {
-  for (const ApiKeyEntry& e : entries) entries_.push_back({Hash(e.key), e.tenant});
+  for (const ApiKeyEntry& e : entries) {
+    ApiKeyGrant grant{e.tenant, ValidPriority(e.priority).value_or(0), ValidPriority(e.min_priority)};
+    entries_.push_back({Hash(e.key), std::move(grant)});
+  }
 }
 
 ApiKeyTable::Digest ApiKeyTable::Hash(std::string_view key) {
@@ -17,8 +37,8 @@ ApiKeyTable::Digest ApiKeyTable::Hash(std::string_view key) {
   return digest;
 }
 
-std::optional<std::string> ApiKeyTable::Authenticate(std::string_view header) const {
-  if (open()) return std::string("default");
+std::optional<ApiKeyGrant> ApiKeyTable::Authenticate(std::string_view header) const {
+  if (open()) return ApiKeyGrant{"default"};
   constexpr std::string_view kScheme = "Bearer ";
   if (header.size() <= kScheme.size()) return std::nullopt;
   // The scheme name is case-insensitive (RFC 7235).
@@ -37,7 +57,7 @@ std::optional<std::string> ApiKeyTable::Authenticate(std::string_view header) co
     if (equal && match == nullptr) match = &entry;
   }
   if (match == nullptr) return std::nullopt;
-  return match->tenant;
+  return match->grant;
 }
 
 }  // namespace tandem::router

@@ -22,12 +22,12 @@ int64_t UnixSeconds() {
 }  // namespace
 
 CompletionCall::CompletionCall(RouterContext* context, std::shared_ptr<ResponseSink> sink,
-                               boost::asio::any_io_executor strand, ApiKind kind, std::string tenant)
+                               boost::asio::any_io_executor strand, ApiKind kind, ApiKeyGrant grant)
     : context_(context),
       sink_(std::move(sink)),
       strand_(strand),
       kind_(kind),
-      tenant_(std::move(tenant)),
+      grant_(std::move(grant)),
       queue_timer_(strand),
       deadline_timer_(strand) {}
 
@@ -127,7 +127,8 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
   base.min_tokens = request.min_tokens;
   base.stop_token_ids = request.stop_token_ids;
   base.ignore_eos = request.ignore_eos;
-  base.tenant_id = tenant_;
+  base.tenant_id = grant_.tenant;
+  base.priority = PriorityClassOf(grant_.PriorityFor(request.priority));
   const int32_t timeout_ms = context_->config.request_timeout_ms;
   if (timeout_ms > 0) base.deadline_ns = Clock::Real().NowNanos() + MsToNanos(timeout_ms);
   deadline_ns_ = base.deadline_ns;
@@ -153,7 +154,7 @@ void CompletionCall::Admit() {
     });
   };
   queued_ns_ = Clock::Real().NowNanos();
-  const auto outcome = context_->admission.Acquire(on_admitted, &ticket_);
+  const auto outcome = context_->admission.Acquire(spec_.base.priority, on_admitted, &ticket_);
   UpdateLoad();
   switch (outcome) {
     case AdmissionController::Outcome::kAdmitted:

@@ -42,7 +42,7 @@ class ResponseSink {
 class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
  public:
   CompletionCall(RouterContext* context, std::shared_ptr<ResponseSink> sink, boost::asio::any_io_executor strand,
-                 ApiKind kind, std::string tenant);
+                 ApiKind kind, ApiKeyGrant grant);
 
   // Handles the request body; everything after is asynchronous.
   void Run(const std::string& body);
@@ -72,7 +72,7 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   std::shared_ptr<ResponseSink> sink_;  // reset at the terminal outcome
   boost::asio::any_io_executor strand_;
   const ApiKind kind_;
-  const std::string tenant_;
+  const ApiKeyGrant grant_;  // the caller's tenant and priority policy
   State state_ = State::kNew;
   bool holds_slot_ = false;
   bool streaming_ = false;  // the event stream has begun (bytes may have been sent)

@@ -16,6 +16,7 @@
 #include "common/base/clock.h"
 #include "common/base/ids.h"
 #include "common/base/status.h"
+#include "router/priority_class.h"
 
 namespace tandem::router {
 
@@ -42,6 +43,7 @@ struct GenerateRequest {
   std::vector<TokenId> stop_token_ids;  // extra ids that end the sequence (besides EOS)
   bool ignore_eos = false;              // keep going past EOS until max_tokens
   std::string tenant_id;                // the cache salt is derived from it
+  PriorityClass priority = PriorityClass::kInteractive;  // the nodes' queue and preemption order
   Nanos deadline_ns = 0;                // Clock::Real() time; 0 = none
 };
 

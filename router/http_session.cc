@@ -174,11 +174,11 @@ void HttpSession::RouteUtility(const Request& request, std::string_view path) {
 }
 
 void HttpSession::RouteInference(const Request& request, ApiKind kind) {
-  std::optional<std::string> tenant = context_->keys.Authenticate(View(request[http::field::authorization]));
-  if (!tenant) return WriteError(MakeError(401, "invalid or missing API key", "invalid_api_key"));
+  std::optional<ApiKeyGrant> grant = context_->keys.Authenticate(View(request[http::field::authorization]));
+  if (!grant) return WriteError(MakeError(401, "invalid or missing API key", "invalid_api_key"));
   ++call_seq_;
   call_ =
-      std::make_shared<CompletionCall>(context_, shared_from_this(), stream_.get_executor(), kind, std::move(*tenant));
+      std::make_shared<CompletionCall>(context_, shared_from_this(), stream_.get_executor(), kind, std::move(*grant));
   WatchDisconnect();
   std::shared_ptr<CompletionCall> call = call_;  // Run may end the call synchronously
   call->Run(request.body());

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "router/chat_messages.h"
+#include "router/priority_class.h"
 #include "router/request_fields.h"
 #include "router/request_reader.h"
 
@@ -157,6 +158,13 @@ Error ReadRequestId(const json& body, ApiRequest* out) {
   return std::nullopt;
 }
 
+Error ReadPriority(const json& body, ApiRequest* out) {
+  std::optional<int64_t> priority;
+  if (Error e = ReadInt(body, "priority", kMinPriority, kMaxPriority, &priority)) return e;
+  if (priority) out->priority = static_cast<int32_t>(*priority);
+  return std::nullopt;
+}
+
 // Fields shared by both endpoints; the field table runs first.
 Error ReadCommon(const json& body, RequestBody body_kind, const RequestLimits& limits, ApiRequest* out) {
   if (Error e = CheckRequestFields(body, body_kind, &out->ignored_fields)) return e;
@@ -168,6 +176,7 @@ Error ReadCommon(const json& body, RequestBody body_kind, const RequestLimits& l
   if (Error e = ReadDecoding(body, out)) return e;
   if (Error e = ReadStreaming(body, out)) return e;
   if (Error e = ReadRequestId(body, out)) return e;
+  if (Error e = ReadPriority(body, out)) return e;
   return ReadStop(body, limits, out);
 }
 

@@ -49,6 +49,7 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
   std::string request_id;                   // client-chosen response id suffix; empty = a random one
+  std::optional<int32_t> priority;          // lower = more urgent (priority_class.h); nullopt = the key's default
   std::vector<std::string> ignored_fields;  // fields the router does not know (header x-tandem-ignored-fields)
 };
 

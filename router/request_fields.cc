@@ -143,6 +143,8 @@ constexpr RequestField kFields[] = {
     {"stream_options", kImpl, kGenerate, nullptr,
      "include_usage; continuous_usage_stats true is a 400 (stream_options.continuous_usage_stats)"},
     {"request_id", kImpl, kGenerate, nullptr, "the response id becomes cmpl-<request_id> / chatcmpl-<request_id>"},
+    {"priority", kImpl, kGenerate, nullptr,
+     "an integer, lower = more urgent (default: the API key's, else 0); <= 0 interactive, > 0 batch class"},
     // --- accepted metadata: type-checked, no effect is expected ---------------------------------------------------
     {"user", kMeta, kGenerate, IsString, "end-user id, for the client's records"},
     {"metadata", kMeta, kGenerate, IsObject, "client key/values (OpenAI stores them with `store`)"},
@@ -178,8 +180,6 @@ constexpr RequestField kFields[] = {
     {"use_beam_search", kNo, kGenerate, OnlyFalse, "beam search is not implemented"},
     {"length_penalty", kNo, kGenerate, OnlyOne, "beam search is not implemented (1 passes)"},
     {"truncate_prompt_tokens", kNo, kGenerate, AnyValue, "prompt truncation is not implemented"},
-    {"priority", kNo, kGenerate, OnlyZero, "request priorities are not supported yet; requests run first come, "
-                                           "first served (0 passes)"},
     {"service_tier", kNo, kGenerate, StandardServiceTier, "service tiers are not implemented (auto, default pass)"},
     {"cache_salt", kNo, kGenerate, AnyValue, "the prefix-cache salt comes from the API key's tenant"},
     {"continue_final_message", kNo, kGenerate | kTokenizeBody, OnlyFalse, "continue_final_message is not implemented"},

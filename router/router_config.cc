@@ -1,6 +1,9 @@
 #include "router/router_config.h"
 
+#include <charconv>
 #include <set>
+
+#include "router/priority_class.h"
 
 namespace tandem::router {
 namespace {
@@ -14,6 +17,18 @@ Status CheckRange(const char* name, int64_t value, int64_t lo, int64_t hi) {
 }
 
 }  // namespace
+
+StatusOr<std::optional<int32_t>> ParseKeyPriority(const std::string& text, const std::string& where) {
+  if (text.empty()) return std::optional<int32_t>();
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || value < kMinPriority || value > kMaxPriority) {
+    return InvalidArgumentError(where + " = '" + text + "' is not an integer in [" + std::to_string(kMinPriority) +
+                                ", " + std::to_string(kMaxPriority) + "]");
+  }
+  return std::optional<int32_t>(static_cast<int32_t>(value));
+}
 
 void RouterConfig::Bind(config::ConfigBinder& b) {
   b.Field("listen_host", listen_host, "HTTP address to listen on (0.0.0.0 only deliberately)");
@@ -41,7 +56,9 @@ void RouterConfig::Bind(config::ConfigBinder& b) {
   b.Field("max_stop_string_bytes", max_stop_string_bytes, "longest stop string, bytes");
   b.Field("served_model_name", served_model_name, "model name on the API (empty: the model directory's name)");
   b.Records("api_keys", api_keys, {{"key", &ApiKeyEntry::key}, {"tenant", &ApiKeyEntry::tenant}},
-            "API keys and their tenants, key=K,tenant=T per key (none: open access)");
+            "API keys and their tenants, key=K,tenant=T per key, optionally priority=P (the default of requests "
+            "without one) and min_priority=M (the most urgent they get) (none: open access)",
+            {{"priority", &ApiKeyEntry::priority}, {"min_priority", &ApiKeyEntry::min_priority}});
 }
 
 Status RouterConfig::Validate() const {
@@ -74,6 +91,8 @@ Status RouterConfig::Validate() const {
     if (entry.tenant.empty()) return InvalidArgumentError(where + ".tenant is empty");
     // The message names the index, never the key.
     if (!keys.insert(entry.key).second) return InvalidArgumentError(where + ".key is a duplicate");
+    TANDEM_RETURN_IF_ERROR(ParseKeyPriority(entry.priority, where + ".priority").status());
+    TANDEM_RETURN_IF_ERROR(ParseKeyPriority(entry.min_priority, where + ".min_priority").status());
   }
   return Status::Ok();
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,12 +15,25 @@
 
 namespace tandem::router {
 
-// One API key and the tenant it belongs to. The tenant id is forwarded to the
-// engine, which derives the prefix-cache salt from it.
+// One API key, the tenant it belongs to, and the priority of its requests. The
+// tenant id is forwarded to the engine, which derives the prefix-cache salt from
+// it. Priorities are the API's integers (lower = more urgent; priority_class.h),
+// written as text because config records hold strings; empty = not set.
 struct ApiKeyEntry {
   std::string key;     // the bearer token; never logged
   std::string tenant;  // tenant id; non-empty
+  // Optional: the priority of this key's requests that do not set `priority`
+  // (empty: 0, interactive). A request's own `priority` wins, within the cap.
+  std::string priority = {};
+  // Optional: the most urgent priority this key's requests get; a lower value
+  // (asked for, or the key's default) is raised to it. Empty: no cap. E.g. 1
+  // keeps a batch tenant's requests in the batch class whatever they ask for.
+  std::string min_priority = {};
 };
+
+// An ApiKeyEntry priority member: nullopt when empty, else an integer in
+// [kMinPriority, kMaxPriority]; InvalidArgument naming `where` otherwise.
+StatusOr<std::optional<int32_t>> ParseKeyPriority(const std::string& text, const std::string& where);
 
 struct RouterConfig {
   // Address to listen on. Loopback by default; set "0.0.0.0" only deliberately.
@@ -77,7 +91,8 @@ struct RouterConfig {
   std::vector<ApiKeyEntry> api_keys;
 
   // Binds every field above to `b` (YAML key = field name; api_keys as a list
-  // of {key, tenant} maps, or `--api-keys key=K,tenant=T` flags).
+  // of {key, tenant[, priority, min_priority]} maps, or `--api-keys
+  // key=K,tenant=T[,priority=P,min_priority=M]` flags).
   void Bind(config::ConfigBinder& b);
   // Returns InvalidArgument naming the first bad field.
   Status Validate() const;

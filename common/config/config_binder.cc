@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -62,12 +63,12 @@ Status ConfigBinder::CheckRecord(const Entry& e, const Record& record, const std
   for (const std::string& key : e.record_keys) {
     if (record.count(key) == 0) return InvalidArgumentError(where + ": '" + e.name + "' item lacks '" + key + "'");
   }
+  std::vector<std::string> keys = e.record_keys;
+  keys.insert(keys.end(), e.optional_record_keys.begin(), e.optional_record_keys.end());
   for (const auto& [key, value] : record) {
-    bool known = false;
-    for (const std::string& k : e.record_keys) known |= k == key;
-    if (!known) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
       return InvalidArgumentError(where + ": '" + e.name + "' item has an unknown key '" + key +
-                                  "' (keys: " + JoinNames(e.record_keys) + ")");
+                                  "' (keys: " + JoinNames(keys) + ")");
     }
   }
   return Status::Ok();

@@ -46,13 +46,16 @@ class ConfigBinder {
   void Choice(const std::string& name, E& value, std::vector<std::pair<std::string, E>> choices,
               const std::string& help);
 
-  // A list of records whose members are strings. In YAML each item is a map with
-  // exactly the member keys (`- {key: k, tenant: t}`); on the command line each
-  // item is one value `key=k,tenant=t` (repeat the flag for more items). Every
-  // member is required. The current value shows as a count only (members may be secrets).
+  // A list of records whose members are strings. In YAML each item is a map of
+  // member keys (`- {key: k, tenant: t}`); on the command line each item is one
+  // value `key=k,tenant=t` (repeat the flag for more items). Every one of `members`
+  // is required; `optional_members` may be left out (they keep their default, so
+  // the field's Validate tells an empty value from a given one). Any other key is
+  // an error. The current value shows as a count only (members may be secrets).
   template <typename T>
   void Records(const std::string& name, std::vector<T>& value,
-               std::vector<std::pair<std::string, std::string T::*>> members, const std::string& help);
+               std::vector<std::pair<std::string, std::string T::*>> members, const std::string& help,
+               std::vector<std::pair<std::string, std::string T::*>> optional_members = {});
 
   // Adds `--<name>` for every field (FlagName) and `--config FILE`.
   void AddFlags(CLI::App& app);
@@ -80,7 +83,8 @@ class ConfigBinder {
     std::string name;
     std::string help;
     bool is_list = false;
-    std::vector<std::string> record_keys;           // non-empty: a Records field
+    std::vector<std::string> record_keys;           // non-empty: a Records field (its required keys)
+    std::vector<std::string> optional_record_keys;  // a Records field's keys that may be left out
     std::function<Status(const std::string&)> set;  // from one scalar
     std::function<void(const std::vector<std::string>&)> set_list;
     std::function<void(const std::vector<Record>&)> set_records;
@@ -136,15 +140,20 @@ void ConfigBinder::Choice(const std::string& name, E& value, std::vector<std::pa
 
 template <typename T>
 void ConfigBinder::Records(const std::string& name, std::vector<T>& value,
-                           std::vector<std::pair<std::string, std::string T::*>> members, const std::string& help) {
+                           std::vector<std::pair<std::string, std::string T::*>> members, const std::string& help,
+                           std::vector<std::pair<std::string, std::string T::*>> optional_members) {
   Entry& e = Add(name, help);
   e.is_list = true;
   for (const auto& m : members) e.record_keys.push_back(m.first);
-  e.set_records = [&value, members](const std::vector<Record>& items) {
+  for (const auto& m : optional_members) e.optional_record_keys.push_back(m.first);
+  e.set_records = [&value, members, optional_members](const std::vector<Record>& items) {
     value.clear();
     for (const Record& item : items) {
       T record{};
       for (const auto& [key, member] : members) record.*member = item.at(key);
+      for (const auto& [key, member] : optional_members) {
+        if (auto it = item.find(key); it != item.end()) record.*member = it->second;
+      }
       value.push_back(std::move(record));
     }
   };

@@ -26,6 +26,15 @@ StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams&
   return p;
 }
 
+StatusOr<scheduler::Priority> PriorityFromProto(proto::RequestPriority priority) {
+  switch (priority) {
+    case proto::REQUEST_PRIORITY_INTERACTIVE: return scheduler::Priority::kInteractive;
+    case proto::REQUEST_PRIORITY_BATCH: return scheduler::Priority::kBatch;
+    default: break;  // a value of a newer peer, or garbage
+  }
+  return InvalidArgumentError("unknown request priority " + std::to_string(static_cast<int>(priority)));
+}
+
 Status ValidatePrompt(const google::protobuf::RepeatedField<int32_t>& ids, int vocab_size, int max_model_len) {
   if (ids.empty()) return InvalidArgumentError("empty prompt");
   if (ids.size() >= max_model_len) {
@@ -75,10 +84,12 @@ proto::FinishReason FinishReasonToProto(scheduler::FinishReason reason) {
 }
 
 engine::EngineRequest MakeEngineRequest(uint64_t request_id, const google::protobuf::RepeatedField<int32_t>& ids,
-                                        const std::string& tenant_salt, runtime::SamplingParams sampling) {
+                                        const std::string& tenant_salt, scheduler::Priority priority,
+                                        runtime::SamplingParams sampling) {
   engine::EngineRequest r;
   r.id = request_id;
   r.tenant_salt = tenant_salt;
+  r.priority = priority;
   r.prompt_tokens.assign(ids.begin(), ids.end());
   r.sampling = std::move(sampling);
   return r;

@@ -1,5 +1,5 @@
 // Conversions and checks between the control protocol and the engine that
-// both node roles use: sampling params, prompt validation, finish reasons.
+// both node roles use: sampling params, priority, prompt validation, finish reasons.
 // Thread rule: free functions; thread-safe.
 #pragma once
 
@@ -20,6 +20,9 @@ namespace tandem::node {
 // InvalidArgument when a value is out of range.
 StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams& sampling, int max_tokens);
 
+// proto -> the scheduler's class; InvalidArgument for a value this node does not know.
+StatusOr<scheduler::Priority> PriorityFromProto(proto::RequestPriority priority);
+
 // A prompt the engine can take: non-empty, ids in [0, vocab_size), room for one
 // output token within max_model_len.
 Status ValidatePrompt(const google::protobuf::RepeatedField<int32_t>& token_ids, int vocab_size, int max_model_len);
@@ -39,6 +42,7 @@ proto::FinishReason FinishReasonToProto(scheduler::FinishReason reason);
 
 // The EngineRequest for a protocol request.
 engine::EngineRequest MakeEngineRequest(uint64_t request_id, const google::protobuf::RepeatedField<int32_t>& ids,
-                                        const std::string& tenant_salt, runtime::SamplingParams sampling);
+                                        const std::string& tenant_salt, scheduler::Priority priority,
+                                        runtime::SamplingParams sampling);
 
 }  // namespace tandem::node

@@ -2,6 +2,10 @@
 
 namespace tandem::router::cluster {
 
+proto::RequestPriority ToProtoPriority(PriorityClass priority) {
+  return priority == PriorityClass::kBatch ? proto::REQUEST_PRIORITY_BATCH : proto::REQUEST_PRIORITY_INTERACTIVE;
+}
+
 proto::SamplingParams ToProtoSampling(const GenerateRequest& request) {
   proto::SamplingParams s;
   s.set_temperature(request.sampling.temperature);
@@ -34,6 +38,7 @@ proto::ReserveRequest MakeReserveRequest(const GenerateRequest& request, Epoch e
   *reserve.mutable_sampling() = ToProtoSampling(request);
   reserve.set_tenant_salt(tenant_salt);
   reserve.set_lease_ms(static_cast<uint32_t>(lease_ms));
+  reserve.set_priority(ToProtoPriority(request.priority));
   return reserve;
 }
 
@@ -48,6 +53,7 @@ proto::PrefillRequest MakeRemotePrefillRequest(const GenerateRequest& request, E
   *prefill.mutable_reservation() = reservation;
   prefill.set_decode_address(decode_address);
   prefill.set_tenant_salt(tenant_salt);
+  prefill.set_priority(ToProtoPriority(request.priority));
   return prefill;
 }
 
@@ -63,6 +69,7 @@ proto::PrefillRequest MakeLocalPrefillRequest(const GenerateRequest& request, Ep
   // The node samples them as output (draw positions, penalties), continuing the same draws.
   prefill.mutable_sampling()->set_num_output_tokens_in_prompt(static_cast<int32_t>(generated.size()));
   prefill.set_tenant_salt(tenant_salt);
+  prefill.set_priority(ToProtoPriority(request.priority));
   return prefill;
 }
 

@@ -12,6 +12,9 @@
 
 namespace tandem::router::cluster {
 
+// The request's class on the wire (every Reserve and PrefillRequest carries it).
+proto::RequestPriority ToProtoPriority(PriorityClass priority);
+
 // Router -> protocol sampling params (max_tokens, ignore_eos, stop ids included).
 proto::SamplingParams ToProtoSampling(const GenerateRequest& request);
 

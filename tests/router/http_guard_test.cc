@@ -96,7 +96,9 @@ TEST_F(HttpGuardTest, BadInputTable) {
        "unsupported_parameter"},
       {"guided_choice", K, R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": ["a"]})", 400,
        "guided_choice", "unsupported_parameter"},
-      {"priority", C, R"({"prompt": "x", "priority": -1})", 400, "priority", "unsupported_parameter"},
+      {"priority not an integer", C, R"({"prompt": "x", "priority": "high"})", 400, "priority"},
+      {"priority out of range", K, R"({"messages": [{"role": "user", "content": "x"}], "priority": 2147483648})", 400,
+       "priority"},
       {"parallel_tool_calls not bool", K,
        R"({"messages": [{"role": "user", "content": "x"}], "parallel_tool_calls": "yes"})", 400, "parallel_tool_calls"},
       {"min_tokens over max_tokens", C, R"({"prompt": "x", "min_tokens": 5, "max_tokens": 4})", 400, "min_tokens"},
@@ -232,6 +234,49 @@ TEST_F(HttpGuardTest, ApiKeysMapToTenants) {
   ASSERT_EQ(submitted.size(), 2u);
   EXPECT_EQ(submitted[0].tenant_id, "alpha");
   EXPECT_EQ(submitted[1].tenant_id, "beta");
+}
+
+// The request's `priority` (else its key's, raised to the key's min_priority) picks
+// the class: it reaches the engine, and a freed slot goes to queued interactive
+// calls before batch ones that came earlier.
+TEST_F(HttpGuardTest, PriorityOrdersTheQueueAndReachesTheEngine) {
+  RouterConfig config = TestConfig();
+  config.max_concurrent_requests = 1;
+  config.api_keys = {{"key-alpha-123", "alpha"}, {"key-beta-4567", "beta", "2", "1"}};
+  StartServer(config);
+  const Headers alpha = {{"Authorization", "Bearer key-alpha-123"}};
+  const Headers beta = {{"Authorization", "Bearer key-beta-4567"}};
+  // The first request ("hold") holds the slot while the others queue.
+  engine_.SetScriptFn([](const GenerateRequest& r) {
+    Script script{{kWordBase}};
+    if (r.prompt_token_ids.size() > 2) script.step_delay_ms = 500;
+    return script;
+  });
+  std::vector<std::thread> clients;
+  auto send = [&](json body, const Headers& key, int queued_after) {
+    body["max_tokens"] = 1;
+    clients.emplace_back([this, body, key] { EXPECT_EQ(Post(port_, "/v1/completions", body, key).status, 200); });
+    for (int i = 0;
+         i < 400 && static_cast<int>(engine_.submitted().size()) + server_->context().admission.queued() < queued_after;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  send({{"prompt", "hold"}}, alpha, 1);
+  send({{"prompt", "b"}}, beta, 2);                     // the key's 2: batch
+  send({{"prompt", "c"}, {"priority", -5}}, beta, 3);   // raised to the key's min_priority 1: batch
+  send({{"prompt", "i"}, {"priority", -1}}, alpha, 4);  // interactive, after both
+  send({{"prompt", "j"}, {"priority", 7}}, alpha, 5);   // the request's own: batch
+  ASSERT_EQ(server_->context().admission.queued(), 4) << "the calls did not queue behind the first";
+  for (std::thread& t : clients) t.join();
+  std::vector<std::pair<TokenId, PriorityClass>> order;
+  for (const GenerateRequest& r : engine_.submitted()) order.emplace_back(r.prompt_token_ids[1], r.priority);
+  const std::vector<std::pair<TokenId, PriorityClass>> expected = {{'h', PriorityClass::kInteractive},
+                                                                   {'i', PriorityClass::kInteractive},
+                                                                   {'b', PriorityClass::kBatch},
+                                                                   {'c', PriorityClass::kBatch},
+                                                                   {'j', PriorityClass::kBatch}};
+  EXPECT_EQ(order, expected);
 }
 
 TEST_F(HttpGuardTest, BackpressureAnswers429AndNotReady503) {

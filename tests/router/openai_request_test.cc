@@ -11,6 +11,7 @@
 #include <regex>
 #include <set>
 
+#include "router/priority_class.h"
 #include "router/request_fields.h"
 
 namespace tandem::router {
@@ -69,7 +70,6 @@ const std::vector<UnsupportedCase>& UnsupportedCases() {
       {"use_beam_search", true, {false}},
       {"length_penalty", 0.5, {1, 1.0}},
       {"truncate_prompt_tokens", 5, {}},
-      {"priority", 1, {0}},
       {"service_tier", "flex", {"auto", "default"}},
       {"cache_salt", "salt", {}},
       {"continue_final_message", true, {false}},
@@ -217,6 +217,32 @@ TEST(RequestFieldsTest, EveryImplementedFieldIsTypeChecked) {
       const std::optional<ApiError>& e = as_object ? as_object : as_string;
       ASSERT_TRUE(e.has_value()) << f.name << " accepted both an object and a string";
       EXPECT_EQ(e->param.rfind(f.name, 0), 0u) << f.name << ": param " << e->param;
+    }
+  }
+}
+
+// priority: an integer within int32 on both endpoints; absent or null leaves it to the API key.
+TEST(OpenAiRequestTest, Priority) {
+  for (ApiKind kind : {ApiKind::kCompletion, ApiKind::kChat}) {
+    const json& base = kind == ApiKind::kChat ? kChat : kCompletion;
+    ApiRequest r;
+    ASSERT_FALSE(Parse(base, kind, &r));
+    EXPECT_EQ(r.priority, std::nullopt);
+    ApiRequest null_priority;
+    ASSERT_FALSE(Parse(With(base, "priority", nullptr), kind, &null_priority));
+    EXPECT_EQ(null_priority.priority, std::nullopt);
+    for (int64_t value : {int64_t{-5}, int64_t{0}, int64_t{3}, kMinPriority, kMaxPriority}) {
+      ApiRequest given;
+      ASSERT_FALSE(Parse(With(base, "priority", value), kind, &given)) << value;
+      EXPECT_EQ(given.priority, value);
+    }
+    for (const json& bad : {json("1"), json(1.5), json(true), json::array({1}), json(kMaxPriority + 1),
+                            json(kMinPriority - 1), json(uint64_t{1} << 63)}) {
+      std::optional<ApiError> e = Parse(With(base, "priority", bad), kind);
+      ASSERT_TRUE(e.has_value()) << bad.dump();
+      EXPECT_EQ(e->http_status, 400);
+      EXPECT_EQ(e->param, "priority") << bad.dump();
+      EXPECT_NE(e->message.find("priority must be"), std::string::npos) << e->message;
     }
   }
 }

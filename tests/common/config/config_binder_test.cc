@@ -89,6 +89,7 @@ enum class Shade { kLight, kDark };
 struct Member {
   std::string name;
   std::string team;
+  std::string role;  // optional
 };
 
 struct ShapedConfig {
@@ -98,28 +99,33 @@ struct ShapedConfig {
 
   void Bind(ConfigBinder& b) {
     b.Choice("shade", shade, {{"light", Shade::kLight}, {"dark", Shade::kDark}}, "shade");
-    b.Records("members", members, {{"name", &Member::name}, {"team", &Member::team}}, "members");
+    b.Records("members", members, {{"name", &Member::name}, {"team", &Member::team}}, "members",
+              {{"role", &Member::role}});
     b.Field("port", port, "port");
   }
 };
 
 TEST(ConfigBinderTest, ChoicesAndRecordsFromYamlAndFlags) {
   StatusOr<ShapedConfig> c =
-      FromYaml<ShapedConfig>("shade: dark\nmembers:\n  - {name: a, team: x}\n  - {team: y, name: b}\n");
+      FromYaml<ShapedConfig>("shade: dark\nmembers:\n  - {name: a, team: x}\n  - {team: y, name: b, role: r}\n");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->shade, Shade::kDark);
   ASSERT_EQ(c->members.size(), 2u);
+  EXPECT_EQ(c->members[0].role, "") << "an optional member left out keeps its default";
   EXPECT_EQ(c->members[1].name, "b");
   EXPECT_EQ(c->members[1].team, "y");
+  EXPECT_EQ(c->members[1].role, "r");
 
   ShapedConfig f;
   ConfigBinder b;
   f.Bind(b);
-  ASSERT_TRUE(ParseArgs(b, {"--shade", "dark", "--members", "name=m1,team=t1", "--members", "team=t2,name=m2"}).ok());
+  ASSERT_TRUE(
+      ParseArgs(b, {"--shade", "dark", "--members", "name=m1,team=t1", "--members", "team=t2,role=r2,name=m2"}).ok());
   EXPECT_EQ(f.shade, Shade::kDark);
   ASSERT_EQ(f.members.size(), 2u);
   EXPECT_EQ(f.members[0].name, "m1");
   EXPECT_EQ(f.members[1].team, "t2");
+  EXPECT_EQ(f.members[1].role, "r2");
   EXPECT_NE(b.Dump().find("shade: dark\nmembers: 2 items\n"), std::string::npos) << b.Dump();
 
   Status bad = FromYaml<ShapedConfig>("shade: dim\n").status();
@@ -127,7 +133,7 @@ TEST(ConfigBinderTest, ChoicesAndRecordsFromYamlAndFlags) {
   bad = FromYaml<ShapedConfig>("members: [{name: a}]\n").status();
   EXPECT_NE(bad.message().find("'members' item lacks 'team'"), std::string::npos) << bad.ToString();
   bad = FromYaml<ShapedConfig>("members: [{name: a, team: b, age: 3}]\n").status();
-  EXPECT_NE(bad.message().find("unknown key 'age'"), std::string::npos) << bad.ToString();
+  EXPECT_NE(bad.message().find("unknown key 'age' (keys: name, team, role)"), std::string::npos) << bad.ToString();
   EXPECT_FALSE(FromYaml<ShapedConfig>("members: a\n").ok());
   EXPECT_FALSE(FromYaml<ShapedConfig>("members: [a]\n").ok());
   ShapedConfig g;

@@ -102,6 +102,28 @@ TEST_P(EnginePreemptionTest, PreemptedOutputEqualsUninterrupted) {
 INSTANTIATE_TEST_SUITE_P(Modes, EnginePreemptionTest,
                          ::testing::Values(scheduler::PreemptionMode::kSwap, scheduler::PreemptionMode::kRecompute));
 
+// The request's class reaches the scheduler: with one batch slot, an interactive
+// request submitted last runs before the batch requests queued ahead of it.
+TEST(EngineTest, InteractiveRequestOvertakesQueuedBatchRequests) {
+  EngineConfig config = SmallConfig(testing::GoldenDir("llama"));
+  config.scheduler.max_num_seqs = 1;
+  auto engine = MakeEngine(config);
+  for (RequestId id : {1, 2, 3}) {
+    EngineRequest r = Greedy(id, Prompt(8, static_cast<int>(id)), 3);
+    r.priority = id == 3 ? scheduler::Priority::kInteractive : scheduler::Priority::kBatch;
+    engine->Submit(std::move(r));
+  }
+  std::vector<RequestId> finished;
+  for (int step = 0; step < 200 && finished.size() < 3; ++step) {
+    std::vector<EngineOutput> outputs;
+    engine->StepOnce(&outputs);
+    for (const EngineOutput& out : outputs) {
+      if (out.finished) finished.push_back(out.id);
+    }
+  }
+  EXPECT_EQ(finished, (std::vector<RequestId>{3, 1, 2}));
+}
+
 TEST(EngineTest, PrefixCacheIsPerTenant) {
   std::string dir = testing::GoldenDir("qwen3");
   auto engine = MakeEngine(SmallConfig(dir));

@@ -190,6 +190,26 @@ TEST(NodeProtocolTest, SamplingDefaultsAndRanges) {
   }
 }
 
+// The wire's class reaches the EngineRequest (and so the scheduler); a value this
+// node does not know is refused, never guessed.
+TEST(NodeProtocolTest, PriorityFromTheWireReachesTheEngineRequest) {
+  EXPECT_EQ(PriorityFromProto(proto::REQUEST_PRIORITY_INTERACTIVE).value(), scheduler::Priority::kInteractive);
+  EXPECT_EQ(PriorityFromProto(proto::REQUEST_PRIORITY_BATCH).value(), scheduler::Priority::kBatch);
+  for (int unknown : {2, -1, 1 << 20}) {
+    EXPECT_EQ(PriorityFromProto(static_cast<proto::RequestPriority>(unknown)).status().code(),
+              StatusCode::kInvalidArgument)
+        << unknown;
+  }
+  proto::PrefillRequest prefill;  // a message without the field: interactive
+  EXPECT_EQ(PriorityFromProto(prefill.priority()).value(), scheduler::Priority::kInteractive);
+  google::protobuf::RepeatedField<int32_t> ids;
+  ids.Add(5);
+  engine::EngineRequest r = MakeEngineRequest(9, ids, "salt", scheduler::Priority::kBatch, runtime::SamplingParams{});
+  EXPECT_EQ(r.id, 9u);
+  EXPECT_EQ(r.priority, scheduler::Priority::kBatch);
+  EXPECT_EQ(r.prompt_tokens, std::vector<TokenId>{5});
+}
+
 TEST(HostBlockArenaTest, AllocateFreeAndQuarantine) {
   kv_cache::KvLayout layout;
   layout.num_layers = 2;

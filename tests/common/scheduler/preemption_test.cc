@@ -136,6 +136,31 @@ TEST(PreemptionTest, PressureSeveralTimesThePoolFinishesEveryRequestInOrder) {
   EXPECT_EQ(tight, roomy);
 }
 
+// Preemption follows (class, arrival), not arrival alone: an older batch sequence
+// gives its blocks to a newer interactive one, which is never preempted and
+// finishes first; the batch one comes back and finishes too.
+TEST(PreemptionTest, OlderBatchSequenceIsPreemptedBeforeANewerInteractiveOne) {
+  FakeClock clock;
+  // Each request needs 8 blocks of 4 tokens at its end; the device holds 12.
+  Scheduler s(SmallConfig(64, 8), SmallKv(/*device=*/12, /*host=*/16), clock);
+  FakeEngine engine(&s);
+  ASSERT_TRUE(s.AddRequest(Request(1, MakeTokens(8, 1), 24, "t", Priority::kBatch)).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(engine.Step().ok());
+  ASSERT_TRUE(s.AddRequest(Request(2, MakeTokens(8, 2), 24, "t", Priority::kInteractive)).ok());
+  std::vector<RequestId> preempted, finished;
+  for (int i = 0; i < 300 && finished.size() < 2; ++i) {
+    SchedulerOutput out;
+    ASSERT_TRUE(engine.Step(&out).ok());
+    for (const PreemptedSequence& p : out.preempted) preempted.push_back(p.id);
+    for (const FinishedSequence& f : out.finished) finished.push_back(f.id);
+  }
+  ASSERT_FALSE(preempted.empty()) << "the test must run out of blocks";
+  for (RequestId id : preempted) EXPECT_EQ(id, 1u) << "the interactive sequence was preempted";
+  EXPECT_EQ(finished, (std::vector<RequestId>{2, 1}));
+  EXPECT_EQ(engine.generated().at(1).size(), 24u);
+  EXPECT_EQ(s.Counters().kv.device.referenced_blocks + s.Counters().kv.host.referenced_blocks, 0);
+}
+
 // A reservation takes blocks when there is room, but a completed one that
 // older queued work of its class precedes does not join the batch: it is
 // swapped out at once and runs only after that work is back. A higher class

@@ -37,12 +37,12 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 class ClusterHttpTest : public testing::ClusterHttpFixture {
  protected:
-  // POST {"prompt": "x", "max_tokens": 10} to /v1/completions; once `started` holds and two
-  // tokens had time to stream, kill `doomed`; the response.
+  // POST {"prompt": "x", "max_tokens": 10, "priority": 1} (batch class) to /v1/completions;
+  // once `started` holds and two tokens had time to stream, kill `doomed`; the response.
   HttpResult CompleteWhileKilling(FakeNode& doomed, const std::function<bool()>& started) {
     HttpResult result;
     std::thread client([&] {
-      result = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}});
+      result = router::testing::Post(port_, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 10}, {"priority", 1}});
     });
     EXPECT_TRUE(doomed.WaitFor(started));
     std::this_thread::sleep_for(std::chrono::milliseconds(60));  // two tokens streamed
@@ -373,6 +373,7 @@ TEST_F(ClusterHttpTest, KilledDecodeRequestContinuesElsewhereWithExactUsage) {
   ASSERT_EQ(other.prefills().size(), 1u);
   EXPECT_EQ(other.prefills()[0].sampling().max_tokens(), 8);
   EXPECT_EQ(other.prefills()[0].sampling().num_output_tokens_in_prompt(), 2);  // Hello, world
+  EXPECT_EQ(other.prefills()[0].priority(), proto::REQUEST_PRIORITY_BATCH) << "the moved request lost its class";
 }
 
 // The decode node dies while a prefill node still computes the prompt for it: the request
@@ -418,6 +419,8 @@ TEST_F(ClusterHttpTest, MovedRequestRetriedForRoomKeepsItsTokens) {
   EXPECT_EQ(result.Json()["choices"][0]["text"], "Hello world!");
   EXPECT_EQ(result.Json()["usage"]["completion_tokens"], 4);
   ASSERT_EQ(doomed.reserves().size(), 1u) << "the first placement went through the prefill node";
+  EXPECT_EQ(doomed.reserves()[0].priority(), proto::REQUEST_PRIORITY_BATCH);
+  EXPECT_EQ(prefill.prefills()[0].priority(), proto::REQUEST_PRIORITY_BATCH);
   EXPECT_TRUE(other.reserves().empty()) << "a retry for room left the local path";
   const std::vector<proto::PrefillRequest> tries = other.prefills();
   ASSERT_EQ(tries.size(), 3u);
@@ -425,6 +428,7 @@ TEST_F(ClusterHttpTest, MovedRequestRetriedForRoomKeepsItsTokens) {
     EXPECT_FALSE(tries[i].has_reservation()) << "try " << i << " left the local path";
     EXPECT_EQ(tries[i].token_ids_size(), 4) << "try " << i << ": prompt + the two tokens so far";
     EXPECT_EQ(tries[i].sampling().max_tokens(), 8);
+    EXPECT_EQ(tries[i].priority(), proto::REQUEST_PRIORITY_BATCH);
     if (i > 0) {
       EXPECT_GT(tries[i].epoch(), tries[i - 1].epoch());
     }

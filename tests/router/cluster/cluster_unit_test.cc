@@ -6,6 +6,7 @@
 #include "common/net/event_loop.h"
 #include "router/cluster/cluster_client.h"
 #include "router/cluster/cluster_config.h"
+#include "router/cluster/node_messages.h"
 #include "router/cluster/node_registry.h"
 #include "router/cluster/placement.h"
 #include "router/cluster/tenant_salt.h"
@@ -102,6 +103,26 @@ TEST(PlacementTest, PrefillCountsTheCachedPrefixAsWorkSaved) {
   NodeView other = Prefill(1, 0);
   other.router_prefill_tokens = 1;
   EXPECT_EQ(PickPrefill({other, cached}, 64), 2u);
+}
+
+// Every message that starts a request on a node carries its class: Reserve, the
+// remote prefill, and the local prefill (also a moved request's).
+TEST(NodeMessagesTest, EveryRequestMessageCarriesThePriority) {
+  GenerateRequest request;
+  request.request_id = 3;
+  request.prompt_token_ids = {1, 2, 3};
+  request.max_tokens = 8;
+  const std::vector<TokenId> generated = {4, 5};
+  for (PriorityClass priority : {PriorityClass::kInteractive, PriorityClass::kBatch}) {
+    request.priority = priority;
+    const proto::RequestPriority wire = ToProtoPriority(priority);
+    EXPECT_EQ(wire,
+              priority == PriorityClass::kBatch ? proto::REQUEST_PRIORITY_BATCH : proto::REQUEST_PRIORITY_INTERACTIVE);
+    EXPECT_EQ(MakeReserveRequest(request, 1, "salt", 0).priority(), wire);
+    EXPECT_EQ(MakeRemotePrefillRequest(request, 1, "salt", proto::ReserveReply(), "d:1").priority(), wire);
+    EXPECT_EQ(MakeLocalPrefillRequest(request, 1, "salt", {}).priority(), wire);
+    EXPECT_EQ(MakeLocalPrefillRequest(request, 2, "salt", generated).priority(), wire) << "a moved request";
+  }
 }
 
 TEST(TenantSaltTest, MatchesSha256Oracle) {
