@@ -40,6 +40,8 @@ void RouterConfig::Bind(config::ConfigBinder& b) {
   b.Field("served_model_name", served_model_name, "model name on the API (empty: the model directory's name)");
   b.Records("api_keys", api_keys, {{"key", &ApiKeyEntry::key}, {"tenant", &ApiKeyEntry::tenant}},
             "API keys and their tenants, key=K,tenant=T per key (none: open access)");
+  b.Field("admin_key", admin_key, "admin key for /admin/* (>= 16 bytes; empty: admin API off); prefer admin_key_file");
+  b.Field("admin_key_file", admin_key_file, "file holding the admin key, read when admin_key is empty");
 }
 
 Status RouterConfig::Validate() const {
@@ -71,6 +73,10 @@ Status RouterConfig::Validate() const {
     if (entry.tenant.empty()) return InvalidArgumentError(where + ".tenant is empty");
     // The message names the index, never the key.
     if (!keys.insert(entry.key).second) return InvalidArgumentError(where + ".key is a duplicate");
+  }
+  if (!admin_key.empty()) {
+    if (admin_key.size() < 16) return InvalidArgumentError("router config: admin_key is shorter than 16 bytes");
+    if (keys.count(admin_key) > 0) return InvalidArgumentError("router config: admin_key equals an API key");
   }
   return Status::Ok();
 }

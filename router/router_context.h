@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "router/admin_auth.h"
+#include "router/cluster_admin.h"
 #include "router/admission_controller.h"
 #include "router/api_key_table.h"
 #include "router/engine_client.h"
@@ -43,6 +45,9 @@ struct RouterDeps {
   // queue, load, tokens, finished/rejected requests) are registered in;
   // nullptr = none. Not owned.
   metrics::MetricsRegistry* metrics = nullptr;
+  // The operator endpoints' cluster (/admin/*, behind RouterConfig::admin_key);
+  // nullptr = no admin API (404). Not owned.
+  ClusterAdmin* admin = nullptr;
 };
 
 struct RouterContext {
@@ -50,6 +55,7 @@ struct RouterContext {
       : config(std::move(config_in)),
         deps(std::move(deps_in)),
         keys(config.api_keys),
+        admin_auth(config.admin_key),
         admission(config.max_concurrent_requests, config.max_queued_requests),
         metrics(deps.metrics, ModelName(), deps.model.max_context_tokens) {}
 
@@ -61,6 +67,7 @@ struct RouterContext {
   const RouterConfig config;
   const RouterDeps deps;
   const ApiKeyTable keys;
+  const AdminAuth admin_auth;
   AdmissionController admission;
   const RouterMetrics metrics;
 };
