@@ -59,6 +59,7 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
       line += row[c];
       if (c + 1 < row.size()) line += std::string(widths[c] - row[c].size() + 2, ' ');
     }
+    line.erase(line.find_last_not_of(' ') + 1);  // an empty last column leaves no padding
     out += line + "\n";
   }
   return out;

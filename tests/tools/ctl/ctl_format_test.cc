@@ -39,6 +39,7 @@ TEST(CtlFormatTest, NodesTableHasARowPerNodeInAlignedColumns) {
   EXPECT_NE(lines[1].find("40/512"), std::string::npos);
   EXPECT_NE(lines[1].find("0.1.0/p1"), std::string::npos);
   EXPECT_NE(lines[1].find("120ms"), std::string::npos);
+  EXPECT_NE(lines[1].back(), ' ') << "padding after the last column";
   EXPECT_NE(lines[2].find("dead 1m05s ago: connection closed (while draining)"), std::string::npos) << lines[2];
   EXPECT_EQ(NodesTable(json::parse(R"({"nodes": []})")), "no nodes registered\n");
 }
