@@ -148,7 +148,10 @@ void DecodeNode::OnMessage(const std::shared_ptr<net::RpcConnection>& conn, net:
 }
 
 void DecodeNode::HandleReserve(const proto::ReserveRequest& reserve, net::Responder responder) {
-  if (host_.draining()) return responder.Fail(UnavailableError("draining"));
+  if (host_.draining()) {
+    host_.metrics().reservations_refused->Increment();  // the router placed it before it heard of the drain
+    return responder.Fail(UnavailableError("draining"));
+  }
   const uint64_t id = reserve.request_id();
   const Epoch epoch = reserve.epoch();
   Status valid = node::ValidateRequestHeader(id, epoch, reserve.tenant_salt());

@@ -5,6 +5,7 @@
 //   POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
 //   GET /v1/models/{id}, POST /tokenize, POST /detokenize, GET /version  (API key)
 //   GET /health/live, GET /health/ready, GET /metrics                    (open)
+//   GET /admin/nodes, POST /admin/nodes/{node}/drain, GET /admin/ready   (admin key)
 // Thread rule: Start/Stop/port from one controlling thread.
 #pragma once
 

@@ -6,13 +6,11 @@
 #include <chrono>
 
 #include "common/base/logging.h"
+#include "common/base/version.h"
+#include "router/admin_endpoints.h"
 #include "router/api_error.h"
 #include "router/request_fields.h"
 #include "router/utility_endpoints.h"
-
-#ifndef TANDEM_VERSION
-#define TANDEM_VERSION "unknown"
-#endif
 
 namespace tandem::router {
 
@@ -30,6 +28,7 @@ constexpr size_t kMaxDrainBytes = 1 << 20;
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr std::string_view kModelsPrefix = "/v1/models/";
+constexpr std::string_view kAdminPrefix = "/admin/";
 
 ApiError MakeError(int http_status, std::string message, std::string code = "") {
   ApiError error;
@@ -125,6 +124,11 @@ void HttpSession::Route() {
     if (!post) return WriteError(MakeError(405, "use POST for " + std::string(target)));
     return RouteInference(request, target == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion);
   }
+  if (target.starts_with(kAdminPrefix)) {
+    JsonReply reply = HandleAdmin(context_->admin_auth, context_->deps.admin, View(request.method_string()), target,
+                                  View(request[http::field::authorization]));
+    return WriteResponse(reply.http_status, "application/json", std::move(reply.body), -1, false);
+  }
   if (target == "/tokenize" || target == "/detokenize") {
     if (!post) return WriteError(MakeError(405, "use POST for " + std::string(target)));
     return RouteUtility(request, target);
@@ -157,7 +161,7 @@ void HttpSession::RouteUtility(const Request& request, std::string_view path) {
   } else if (path == "/detokenize") {
     reply = HandleDetokenize(*context_, request.body());
   } else if (path == "/version") {
-    reply = VersionReply(TANDEM_VERSION);
+    reply = VersionReply(BuildVersion());
   } else if (path == "/v1/models") {
     nlohmann::json list = {{"object", "list"}, {"data", nlohmann::json::array({ModelObject(*context_)})}};
     reply.body = DumpJson(list);

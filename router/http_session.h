@@ -2,7 +2,7 @@
 //
 // Reads a request with header/body size limits and read timeouts, routes it
 // (health, metrics, the two inference endpoints, models, tokenize, detokenize,
-// version: utility_endpoints.h), writes plain or
+// version: utility_endpoints.h; the operator endpoints: admin_endpoints.h), writes plain or
 // chunked SSE responses with write timeouts, and notices a client that goes
 // away mid-request (a read-readiness watch plus write errors) so the
 // CompletionCall can cancel. Thread rule: every method runs on the

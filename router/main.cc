@@ -26,6 +26,7 @@
 #include "common/tokenizer/tokenizer_config.h"
 #include "router/cluster/cluster_client.h"
 #include "router/cluster/cluster_config.h"
+#include "router/cluster/node_admin.h"
 #include "router/http_server.h"
 #include "router/router_options.h"
 #include "router/tokenizer_text_codec.h"
@@ -55,6 +56,10 @@ int Run(int argc, char** argv) {
   }
   if (Status valid = options.Validate(); !valid.ok()) {
     std::fprintf(stderr, "tandem-router: %s\n", valid.ToString().c_str());
+    return 2;
+  }
+  if (Status admin_key = options.ResolveAdminKey(); !admin_key.ok()) {
+    std::fprintf(stderr, "tandem-router: %s\n", admin_key.ToString().c_str());
     return 2;
   }
   SetLogLevel(options.log_level);
@@ -104,6 +109,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
   cluster::ClusterClient* cluster_client = engine->get();
+  cluster::NodeAdmin node_admin(*cluster_client);
 
   RouterDeps deps;
   deps.engine = cluster_client;
@@ -115,6 +121,7 @@ int Run(int argc, char** argv) {
   deps.is_ready = [cluster_client] { return cluster_client->Ready(); };
   deps.metrics = &registry;
   deps.metrics_text = [&registry] { return registry.RenderText(); };
+  deps.admin = &node_admin;
   HttpServer server(options.http, std::move(deps));
   Status started = server.Start();
   if (!started.ok()) {
@@ -128,6 +135,8 @@ int Run(int argc, char** argv) {
   std::fflush(stdout);
   TANDEM_LOG_INFO("tandem-router serving model '{}' (context {}) on {}:{}", server.context().ModelName(), context,
                   options.http.listen_host, server.port());
+  TANDEM_LOG_INFO("admin API (/admin/*): {}",
+                  options.http.admin_key.empty() ? "off (no admin_key or admin_key_file)" : "on, behind the admin key");
 
   int sig = 0;
   sigwait(&signals, &sig);

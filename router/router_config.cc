@@ -59,6 +59,8 @@ void RouterConfig::Bind(config::ConfigBinder& b) {
             "API keys and their tenants, key=K,tenant=T per key, optionally priority=P (the default of requests "
             "without one) and min_priority=M (the most urgent they get) (none: open access)",
             {{"priority", &ApiKeyEntry::priority}, {"min_priority", &ApiKeyEntry::min_priority}});
+  b.Field("admin_key", admin_key, "admin key for /admin/* (>= 16 bytes; empty: admin API off); prefer admin_key_file");
+  b.Field("admin_key_file", admin_key_file, "file holding the admin key, read when admin_key is empty");
 }
 
 Status RouterConfig::Validate() const {
@@ -93,6 +95,10 @@ Status RouterConfig::Validate() const {
     if (!keys.insert(entry.key).second) return InvalidArgumentError(where + ".key is a duplicate");
     TANDEM_RETURN_IF_ERROR(ParseKeyPriority(entry.priority, where + ".priority").status());
     TANDEM_RETURN_IF_ERROR(ParseKeyPriority(entry.min_priority, where + ".min_priority").status());
+  }
+  if (!admin_key.empty()) {
+    if (admin_key.size() < 16) return InvalidArgumentError("router config: admin_key is shorter than 16 bytes");
+    if (keys.count(admin_key) > 0) return InvalidArgumentError("router config: admin_key equals an API key");
   }
   return Status::Ok();
 }

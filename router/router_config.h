@@ -90,6 +90,14 @@ struct RouterConfig {
   // router logs a warning at startup when open.
   std::vector<ApiKeyEntry> api_keys;
 
+  // Admin key (>= 16 bytes, unlike every API key): `Authorization: Bearer <it>` opens
+  // the operator endpoints (/admin/*, admin_endpoints.h). Empty and no admin_key_file:
+  // the admin API is off (403). Never logged; prefer admin_key_file.
+  std::string admin_key;
+  // File holding the admin key (trailing whitespace stripped), read at startup when
+  // admin_key is empty (RouterOptions::ResolveAdminKey).
+  std::string admin_key_file;
+
   // Binds every field above to `b` (YAML key = field name; api_keys as a list
   // of {key, tenant[, priority, min_priority]} maps, or `--api-keys
   // key=K,tenant=T[,priority=P,min_priority=M]` flags).

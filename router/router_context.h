@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "router/admin_auth.h"
+#include "router/cluster_admin.h"
 #include "router/admission_controller.h"
 #include "router/api_key_table.h"
 #include "router/engine_client.h"
@@ -44,6 +46,9 @@ struct RouterDeps {
   // queue, load, tokens, finished/rejected requests) are registered in;
   // nullptr = none. Not owned.
   metrics::MetricsRegistry* metrics = nullptr;
+  // The operator endpoints' cluster (/admin/*, behind RouterConfig::admin_key);
+  // nullptr = no admin API (404). Not owned.
+  ClusterAdmin* admin = nullptr;
 };
 
 struct RouterContext {
@@ -51,6 +56,7 @@ struct RouterContext {
       : config(std::move(config_in)),
         deps(std::move(deps_in)),
         keys(config.api_keys),
+        admin_auth(config.admin_key),
         admission(config.max_concurrent_requests, config.max_queued_requests),
         metrics(deps.metrics, ModelName(), deps.model.max_context_tokens) {}
 
@@ -63,6 +69,7 @@ struct RouterContext {
   const RouterConfig config;
   const RouterDeps deps;
   const ApiKeyTable keys;
+  const AdminAuth admin_auth;
   AdmissionController admission;
   const RouterMetrics metrics;
   // Set by HttpServer::Drain: new inference requests get 503, running ones finish.

@@ -1,5 +1,7 @@
 #include "router/router_options.h"
 
+#include "common/net/cluster_token_file.h"
+
 namespace tandem::router {
 
 void RouterOptions::Bind(config::ConfigBinder& b) {
@@ -23,6 +25,13 @@ Status RouterOptions::Validate() const {
   if (max_model_len < 0) return InvalidArgumentError("max_model_len must be >= 0");
   TANDEM_RETURN_IF_ERROR(http.Validate());
   return cluster.Validate();
+}
+
+Status RouterOptions::ResolveAdminKey() {
+  if (http.admin_key.empty() && !http.admin_key_file.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(http.admin_key, net::ReadSecretFile(http.admin_key_file, "admin_key_file"));
+  }
+  return http.Validate();
 }
 
 }  // namespace tandem::router

@@ -33,6 +33,10 @@ struct RouterOptions {
   // InvalidArgument naming the first bad field (model_dir, max_model_len, then
   // each part's Validate). Does not read the model directory or the token file.
   Status Validate() const;
+  // Reads http.admin_key_file into http.admin_key when admin_key is empty and a
+  // file is named (net::ReadSecretFile), then validates the key. InvalidArgument
+  // naming the file; the key never appears in an error.
+  Status ResolveAdminKey();
 };
 
 }  // namespace tandem::router

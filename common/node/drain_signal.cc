@@ -31,18 +31,29 @@ int WaitForTerminationSignal(int timeout_ms) {
   return sig > 0 ? sig : 0;
 }
 
-int RunUntilDrained(const std::function<void()>& begin_drain, const std::function<bool()>& idle, int drain_timeout_ms) {
+int RunUntilDrained(const std::function<void()>& begin_drain, const std::function<bool()>& idle, int drain_timeout_ms,
+                    const std::function<bool()>& draining) {
   int sig = 0;
-  while ((sig = WaitForTerminationSignal(500)) == 0) {
+  while ((sig = WaitForTerminationSignal(100)) == 0) {
+    if (draining && draining()) break;
   }
-  TANDEM_LOG_INFO("signal {}: draining (deadline {} ms)", sig, drain_timeout_ms);
+  if (sig != 0) {
+    TANDEM_LOG_INFO("signal {}: draining (deadline {} ms)", sig, drain_timeout_ms);
+  } else {
+    TANDEM_LOG_INFO("drain asked by the router (deadline {} ms)", drain_timeout_ms);
+  }
   begin_drain();
+  // The signal that began the drain ends it early when it comes again; after a drain
+  // the router asked for, the first signal (systemctl stop) only waits for it.
+  int signals = sig != 0 ? 1 : 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(drain_timeout_ms);
   while (!idle() && std::chrono::steady_clock::now() < deadline) {
-    if (WaitForTerminationSignal(50) != 0) {
+    if (WaitForTerminationSignal(50) == 0) continue;
+    if (++signals >= 2) {
       TANDEM_LOG_WARN("second signal: ending the drain now");
       break;
     }
+    TANDEM_LOG_INFO("signal during the drain: still draining (a second one ends it now)");
   }
   TANDEM_LOG_INFO("drain done ({})", idle() ? "idle" : "deadline or signal");
   return 0;

@@ -1,6 +1,8 @@
 #include "common/node/node_host.h"
 
 #include "common/base/logging.h"
+#include "common/base/version.h"
+#include "common/proto/messages.h"
 #include "common/proto/kv_layout_convert.h"
 
 namespace tandem::node {
@@ -60,6 +62,10 @@ Status NodeHost::Start(const NodeConfig& config, engine::Engine* engine, RoleHoo
     options.on_lost = [this] {
       if (hooks_.on_router_lost) hooks_.on_router_lost();
     };
+    options.on_drain = [this](const std::string& reason) {
+      TANDEM_LOG_INFO("the router asks this node to drain ({})", reason);
+      BeginDrain();
+    };
     link_ = std::make_unique<RouterLink>(*loop_, std::move(options));
     TANDEM_RETURN_IF_ERROR(link_->Start());
   }
@@ -104,6 +110,8 @@ proto::RegisterRequest NodeHost::MakeRegister() const {
   r.set_node_name(config_.node_name);
   r.set_kv_transport(hooks_.kv_transport);
   r.set_transport_descriptor(hooks_.transport_descriptor);
+  r.set_build_version(BuildVersion());
+  r.set_protocol_version(proto::kProtocolVersion);
   return r;
 }
 

@@ -5,8 +5,10 @@
 // into the host through RoleHooks.
 //
 // Readiness: ready = registered with the router (or no router configured) and
-// not draining; a 503 says which, with the router's last refusal if any. Draining: readiness fails at once, heartbeats
-// say draining, and the role refuses new admissions (check draining()).
+// not draining; a 503 says which, with the router's last refusal if any. Draining
+// (SIGTERM, or a Drain from the router): readiness fails at once, heartbeats say
+// draining, and the role refuses new admissions (check draining()); main's
+// RunUntilDrained sees draining() and exits once the node is idle.
 //
 // Thread rule: Start/Stop from the owning thread; the rest is thread-safe.
 // Hooks run on I/O threads (must not block) except refresh (HTTP thread).

@@ -40,8 +40,8 @@ int RunNodeMain(int argc, char** argv, const std::string& role) {
   std::printf("control_address=%s\nhttp_address=%s\n", (*node)->address().c_str(),
               (*node)->host().http_address().c_str());
   std::fflush(stdout);
-  int rc =
-      RunUntilDrained([&] { (*node)->host().BeginDrain(); }, [&] { return (*node)->Idle(); }, config.drain_timeout_ms);
+  int rc = RunUntilDrained([&] { (*node)->host().BeginDrain(); }, [&] { return (*node)->Idle(); },
+                           config.drain_timeout_ms, [&] { return (*node)->host().draining(); });
   (*node)->Stop();
   return rc;
 }

@@ -26,11 +26,10 @@ Status RouterLink::Start() {
   handlers.on_request = [guard = guard_](const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message,
                                          net::Responder responder) {
     std::lock_guard<std::mutex> lock(guard->mu);
-    if (guard->link && guard->link->options_.on_request) {
-      guard->link->options_.on_request(conn, std::move(message), std::move(responder));
-    } else {
-      responder.Fail(UnavailableError("node is stopping"));
-    }
+    if (guard->link == nullptr) return responder.Fail(UnavailableError("node is stopping"));
+    if (const auto* drain = proto::MessageAs<proto::Drain>(*message)) return guard->link->OnDrain(*drain, responder);
+    if (!guard->link->options_.on_request) return responder.Fail(UnavailableError("node is stopping"));
+    guard->link->options_.on_request(conn, std::move(message), std::move(responder));
   };
   handlers.on_close = [guard = guard_](const std::shared_ptr<net::RpcConnection>& conn, const Status&) {
     std::lock_guard<std::mutex> lock(guard->mu);
@@ -79,6 +78,13 @@ void RouterLink::OnClosed(const std::shared_ptr<net::RpcConnection>& conn) {
     TANDEM_LOG_WARN("router connection lost; cancelling router requests and reconnecting");
     if (options_.on_lost) options_.on_lost();
   }
+}
+
+void RouterLink::OnDrain(const proto::Drain& drain, const net::Responder& responder) {
+  if (!options_.on_drain) return responder.Fail(UnimplementedError("this node cannot be drained by the router"));
+  options_.on_drain(drain.reason().substr(0, 256));
+  draining_.store(true);
+  responder.Reply(proto::Ack());
 }
 
 std::string RouterLink::last_refusal() const {

@@ -6,7 +6,9 @@
 // when the connection is lost it calls on_lost (so the role cancels every
 // router-originated request) and retries connect + register every
 // reconnect_interval_ms. Requests the router sends on this connection go to
-// the role's handler. A refused or failed registration (wrong cluster token,
+// the role's handler, except Drain (an operator's drain, docs/protocol.md
+// "Drain"), which the link answers itself: on_drain, heartbeats say draining
+// from then on, Ack. A refused or failed registration (wrong cluster token,
 // protocol version skew, a RegisterRequest the router rejects, an unreachable
 // router) is logged with its reason: at once, then at most every 10 s while it
 // lasts (with the number of attempts in between), and kept for readiness.
@@ -14,7 +16,8 @@
 // Thread rule: Start/Stop from the owning thread; Send, registered(),
 // node_id(), SetDraining are thread-safe. Callbacks: make_register and load
 // run on the link's own thread; on_request and on_lost on an I/O thread (must
-// not block). make_register, load and cache run on the link's own thread too.
+// not block). make_register, load and cache run on the link's own thread too;
+// on_drain on an I/O thread (must not block).
 // Lifetime: Stop() before the EventLoop and the callbacks' owners die.
 #pragma once
 
@@ -54,6 +57,9 @@ struct RouterLinkOptions {
   std::function<void(const std::shared_ptr<net::RpcConnection>&, net::MessagePtr, net::Responder)> on_request;
   // The registered connection was lost (not called for failed dials).
   std::function<void()> on_lost;
+  // The router asked this node to drain (`reason` for logs); optional: without it a
+  // Drain is refused as Unimplemented.
+  std::function<void(const std::string& reason)> on_drain;
 };
 
 class RouterLink {
@@ -79,6 +85,8 @@ class RouterLink {
   void Run();
   bool TryRegister();
   void OnClosed(const std::shared_ptr<net::RpcConnection>& conn);
+  // A Drain from the router (I/O thread): on_drain, then Ack.
+  void OnDrain(const proto::Drain& drain, const net::Responder& responder);
   // Link thread: records and (rate-limited) logs a failed registration.
   void NoteRefusal(const Status& status);
 

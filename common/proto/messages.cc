@@ -29,6 +29,7 @@ const TypeEntry* Entries(size_t* count) {
       {MESSAGE_TYPE_CANCEL, &Cancel::default_instance(), "CANCEL"},
       {MESSAGE_TYPE_RELEASE, &Release::default_instance(), "RELEASE"},
       {MESSAGE_TYPE_ACK, &Ack::default_instance(), "ACK"},
+      {MESSAGE_TYPE_DRAIN, &Drain::default_instance(), "DRAIN"},
   };
   *count = sizeof(kEntries) / sizeof(kEntries[0]);
   return kEntries;

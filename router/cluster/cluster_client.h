@@ -58,6 +58,11 @@ class ClusterClient final : public EngineClient {
   std::string control_address() const;
   // Readiness: at least one live, non-draining decode node.
   bool Ready() const { return registry_.HasDecodeNode(); }
+  // An operator drains the node (node_admin.h): placement passes it over from now on,
+  // its requests that have not begun to stream move, and it is sent a Drain (the
+  // answer is logged). NotFound for an id that is not live.
+  Status DrainNode(NodeId node_id, const std::string& reason);
+  ServingMode mode() const { return config_.mode; }
   const NodeRegistry& registry() const { return registry_; }
   size_t num_inflight() const;
 

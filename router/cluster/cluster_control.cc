@@ -40,7 +40,8 @@ StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Start(net::EventLoop& lo
     std::lock_guard<std::recursive_mutex> lock(guard->mu);
     ClusterClient* self = guard->self;
     if (self == nullptr) return;
-    if (std::optional<uint32_t> id = self->registry_.OnConnectionClosed(conn.get())) {
+    if (std::optional<uint32_t> id =
+            self->registry_.OnConnectionClosed(conn.get(), "connection closed: " + reason.ToString())) {
       TANDEM_LOG_WARN("node {} disconnected ({}): dead", *id, reason.ToString());
       self->OnNodeDead(*id);
     }
@@ -124,6 +125,28 @@ void ClusterClient::OnNodeDraining(NodeId node_id, std::string_view why) {
     draining.elsewhere = elsewhere;
     Post(entry, std::move(draining));
   }
+}
+
+Status ClusterClient::DrainNode(NodeId node_id, const std::string& reason) {
+  std::optional<NodeHandle> node = registry_.Get(node_id);
+  if (!node) return NotFoundError("no live node " + std::to_string(node_id));
+  // Placement stops at once; requests it has not begun to stream move now.
+  if (registry_.RequestDrain(node_id)) OnNodeDraining(node_id, "is drained by an operator (" + reason + ")");
+  proto::Drain drain;
+  drain.set_reason(reason);
+  node->conn->Call(drain, config_.node_call_timeout_ms, [node_id, name = node->name](StatusOr<net::MessagePtr> reply) {
+    Status status = reply.status();
+    if (reply.ok() && !proto::MessageAs<proto::Ack>(**reply)) {
+      status = InternalError("answered Drain with " + (*reply)->GetTypeName());
+    }
+    if (status.ok()) {
+      TANDEM_LOG_INFO("node {} ('{}') is draining", node_id, name);
+    } else {
+      TANDEM_LOG_WARN("node {} ('{}') did not take the drain: {}; it gets no new work", node_id, name,
+                      status.ToString());
+    }
+  });
+  return Status::Ok();
 }
 
 void ClusterClient::Tick() {

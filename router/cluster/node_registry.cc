@@ -46,6 +46,10 @@ StatusOr<proto::RegisterReply> NodeRegistry::Register(const std::shared_ptr<net:
   node.block_size = std::max(request.kv_layout().block_size(), 0);
   node.kv_layout = request.kv_layout();
   node.last_seen_ns = clock_.NowNanos();
+  node.registered_ns = node.last_seen_ns;
+  node.capacity = request.capacity();
+  node.build_version = request.build_version().substr(0, 64);
+  node.protocol_version = request.protocol_version();
   by_conn_[conn.get()] = id;
   proto::RegisterReply reply;
   reply.set_node_id(id);
@@ -62,18 +66,25 @@ NodeId NodeRegistry::OnHeartbeat(const net::RpcConnection* conn, const proto::He
   if (heartbeat.node_id() != 0 && heartbeat.node_id() != id->second) return 0;
   Node& node = it->second;
   node.last_seen_ns = clock_.NowNanos();
+  node.last_heartbeat_ns = node.last_seen_ns;
   // Sequences start anywhere after a registration; then each heartbeat is the last + 1.
   const bool gap = node.last_sequence != 0 && heartbeat.sequence() != node.last_sequence + 1;
   node.last_sequence = heartbeat.sequence();
   ApplyCacheReport(heartbeat.cache(), gap, &node);
   const bool began_draining = heartbeat.draining() && !node.view.draining;
-  node.view.draining = heartbeat.draining();
+  node.view.draining = heartbeat.draining() || node.drain_requested;
   const proto::LoadReport& load = heartbeat.load();
+  node.num_reservations = std::max(load.num_reservations(), 0);
   node.view.num_running = std::max(load.num_running(), 0);
   node.view.num_waiting = std::max(load.num_waiting(), 0);
   node.view.queued_prefill_tokens = std::max<int64_t>(load.queued_prefill_tokens(), 0);
   for (const proto::TierUsage& tier : load.tiers()) {
-    if (tier.tier() == proto::KV_TIER_GPU) node.view.free_gpu_blocks = std::max<int64_t>(tier.free_blocks(), 0);
+    if (tier.tier() == proto::KV_TIER_GPU) {
+      node.view.free_gpu_blocks = std::max<int64_t>(tier.free_blocks(), 0);
+      node.gpu_usage = tier;
+    } else if (tier.tier() == proto::KV_TIER_HOST) {
+      node.host_usage = tier;
+    }
   }
   return began_draining ? id->second : 0;
 }
@@ -130,13 +141,17 @@ void NodeRegistry::ApplyCacheReport(const proto::CacheReport& report, bool gap, 
   node->view.cached_blocks = static_cast<int64_t>(node->cached.size());
 }
 
-std::optional<uint32_t> NodeRegistry::OnConnectionClosed(const net::RpcConnection* conn) {
+std::optional<uint32_t> NodeRegistry::OnConnectionClosed(const net::RpcConnection* conn, const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   auto id = by_conn_.find(conn);
   if (id == by_conn_.end()) return std::nullopt;
   const uint32_t node_id = id->second;
   by_conn_.erase(id);
-  nodes_.erase(node_id);
+  auto node = nodes_.find(node_id);
+  if (node != nodes_.end()) {
+    RememberDeadLocked(node->second, why, clock_.NowNanos());
+    nodes_.erase(node);
+  }
   return node_id;
 }
 
@@ -148,6 +163,7 @@ std::vector<NodeHandle> NodeRegistry::SweepExpired() {
   for (auto it = nodes_.begin(); it != nodes_.end();) {
     if (now - it->second.last_seen_ns > limit) {
       dead.push_back(it->second.handle);
+      RememberDeadLocked(it->second, "silent for " + std::to_string(dead_after_ms_) + " ms", now);
       by_conn_.erase(it->second.handle.conn.get());
       it = nodes_.erase(it);
     } else {

@@ -10,10 +10,15 @@
 // view until the node's next full report). At most kMaxCachedHashesPerNode
 // hashes are kept per node (more stored hashes are ignored: fewer hits, never
 // wrong ones). See docs/protocol.md "Heartbeat".
+// Operator view (Statuses, router/cluster_admin.h): each node's state (starting
+// until its first heartbeat, ready, draining — its heartbeat says so or an
+// operator asked, RequestDrain —, dead), load, KV and version; the last
+// kMaxDeadNodes dead nodes are kept for it, with why they died.
 // Thread rule: thread-safe (one mutex); never calls out while holding it.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +35,7 @@
 #include "common/net/rpc_connection.h"
 #include "common/proto/control.pb.h"
 #include "router/cluster/placement.h"
+#include "router/cluster_admin.h"
 
 namespace tandem::router::cluster {
 
@@ -50,6 +56,8 @@ struct NodeCounts {
 
 // Bound of one node's prefix-cache view (32-byte hashes: about 64 bytes each in memory).
 inline constexpr size_t kMaxCachedHashesPerNode = size_t{1} << 18;
+// Dead nodes kept for the operator view (the most recent).
+inline constexpr size_t kMaxDeadNodes = 32;
 
 class NodeRegistry {
  public:
@@ -74,8 +82,9 @@ class NodeRegistry {
   // sending Tokens is never taken for a silent one because a heartbeat queued
   // behind them on the router's I/O thread.
   void MarkSeen(const net::RpcConnection* conn);
-  // The node on `conn` (if any) is dead now; returns its id.
-  std::optional<uint32_t> OnConnectionClosed(const net::RpcConnection* conn);
+  // The node on `conn` (if any) is dead now (`why` kept for the operator view); returns its id.
+  std::optional<uint32_t> OnConnectionClosed(const net::RpcConnection* conn,
+                                             const std::string& why = "connection closed");
   // Nodes silent for dead_after_ms: removed and returned (their connections
   // are returned too, so the caller can close them outside any lock).
   std::vector<NodeHandle> SweepExpired();
@@ -93,6 +102,16 @@ class NodeRegistry {
   uint32_t NodeIdOf(const net::RpcConnection* conn) const;
   // Router-side in-flight accounting (placement uses it between heartbeats).
   void AddInflight(uint32_t node_id, int32_t requests, int64_t prefill_tokens);
+
+  // ---- operator view (node_registry_status.cc) ----
+  // An operator drains the node: it counts as draining from now on, whatever its
+  // heartbeats say. True when it was not draining before; false for an unknown id.
+  bool RequestDrain(NodeId node_id);
+  // Live nodes by id, then the dead ones kept (most recent first).
+  std::vector<NodeStatus> Statuses() const;
+  // The live node `key` names: its id (decimal), its control address, or its name when
+  // no other live node has it. NotFound; FailedPrecondition for a shared name.
+  StatusOr<NodeId> Resolve(std::string_view key) const;
 
   bool HasDecodeNode() const;
   // A decode-serving node other than `node_id` that is live, not draining and not avoided.
@@ -114,12 +133,28 @@ class NodeRegistry {
     std::unordered_set<kv_cache::BlockHash, kv_cache::BlockHashHasher> cached;
     bool cache_synced = false;
     Nanos avoid_until_ns = 0;  // Avoid(): avoided until then
+    // Operator view.
+    Nanos registered_ns = 0;
+    Nanos last_heartbeat_ns = 0;                            // 0 = none yet
+    int32_t num_reservations = 0;                           // the last heartbeat's
+    std::optional<proto::TierUsage> gpu_usage, host_usage;  // the last heartbeat's tiers
+    proto::NodeCapacity capacity;                           // as registered
+    std::string build_version;
+    uint32_t protocol_version = 0;
+    bool drain_requested = false;  // RequestDrain(): draining whatever its heartbeats say
+  };
+  struct DeadNode {
+    NodeStatus status;  // as it was when it died, state kDead
+    Nanos dead_ns = 0;
   };
 
   // The node's view as placement sees it now (avoided until avoid_until_ns).
   NodeView ViewLocked(const Node& node, Nanos now) const;
 
   static void ApplyCacheReport(const proto::CacheReport& report, bool gap, Node* node);
+  NodeStatus StatusLocked(const Node& node, Nanos now) const;
+  // Keeps `node` in dead_ (REQUIRES: mu_ held).
+  void RememberDeadLocked(const Node& node, const std::string& why, Nanos now);
 
   const Clock& clock_;
   const int32_t heartbeat_interval_ms_;
@@ -128,6 +163,7 @@ class NodeRegistry {
   uint32_t next_node_id_ = 1;                              // guarded by mu_
   std::map<uint32_t, Node> nodes_;                         // guarded by mu_
   std::map<const net::RpcConnection*, uint32_t> by_conn_;  // guarded by mu_
+  std::deque<DeadNode> dead_;                              // guarded by mu_; most recent first
 };
 
 }  // namespace tandem::router::cluster

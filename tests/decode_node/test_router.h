@@ -71,9 +71,11 @@ class TestRouter {
           }
         }
         cv_.notify_all();
-      } else if (proto::MessageAs<proto::Heartbeat>(*m)) {
+      } else if (const auto* heartbeat = proto::MessageAs<proto::Heartbeat>(*m)) {
         std::lock_guard<std::mutex> lock(mu_);
         ++heartbeats_;
+        if (heartbeat->draining()) ++draining_heartbeats_;
+        cv_.notify_all();
       }
     };
     auto server = net::RpcServer::Start(loop, config, std::move(handlers));
@@ -118,6 +120,11 @@ class TestRouter {
     std::lock_guard<std::mutex> lock(mu_);
     epochs_[id] = epoch;
   }
+  // Waits until a heartbeat said draining.
+  bool WaitDrainingHeartbeat(int timeout_ms = 5000) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return draining_heartbeats_ > 0; });
+  }
   // Closes every node connection (a router crash as the nodes see it).
   void DropConnections() {
     std::map<proto::NodeRole, std::shared_ptr<net::RpcConnection>> nodes;
@@ -140,6 +147,7 @@ class TestRouter {
   std::map<uint64_t, RequestOutcome> outcomes_;
   std::map<uint64_t, uint32_t> epochs_;
   int heartbeats_ = 0;
+  int draining_heartbeats_ = 0;
   std::unique_ptr<net::RpcServer> server_;
 };
 

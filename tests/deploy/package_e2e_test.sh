@@ -52,7 +52,7 @@ step "dpkg -x into a scratch root"
 root="$tmp/root"
 dpkg -x "$deb" "$root"
 bin="$root/usr/bin"
-for f in usr/bin/tandem-router usr/bin/tandem-prefill usr/bin/tandem-decode usr/bin/tandem-make-model \
+for f in usr/bin/tandem-router usr/bin/tandem-prefill usr/bin/tandem-decode usr/bin/tandem-ctl usr/bin/tandem-make-model \
          usr/bin/tandem-generate usr/bin/tandem-bench-serving etc/tandem/router.yaml etc/tandem/prefill-0.yaml \
          etc/tandem/decode-0.yaml usr/lib/systemd/system/tandem-router.service \
          usr/lib/systemd/system/tandem-decode@.service usr/share/tandem/doc/operations.md \

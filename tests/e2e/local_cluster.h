@@ -129,7 +129,10 @@ class LocalCluster {
   // Sum of the samples of `metric` on `name`'s /metrics ("router" or a node name)
   // whose labels contain `label` (e.g. role="decode"; empty = every sample).
   double Metric(const std::string& name, const std::string& metric, const std::string& label = "") {
-    std::string text = MetricsPage(name);
+    return MetricIn(MetricsPage(name), metric, label);
+  }
+  // The same sum over a /metrics page already fetched.
+  static double MetricIn(const std::string& text, const std::string& metric, const std::string& label = "") {
     std::regex line("^" + metric + R"((\{[^}]*\})? ([0-9.eE+-]+)$)");
     double sum = 0;
     std::istringstream in(text);

@@ -122,6 +122,40 @@ TEST(RouterOptionsTest, ClusterTokenFileIsReadWhenTheTokenIsEmpty) {
   std::remove(path.c_str());
 }
 
+// The admin key comes from admin_key, else from admin_key_file; neither = the admin API is off.
+TEST(RouterOptionsTest, AdminKeyFileIsReadWhenTheKeyIsEmpty) {
+  const std::string path = ::testing::TempDir() + "/router_options_admin_key";
+  std::ofstream(path, std::ios::binary) << "file-admin-key-0123456789\n";
+  RouterOptions o;
+  ASSERT_TRUE(Parse(o, {"--admin-key-file", path}).ok());
+  EXPECT_EQ(o.http.admin_key, "") << "read at ResolveAdminKey, not at parse";
+  ASSERT_TRUE(o.ResolveAdminKey().ok());
+  EXPECT_EQ(o.http.admin_key, "file-admin-key-0123456789");
+  RouterOptions flag;
+  ASSERT_TRUE(Parse(flag, {"--admin-key", "flag-admin-key-0123456789", "--admin-key-file", path}).ok());
+  ASSERT_TRUE(flag.ResolveAdminKey().ok());
+  EXPECT_EQ(flag.http.admin_key, "flag-admin-key-0123456789");  // the key wins over the file
+  RouterOptions none;
+  EXPECT_TRUE(none.ResolveAdminKey().ok());
+  EXPECT_EQ(none.http.admin_key, "");
+
+  RouterOptions missing;
+  missing.http.admin_key_file = path + ".missing";
+  ExpectInvalid(missing.ResolveAdminKey(), "cannot read admin_key_file");
+  std::ofstream(path, std::ios::binary) << "short\n";
+  RouterOptions short_key;
+  short_key.http.admin_key_file = path;
+  ExpectInvalid(short_key.ResolveAdminKey(), "admin_key_file " + path + " holds fewer than 16 bytes");
+  std::ofstream(path, std::ios::binary) << "shared-key-0123456789\n";
+  RouterOptions shared;
+  shared.http.admin_key_file = path;
+  shared.http.api_keys = {{"shared-key-0123456789", "team"}};
+  const Status same = shared.ResolveAdminKey();
+  ExpectInvalid(same, "admin_key equals an API key");
+  EXPECT_EQ(same.ToString().find("shared-key-0123456789"), std::string::npos) << "the key leaked";
+  std::remove(path.c_str());
+}
+
 TEST(RouterOptionsTest, HelpListsEveryFlagWithItsDefault) {
   RouterOptions options;
   ConfigBinder binder;

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <utility>
 
+#include "common/net/http_client.h"
+
 namespace tandem::bench {
 namespace {
 
@@ -120,44 +122,24 @@ RequestRecord SendStreaming(const Endpoint& endpoint, const std::string& body) {
 }
 
 StatusOr<Endpoint> ParseHttpUrl(const std::string& url) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.rfind(kScheme, 0) != 0) return InvalidArgumentError("not an http:// URL: " + url);
-  std::string rest = url.substr(kScheme.size());
+  TANDEM_ASSIGN_OR_RETURN(net::HttpUrl parsed, net::ParseHttpUrl(url));
   Endpoint e;
-  size_t slash = rest.find('/');
-  e.path = slash == std::string::npos ? "/" : rest.substr(slash);
-  std::string authority = rest.substr(0, slash);
-  size_t colon = authority.rfind(':');
-  e.host = authority.substr(0, colon);
-  e.port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
-  bool port_ok = !e.port.empty() && e.port.size() <= 5 && e.port.find_first_not_of("0123456789") == std::string::npos;
-  if (e.host.empty() || !port_ok) return InvalidArgumentError("malformed URL (want http://host:port/path): " + url);
+  e.host = std::move(parsed.host);
+  e.port = std::move(parsed.port);
+  e.path = std::move(parsed.path);
   return e;
 }
 
 StatusOr<std::string> HttpGet(const Endpoint& endpoint) {
-  const std::string where = endpoint.host + ":" + endpoint.port + endpoint.path;
-  try {
-    boost::asio::io_context io;
-    tcp::resolver resolver(io);
-    beast::tcp_stream stream(io);
-    stream.expires_after(std::chrono::milliseconds(static_cast<int64_t>(endpoint.timeout_s * 1000)));
-    stream.connect(resolver.resolve(endpoint.host, endpoint.port));
-    http::request<http::empty_body> req{http::verb::get, endpoint.path, 11};
-    req.set(http::field::host, endpoint.host);
-    http::write(stream, req);
-    beast::flat_buffer buffer;
-    http::response<http::string_body> res;
-    http::read(stream, buffer, res);
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    if (res.result_int() != 200) {
-      return UnavailableError("GET " + where + ": HTTP " + std::to_string(res.result_int()));
-    }
-    return std::move(res.body());
-  } catch (const std::exception& e) {
-    return UnavailableError("GET " + where + ": " + e.what());
+  net::HttpRequest request;
+  request.target = endpoint.path;
+  request.timeout_ms = static_cast<int64_t>(endpoint.timeout_s * 1000);
+  TANDEM_ASSIGN_OR_RETURN(net::HttpResponse response, net::SendHttpRequest(endpoint.host, endpoint.port, request));
+  if (response.status != 200) {
+    return UnavailableError("GET " + endpoint.host + ":" + endpoint.port + endpoint.path + ": HTTP " +
+                            std::to_string(response.status));
   }
+  return std::move(response.body);
 }
 
 }  // namespace tandem::bench

@@ -9,6 +9,7 @@
 
 #include "common/node/admin_http_server.h"
 #include "common/node/cancel_tombstones.h"
+#include "common/node/drain_signal.h"
 #include "common/node/host_block_arena.h"
 #include "common/node/node_config.h"
 #include "common/node/node_protocol.h"
@@ -354,6 +355,66 @@ TEST(RouterLinkTest, RegistersHeartbeatsAndReRegistersAfterADrop) {
   ASSERT_TRUE(router.WaitRegistered(proto::NODE_ROLE_DECODE, 2));
   EXPECT_EQ(lost.load(), 1);
   link.Stop();
+}
+
+// An operator's drain arrives from the router as a Drain request: the link calls on_drain,
+// answers Ack, and its heartbeats say draining from then on. Without on_drain it is refused.
+TEST(RouterLinkTest, DrainFromTheRouterBeginsTheDrain) {
+  net::EventLoop loop(2);
+  testing::TestRouter router(loop);
+  std::atomic<int> drains{0};
+  std::string reason;
+  RouterLinkOptions options;
+  options.router_address = router.address();
+  options.client.rpc.cluster_token = testing::kTestToken;
+  options.make_register = [] {
+    proto::RegisterRequest r;
+    r.set_role(proto::NODE_ROLE_DECODE);
+    return r;
+  };
+  options.on_drain = [&](const std::string& why) {
+    reason = why;
+    drains++;
+  };
+  RouterLink link(loop, options);
+  ASSERT_TRUE(link.Start().ok());
+  ASSERT_TRUE(router.WaitRegistered(proto::NODE_ROLE_DECODE, 1));
+  proto::Drain drain;
+  drain.set_reason("operator request");
+  auto ack = router.node(proto::NODE_ROLE_DECODE)->CallAndWaitFor<proto::Ack>(drain, 3000);
+  ASSERT_TRUE(ack.ok()) << ack.status().ToString();
+  EXPECT_EQ(drains.load(), 1);
+  EXPECT_EQ(reason, "operator request");
+  EXPECT_TRUE(router.WaitDrainingHeartbeat());
+  link.Stop();
+
+  options.on_drain = nullptr;
+  RouterLink plain(loop, options);
+  ASSERT_TRUE(plain.Start().ok());
+  ASSERT_TRUE(router.WaitRegistered(proto::NODE_ROLE_DECODE, 2));
+  auto refused = router.node(proto::NODE_ROLE_DECODE)->CallAndWaitFor<proto::Ack>(drain, 3000);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented) << refused.status().ToString();
+  plain.Stop();
+}
+
+// A drain the router asked for ends main's wait without a signal; the node then exits
+// once idle, and only a second signal would cut the drain short.
+TEST(DrainSignalTest, ADrainAskedByTheRouterEndsTheWaitAndExitsWhenIdle) {
+  std::atomic<bool> draining{false};
+  std::atomic<int> begun{0};
+  std::atomic<int> idle_checks{0};
+  std::thread router([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    draining = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const int rc =
+      RunUntilDrained([&] { begun++; }, [&] { return ++idle_checks > 3; }, 10'000, [&] { return draining.load(); });
+  router.join();
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(begun.load(), 1);
+  EXPECT_GT(idle_checks.load(), 3);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 TEST(RouterLinkTest, WrongTokenNeverRegisters) {

@@ -10,6 +10,7 @@
 //            SetRefuseAsDraining answers them Unavailable("draining"), as a
 //            draining node does before its heartbeat says so.
 //   prefill: PrefillRequest -> Ack (or refusal), then on_prefill.
+//   both:    Drain -> Ack, and its heartbeats say draining from then on.
 // Kill() closes the connection (a crash as the router sees it);
 // StopHeartbeats() keeps it open but silent. SetCacheReport() rides the next
 // heartbeat (registered block size: kFakeBlockSize, model "tiny").
@@ -165,6 +166,10 @@ class FakeNode {
     std::lock_guard<std::mutex> lock(mu_);
     return releases_;
   }
+  std::vector<proto::Drain> drains() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return drains_;
+  }
   bool WaitFor(const std::function<bool()>& done, int timeout_ms = 5000) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (std::chrono::steady_clock::now() < end) {
@@ -257,6 +262,9 @@ class FakeNode {
     } else if (const auto* release = proto::MessageAs<proto::Release>(*m)) {
       releases_.push_back(*release);
       EndLocked(release->request_id(), release->epoch());
+    } else if (const auto* drain = proto::MessageAs<proto::Drain>(*m)) {
+      drains_.push_back(*drain);
+      draining_ = true;
     }
     proto::Ack ack;
     r.Reply(ack);
@@ -370,6 +378,7 @@ class FakeNode {
   std::vector<proto::PrefillRequest> prefills_;
   std::vector<proto::Cancel> cancels_;
   std::vector<proto::Release> releases_;
+  std::vector<proto::Drain> drains_;
   std::vector<std::thread> streams_;  // guarded by mu_
 };
 
