@@ -59,7 +59,7 @@ void RouterConfig::Bind(config::ConfigBinder& b) {
             "API keys and their tenants, key=K,tenant=T per key, optionally priority=P (the default of requests "
             "without one) and min_priority=M (the most urgent they get) (none: open access)",
             {{"priority", &ApiKeyEntry::priority}, {"min_priority", &ApiKeyEntry::min_priority}});
-  b.Field("admin_key", admin_key, "admin key for /admin/* (>= 16 bytes; empty: admin API off); prefer admin_key_file");
+  b.Secret("admin_key", admin_key, "admin key for /admin/* (>= 16 bytes; empty: admin API off); prefer admin_key_file");
   b.Field("admin_key_file", admin_key_file, "file holding the admin key, read when admin_key is empty");
 }
 

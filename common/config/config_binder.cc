@@ -150,6 +150,11 @@ void ConfigBinder::Field(const std::string& name, std::string& value, const std:
   e.get = [&value] { return value; };
 }
 
+void ConfigBinder::Secret(const std::string& name, std::string& value, const std::string& help) {
+  Field(name, value, help);
+  entries_.back().get = [&value] { return value.empty() ? std::string() : std::string("(hidden)"); };
+}
+
 void ConfigBinder::Field(const std::string& name, std::vector<std::string>& value, const std::string& help) {
   Entry& e = Add(name, help);
   e.is_list = true;

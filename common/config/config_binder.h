@@ -39,6 +39,9 @@ class ConfigBinder {
   void Field(const std::string& name, double& value, const std::string& help);
   void Field(const std::string& name, std::string& value, const std::string& help);
   void Field(const std::string& name, std::vector<std::string>& value, const std::string& help);
+  // A string field holding a secret (a token, a key): --help and Dump() show
+  // "(hidden)" when it is set, never the value.
+  void Secret(const std::string& name, std::string& value, const std::string& help);
 
   // An enum field written as one of the names in `choices` (YAML and flag alike);
   // any other text is InvalidArgument listing the choices.

@@ -9,7 +9,7 @@ void NodeConfig::Bind(config::ConfigBinder& b) {
   b.Field("listen_address", listen_address, "control-plane listen address host:port (port 0 = any)");
   b.Field("advertise_address", advertise_address, "control address peers dial (empty: the bound one)");
   b.Field("router_address", router_address, "router control address host:port");
-  b.Field("cluster_token", cluster_token, "shared cluster secret (>= 16 bytes)");
+  b.Secret("cluster_token", cluster_token, "shared cluster secret (>= 16 bytes)");
   b.Field("cluster_token_file", cluster_token_file, "file holding the cluster token, used when cluster_token is empty");
   b.Field("node_name", node_name, "node name for logs and the router registry");
   b.Field("heartbeat_interval_ms", heartbeat_interval_ms, "heartbeat period until the router sets one (ms)");

@@ -10,7 +10,7 @@ const char* ServingModeName(ServingMode mode) {
 
 void ClusterConfig::Bind(config::ConfigBinder& b) {
   b.Field("control_address", control_address, "control address nodes dial to register, host:port");
-  b.Field("cluster_token", cluster_token, "shared cluster secret (>= 16 bytes), the same on every node");
+  b.Secret("cluster_token", cluster_token, "shared cluster secret (>= 16 bytes), the same on every node");
   b.Field("cluster_token_file", cluster_token_file, "file holding the cluster token, used when cluster_token is empty");
   b.Field("heartbeat_interval_ms", heartbeat_interval_ms, "heartbeat period told to nodes (ms)");
   b.Field("node_dead_after_ms", node_dead_after_ms,

@@ -144,6 +144,22 @@ TEST(ConfigBinderTest, ChoicesAndRecordsFromYamlAndFlags) {
   EXPECT_EQ(bad.message().find("secret"), std::string::npos) << "an item's text leaked";
 }
 
+TEST(ConfigBinderTest, SecretsNeverShowTheirValue) {
+  std::string token = "default-secret-0123456789";
+  std::string plain = "visible";
+  ConfigBinder b;
+  b.Secret("token", token, "a shared secret");
+  b.Field("plain", plain, "not a secret");
+  CLI::App app;
+  b.AddFlags(app);
+  EXPECT_EQ(app.help().find("default-secret"), std::string::npos) << app.help();
+  ASSERT_TRUE(b.ApplyYaml("token: from-yaml-abcdefghijklmnop\n", "test").ok());
+  EXPECT_EQ(token, "from-yaml-abcdefghijklmnop");
+  EXPECT_NE(b.Dump().find("token: (hidden)\nplain: visible\n"), std::string::npos) << b.Dump();
+  token.clear();
+  EXPECT_NE(b.Dump().find("token: \n"), std::string::npos) << b.Dump();
+}
+
 TEST(ConfigBinderTest, ParseCommandLineExitsOnHelpAndErrors) {
   ShapedConfig c;
   ConfigBinder b;
