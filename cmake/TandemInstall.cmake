@@ -13,7 +13,8 @@
 include(GNUInstallDirs)
 
 set(CMAKE_SKIP_INSTALL_RPATH ON)
-foreach(_program tandem-router tandem-prefill tandem-decode tandem-make-model tandem-generate tandem-bench-serving)
+foreach(_program tandem-router tandem-prefill tandem-decode tandem-make-model tandem-generate tandem-bench-serving
+                 tandem-profile)
   if(TARGET ${_program})  # the router and tandem-generate are skipped without PCRE2/utf8proc
     install(TARGETS ${_program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT programs)
   endif()
