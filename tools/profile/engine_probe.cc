@@ -157,9 +157,18 @@ StatusOr<planner::PrefillProfile> EngineProbe::MeasurePrefill() {
   return Finalize(std::move(profile));
 }
 
+int EngineProbe::DecodeMaxTokens(int batch, int context_tokens) const {
+  // The first sequences to be prefilled decode while the others still prefill:
+  // they must not reach max_tokens before the last timed step.
+  const scheduler::SchedulerConfig& s = engine_.config().scheduler;
+  const int prefill_steps = (batch * context_tokens + s.max_num_batched_tokens - 1) / s.max_num_batched_tokens +
+                            (context_tokens + s.max_prefill_chunk_tokens - 1) / s.max_prefill_chunk_tokens + 1;
+  return prefill_steps + options_.decode_warmup_steps + options_.decode_steps + 1;
+}
+
 StatusOr<planner::DecodePoint> EngineProbe::DecodePoint(int batch, int context_tokens) {
   const int steps = options_.decode_warmup_steps + options_.decode_steps;
-  const std::vector<RequestId> ids = Submit(batch, context_tokens, steps + 2);
+  const std::vector<RequestId> ids = Submit(batch, context_tokens, DecodeMaxTokens(batch, context_tokens));
   TANDEM_RETURN_IF_ERROR(StepUntilFirstTokens(ids, nullptr, nullptr));
   std::vector<double> seconds;
   double kv_tokens = 0;
@@ -182,13 +191,12 @@ StatusOr<planner::DecodePoint> EngineProbe::DecodePoint(int batch, int context_t
 
 StatusOr<planner::DecodeProfile> EngineProbe::MeasureDecode() {
   const engine::EngineConfig& config = engine_.config();
-  const int generated = options_.decode_warmup_steps + options_.decode_steps + 2;
   const int max_batch =
       std::min({options_.decode_max_batch, config.scheduler.max_num_seqs, config.scheduler.max_num_batched_tokens});
   planner::DecodeProfile profile;
   profile.timed_steps = options_.decode_steps;
   for (int context = options_.decode_min_context; context <= options_.decode_max_context; context *= 4) {
-    if (context + generated > config.scheduler.max_model_len) {
+    if (context + DecodeMaxTokens(1, context) > config.scheduler.max_model_len) {
       profile.capped.push_back("context " + std::to_string(context) + " and longer: over max_model_len " +
                                std::to_string(config.scheduler.max_model_len));
       break;
@@ -200,7 +208,7 @@ StatusOr<planner::DecodeProfile> EngineProbe::MeasureDecode() {
                                  std::to_string(context) + ": over decode.max_kv_tokens");
         break;
       }
-      if (batch * (BlockTokens(context + generated) + config.block_size) > PoolTokens()) {
+      if (batch * (BlockTokens(context + DecodeMaxTokens(batch, context)) + config.block_size) > PoolTokens()) {
         profile.capped.push_back("batch " + std::to_string(batch) + " and larger at context " +
                                  std::to_string(context) + ": over the device KV pool of " +
                                  std::to_string(PoolTokens()) + " tokens");

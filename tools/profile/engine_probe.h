@@ -52,6 +52,9 @@ class EngineProbe {
   // One prefill run of `requests` × `prompt_tokens`: seconds and steps.
   StatusOr<planner::PrefillPoint> PrefillOnce(int prompt_tokens, int requests);
   StatusOr<planner::DecodePoint> DecodePoint(int batch, int context_tokens);
+  // Tokens each request of a decode point generates at most: every timed and
+  // warm-up step, after the steps its batch's prefill may take.
+  int DecodeMaxTokens(int batch, int context_tokens) const;
 
   engine::Engine& engine_;
   const ProfileOptions options_;

@@ -53,7 +53,7 @@ void ProfileOptions::ApplyQuick() {
   prefill_min_tokens = std::min(prefill_min_tokens, 16);
   prefill_max_tokens = std::min(prefill_max_tokens, 512);
   prefill_max_requests = std::min(prefill_max_requests, 4);
-  prefill_repetitions = std::min(prefill_repetitions, 2);
+  prefill_repetitions = std::min(prefill_repetitions, 3);
   decode_max_batch = std::min(decode_max_batch, 16);
   decode_min_context = std::min(decode_min_context, 32);
   decode_max_context = std::min(decode_max_context, 512);
