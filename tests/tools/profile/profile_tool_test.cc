@@ -2,7 +2,8 @@
 // writes loads and validates, carries this build's commit, and is monotone where
 // the engine must be (more prompt tokens take longer, a larger decode batch takes
 // longer, more KV bytes take longer to move); grid points over a small KV pool
-// are left out and named. Bad flags and a missing model end with a message.
+// are left out and named; a batch prefilled over several steps is timed only
+// once every sequence decodes. Bad flags and a missing model end with a message.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,8 +65,13 @@ std::string* ProfileToolTest::root_ = nullptr;
 
 TEST_F(ProfileToolTest, QuickCpuProfileIsWellFormedAndMonotone) {
   const std::string output = *root_ + "/tiny-cpu.json";
-  // 48 blocks of 16 tokens: the largest prefill and decode points do not fit.
-  Result run = RunCommand(Profiler() + " --quick --kv-num-device-blocks 48 --output " + output);
+  // A small engine: the longest prompts and the largest decode batches do not fit, a
+  // 256-token prompt takes two steps, and a batch of 8 × 128 tokens is prefilled over
+  // several steps (its first sequences decode meanwhile).
+  Result run = RunCommand(Profiler() +
+                          " --quick --kv-num-device-blocks 80 --scheduler-max-num-batched-tokens 256"
+                          " --scheduler-max-prefill-chunk-tokens 128 --scheduler-max-model-len 300 --output " +
+                          output);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("fit: step = "), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("R² "), std::string::npos);
@@ -78,8 +84,9 @@ TEST_F(ProfileToolTest, QuickCpuProfileIsWellFormedAndMonotone) {
   EXPECT_EQ(p.device.backend, "cpu");
   EXPECT_EQ(p.model.id, "tiny");
   EXPECT_EQ(p.model.num_layers, 2);
-  EXPECT_EQ(p.engine.num_device_blocks, 48);
-  EXPECT_EQ(p.kv_capacity.device_tokens, 48 * 16);
+  EXPECT_EQ(p.engine.num_device_blocks, 80);
+  EXPECT_EQ(p.engine.max_model_len, 300);
+  EXPECT_EQ(p.kv_capacity.device_tokens, 80 * 16);
   EXPECT_EQ(p.kv_capacity.bytes_per_token, 2 * 2 * 2 * 16 * 4);  // layers × K,V × kv heads × head_dim × f32
 
   // Prefill: per request count, 4× the prompt tokens take longer (a factor of 4 keeps
@@ -95,8 +102,12 @@ TEST_F(ProfileToolTest, QuickCpuProfileIsWellFormedAndMonotone) {
     }
     EXPECT_GT(by_tokens.rbegin()->second, by_tokens.begin()->second);
   }
-  EXPECT_FALSE(p.prefill.capped.empty());
-  EXPECT_NE(p.prefill.capped[0].find("over the device KV pool of 768 tokens"), std::string::npos);
+  EXPECT_EQ(prefill[1].rbegin()->first, 256);
+  bool chunked = false;
+  for (const PrefillPoint& x : p.prefill.points) chunked = chunked || (x.prompt_tokens == 256 && x.steps == 2);
+  EXPECT_TRUE(chunked) << "a 256-token prompt in chunks of 128 takes two steps";
+  ASSERT_EQ(p.prefill.capped.size(), 1u);
+  EXPECT_EQ(p.prefill.capped[0], "prompt_tokens 512 and longer: over max_model_len 300");
 
   // Decode: at the shortest context, batch 8 takes longer than batch 1.
   std::map<int, double> by_batch;
@@ -106,7 +117,15 @@ TEST_F(ProfileToolTest, QuickCpuProfileIsWellFormedAndMonotone) {
   ASSERT_TRUE(by_batch.count(1) && by_batch.count(8)) << run.output;
   EXPECT_GT(by_batch[8], by_batch[1]);
   EXPECT_GT(p.decode.fit.StepSeconds(8, 8 * 64), p.decode.fit.StepSeconds(1, 64));
-  EXPECT_FALSE(p.decode.capped.empty());
+  bool batch_8_at_128 = false;
+  for (const DecodePoint& x : p.decode.points)
+    batch_8_at_128 = batch_8_at_128 || (x.batch == 8 && x.context_tokens == 128);
+  EXPECT_TRUE(batch_8_at_128) << run.output;
+  ASSERT_EQ(p.decode.capped.size(), 2u) << run.output;
+  EXPECT_NE(p.decode.capped[0].find("batch 16 and larger at context 128: over the device KV pool of 1280 tokens"),
+            std::string::npos)
+      << p.decode.capped[0];
+  EXPECT_EQ(p.decode.capped[1], "context 512 and longer: over max_model_len 300");
 
   // Transfer: the local path is always there; 64 blocks take longer than 1.
   ASSERT_FALSE(p.transfer.paths.empty());
