@@ -31,7 +31,7 @@ install(FILES deploy/systemd/tandem-router.service deploy/systemd/tandem-prefill
         DESTINATION lib/systemd/system COMPONENT config)
 # Read-only material: the documentation, pristine copies of the configs, the
 # Kubernetes manifests, the Prometheus alert rules and the container recipe.
-install(FILES README.md docs/operations.md docs/metrics.md docs/protocol.md docs/architecture.md
+install(FILES README.md docs/operations.md docs/metrics.md docs/protocol.md docs/architecture.md docs/planner.md
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem/doc COMPONENT doc)
 install(FILES deploy/router.yaml deploy/prefill.yaml deploy/decode.yaml
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem/examples/config COMPONENT doc)
