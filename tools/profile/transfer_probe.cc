@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -39,13 +40,27 @@ class SessionPair {
     // Bytes that are not all alike, so no layer of the stack can shortcut them.
     uint32_t x = 12345;
     for (uint8_t& b : source_) b = static_cast<uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
-    sender_.emplace(kv_transfer::KvSenderConfig{.model_id = "profile", .layout = layout}, send, clock_,
-                    [this](RequestId, std::string m) { to_receiver_.push_back(std::move(m)); });
+    sender_ =
+        std::make_unique<KvSender>(kv_transfer::KvSenderConfig{.model_id = "profile", .layout = layout}, send, clock_,
+                                   [this](RequestId, std::string m) { to_receiver_.push_back(std::move(m)); });
     receiver_.emplace(kv_transfer::KvReceiverConfig{.model_id = "profile", .layout = layout}, receive, clock_,
                       [this](RequestId, std::string m) { to_sender_.push_back(std::move(m)); });
   }
   ~SessionPair() {
+    // A session left by a failed Move ends before the sender goes (it must hold none).
+    sender_->CancelAll(CancelledError("the transfer probe is ending"));
+    const auto start = std::chrono::steady_clock::now();
+    while (sender_->num_sessions() > 0 && Seconds(std::chrono::steady_clock::now() - start).count() < 10) {
+      sender_->Poll();
+    }
     receiver_.reset();
+    if (sender_->num_sessions() > 0) {
+      // A hung transport still reads the source: leak the sender and the pool on the
+      // way out of a failed run rather than abort (~KvSender requires no session).
+      sender_.release();
+      new std::vector<uint8_t>(std::move(source_));
+      return;
+    }
     sender_.reset();
     if (source_region_ != kv_transfer::kInvalidHandle) send_.UnregisterMemory(source_region_).IgnoreError();
   }
@@ -102,7 +117,7 @@ class SessionPair {
   SystemClock clock_;
   std::vector<uint8_t> source_, landing_;
   kv_transfer::RegionId source_region_ = kv_transfer::kInvalidHandle;
-  std::optional<KvSender> sender_;
+  std::unique_ptr<KvSender> sender_;
   std::optional<KvReceiver> receiver_;
   std::deque<std::string> to_receiver_, to_sender_;
   RequestId next_id_ = 1;
