@@ -14,7 +14,7 @@ include(GNUInstallDirs)
 
 set(CMAKE_SKIP_INSTALL_RPATH ON)
 foreach(_program tandem-router tandem-prefill tandem-decode tandem-ctl tandem-make-model tandem-generate
-                 tandem-bench-serving)
+                 tandem-bench-serving tandem-profile)
   if(TARGET ${_program})  # the router and tandem-generate are skipped without PCRE2/utf8proc
     install(TARGETS ${_program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT programs)
   endif()
@@ -31,7 +31,7 @@ install(FILES deploy/systemd/tandem-router.service deploy/systemd/tandem-prefill
         DESTINATION lib/systemd/system COMPONENT config)
 # Read-only material: the documentation, pristine copies of the configs, the
 # Kubernetes manifests, the Prometheus alert rules and the container recipe.
-install(FILES README.md docs/operations.md docs/metrics.md docs/protocol.md docs/architecture.md
+install(FILES README.md docs/operations.md docs/metrics.md docs/protocol.md docs/architecture.md docs/planner.md
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem/doc COMPONENT doc)
 install(FILES deploy/router.yaml deploy/prefill.yaml deploy/decode.yaml
         DESTINATION ${CMAKE_INSTALL_DATADIR}/tandem/examples/config COMPONENT doc)

@@ -264,9 +264,11 @@ Status ConfigBinder::Apply() {
 }
 
 std::optional<int> ConfigBinder::ParseCommandLine(const std::string& program, const std::string& description, int argc,
-                                                  const char* const* argv) {
+                                                  const char* const* argv,
+                                                  const std::function<void(CLI::App&)>& add_more) {
   CLI::App app{program + ": " + description, program};
   AddFlags(app);
+  if (add_more) add_more(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -66,11 +66,13 @@ class ConfigBinder {
   Status Apply();
   // Applies YAML text (used by Apply and by tests).
   Status ApplyYaml(const std::string& yaml_text, const std::string& origin);
-  // The start of a binary's main: AddFlags on an app named `program`, parse argv,
-  // Apply. Returns the code to exit with (0 after printing --help; 2 after printing
-  // a command-line or config error to stderr), or nullopt to go on.
+  // The start of a binary's main: AddFlags on an app named `program` (then
+  // `add_more`, for flags that are no config field, such as a bare --quick), parse
+  // argv, Apply. Returns the code to exit with (0 after printing --help; 2 after
+  // printing a command-line or config error to stderr), or nullopt to go on.
   std::optional<int> ParseCommandLine(const std::string& program, const std::string& description, int argc,
-                                      const char* const* argv);
+                                      const char* const* argv,
+                                      const std::function<void(CLI::App&)>& add_more = nullptr);
   // "name: value" lines of the current values, for logging at startup.
   std::string Dump() const;
   // The field names (YAML keys) in the order they were bound.

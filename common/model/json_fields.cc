@@ -59,6 +59,21 @@ Status JsonFields::Int(std::string_view key, std::optional<int>* out) const {
   return Status::Ok();
 }
 
+Status JsonFields::Int64(std::string_view key, int64_t* out) const {
+  const json* value = Find(key);
+  if (value == nullptr) return Status::Ok();
+  if (value->is_number_unsigned()) {
+    if (value->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Error(key, "must be an integer in 64-bit range");
+    }
+    *out = static_cast<int64_t>(value->get<uint64_t>());
+    return Status::Ok();
+  }
+  if (!value->is_number_integer()) return Error(key, "must be an integer");
+  *out = value->get<int64_t>();
+  return Status::Ok();
+}
+
 Status JsonFields::Double(std::string_view key, double* out) const {
   const json* value = Find(key);
   if (value == nullptr) return Status::Ok();

@@ -4,6 +4,7 @@
 // Thread rule: a short-lived helper over a JSON value the caller owns.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,7 @@ class JsonFields {
 
   Status Int(std::string_view key, int* out) const;
   Status Int(std::string_view key, std::optional<int>* out) const;
+  Status Int64(std::string_view key, int64_t* out) const;
   Status Double(std::string_view key, double* out) const;
   Status Double(std::string_view key, std::optional<double>* out) const;
   Status Bool(std::string_view key, bool* out) const;

@@ -53,8 +53,8 @@ root="$tmp/root"
 dpkg -x "$deb" "$root"
 bin="$root/usr/bin"
 for f in usr/bin/tandem-router usr/bin/tandem-prefill usr/bin/tandem-decode usr/bin/tandem-ctl usr/bin/tandem-make-model \
-         usr/bin/tandem-generate usr/bin/tandem-bench-serving etc/tandem/router.yaml etc/tandem/prefill-0.yaml \
-         etc/tandem/decode-0.yaml usr/lib/systemd/system/tandem-router.service \
+         usr/bin/tandem-generate usr/bin/tandem-bench-serving usr/bin/tandem-profile etc/tandem/router.yaml \
+         etc/tandem/prefill-0.yaml etc/tandem/decode-0.yaml usr/lib/systemd/system/tandem-router.service \
          usr/lib/systemd/system/tandem-decode@.service usr/share/tandem/doc/operations.md \
          usr/share/tandem/examples/k8s/base/kustomization.yaml usr/share/tandem/examples/prometheus/tandem-alerts.yaml; do
   [[ -e "$root/$f" ]] || die "the package lacks /$f"

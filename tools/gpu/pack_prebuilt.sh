@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run HERE (the development machine): builds Release with CUDA (build-release, ccache), strips the
-# cluster's binaries (router, both nodes, make-model, bench client) and the GPU tests and benches,
-# puts the shared libraries they load next to them (all but the C/C++ runtime and the CUDA/driver
+# cluster's binaries (router, both nodes, make-model, bench client, profiler) and the GPU tests and
+# benches, puts the shared libraries they load next to them (all but the C/C++ runtime and the CUDA/driver
 # libraries the GPU image has: UCX with its ucx/ modules, utf8proc, spdlog, fmt, yaml-cpp, numa,
 # protobuf, ...), and packs build-carry/cluster.tar.xz (git-ignored). On the GPU machine:
 #   TANDEM_GPU_PREBUILT=build-carry/cluster.tar.xz tools/gpu/cluster_check.sh   (or engine_check.sh,
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${PACK_BUILD_DIR:-build-release}
 PACKED=${PACK_OUT:-build-carry/cluster.tar.xz}
-TARGETS=(tandem-router tandem-prefill tandem-decode tandem-make-model tandem-bench-serving)
+TARGETS=(tandem-router tandem-prefill tandem-decode tandem-make-model tandem-bench-serving tandem-profile)
 TWO_GPU_TARGETS=(kv_transfer_cuda_ipc_test kv_transfer_nccl_test kv_transfer_gpu_peer kv_transfer_gpu_bench)
 GPU_TARGETS=(skinny_gemm_test kernels_test runtime_cuda_test runtime_cuda_kv_test engine_cuda_test
              decode_node_disagg_test model_bench skinny_gemm_bench decode_attention_bench "${TWO_GPU_TARGETS[@]}")

@@ -184,5 +184,22 @@ TEST(ConfigBinderTest, ParseCommandLineExitsOnHelpAndErrors) {
   EXPECT_EQ(vb.ParseCommandLine("prog", "test", 3, bad_value), std::optional<int>(2));
 }
 
+TEST(ConfigBinderTest, ParseCommandLineTakesFlagsThatAreNoField) {
+  ShapedConfig c;
+  ConfigBinder b;
+  c.Bind(b);
+  bool quick = false;
+  auto add_quick = [&quick](CLI::App& app) { app.add_flag("--quick", quick, "a bare flag"); };
+  const char* args[] = {"prog", "--quick", "--port", "5"};
+  EXPECT_EQ(b.ParseCommandLine("prog", "test", 4, args, add_quick), std::nullopt);
+  EXPECT_TRUE(quick);
+  EXPECT_EQ(c.port, 5);
+  ShapedConfig u;
+  ConfigBinder ub;
+  u.Bind(ub);
+  const char* without[] = {"prog", "--quick"};
+  EXPECT_EQ(ub.ParseCommandLine("prog", "test", 2, without), std::optional<int>(2));  // not added: unknown
+}
+
 }  // namespace
 }  // namespace tandem::config

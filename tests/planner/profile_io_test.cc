@@ -1,0 +1,137 @@
+#include "planner/profile_io.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "nlohmann/json.hpp"
+#include "tests/planner/sample_profile.h"
+
+namespace tandem::planner {
+namespace {
+
+using nlohmann::json;
+using testing::SampleProfile;
+
+// The sample's JSON with one change applied, parsed back.
+template <typename Edit>
+Status ParseEdited(Edit edit) {
+  json j = json::parse(SerializeProfile(SampleProfile()));
+  edit(j);
+  return ParseProfile(j.dump(), "edited.json").status();
+}
+
+void ExpectError(const Status& status, StatusCode code, const std::string& needle) {
+  EXPECT_EQ(status.code(), code) << status.ToString();
+  EXPECT_NE(status.message().find(needle), std::string::npos) << "'" << needle << "' not in: " << status.ToString();
+}
+
+TEST(ProfileIoTest, RoundTripsEveryField) {
+  const Profile p = SampleProfile();
+  ASSERT_TRUE(ValidateProfile(p).ok()) << ValidateProfile(p).ToString();
+  const std::string text = SerializeProfile(p);
+  StatusOr<Profile> back = ParseProfile(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(SerializeProfile(*back), text);  // every field came back
+  EXPECT_EQ(back->device.name, "NVIDIA H200");
+  EXPECT_EQ(back->transfer.paths[0].points[2].runs, 512);
+  EXPECT_DOUBLE_EQ(back->decode.fit.per_kv_token_seconds, 1.5e-8);
+  EXPECT_EQ(back->prefill.capped, p.prefill.capped);
+}
+
+TEST(ProfileIoTest, KeysComeOutInTheDocumentedOrder) {
+  const std::string text = SerializeProfile(SampleProfile());
+  EXPECT_EQ(text, SerializeProfile(SampleProfile()));
+  const char* order[] = {"\"format\"",  "\"format_version\"", "\"commit\"",  "\"version\"", "\"date\"",
+                         "\"quick\"",   "\"device\"",         "\"model\"",   "\"engine\"",  "\"kv_capacity\"",
+                         "\"prefill\"", "\"decode\"",         "\"transfer\""};
+  size_t at = 0;
+  for (const char* key : order) {
+    const size_t found = text.find(key, at);
+    ASSERT_NE(found, std::string::npos) << key << " missing or out of order";
+    at = found;
+  }
+  EXPECT_EQ(text.back(), '\n');
+}
+
+TEST(ProfileIoTest, RefusesTextThatIsNotAProfile) {
+  ExpectError(ParseProfile("", "p.json").status(), StatusCode::kInvalidArgument, "p.json: not valid JSON");
+  ExpectError(ParseProfile("{\"format\": ", "p.json").status(), StatusCode::kInvalidArgument, "not valid JSON");
+  ExpectError(ParseProfile("[1, 2]", "p.json").status(), StatusCode::kInvalidArgument, "a profile is a JSON object");
+  ExpectError(ParseProfile(std::string(100, '[') + std::string(100, ']'), "p.json").status(),
+              StatusCode::kInvalidArgument, "nests deeper");
+  ExpectError(ParseProfile("{}", "p.json").status(), StatusCode::kInvalidArgument, "field 'format' is missing");
+  ExpectError(ParseEdited([](json& j) { j["format"] = "vidur-profile"; }), StatusCode::kInvalidArgument,
+              "format 'vidur-profile' is not a tandem-profile");
+}
+
+TEST(ProfileIoTest, RefusesAnotherFormatVersion) {
+  ExpectError(ParseEdited([](json& j) { j["format_version"] = 2; }), StatusCode::kFailedPrecondition,
+              "profile format_version 2; this build reads version 1");
+  ExpectError(ParseEdited([](json& j) { j["format_version"] = "1"; }), StatusCode::kInvalidArgument,
+              "field 'format_version' must be an integer");
+}
+
+TEST(ProfileIoTest, NamesTheMissingOrMistypedField) {
+  ExpectError(ParseEdited([](json& j) { j.erase("commit"); }), StatusCode::kInvalidArgument,
+              "edited.json: top level: field 'commit' is missing");
+  ExpectError(ParseEdited([](json& j) { j["model"].erase("num_kv_heads"); }), StatusCode::kInvalidArgument,
+              "model: field 'num_kv_heads' is missing");
+  ExpectError(ParseEdited([](json& j) { j.erase("decode"); }), StatusCode::kInvalidArgument,
+              "field 'decode' is missing");
+  ExpectError(ParseEdited([](json& j) { j["decode"]["fit"].erase("r2"); }), StatusCode::kInvalidArgument,
+              "decode.fit: field 'r2' is missing");
+  ExpectError(ParseEdited([](json& j) { j["prefill"]["points"][1]["seconds"] = "fast"; }), StatusCode::kInvalidArgument,
+              "prefill.points[1]: field 'seconds' must be a number");
+  ExpectError(ParseEdited([](json& j) { j["transfer"]["paths"][0]["points"] = 3; }), StatusCode::kInvalidArgument,
+              "transfer.paths[0]: field 'points' must be a list");
+  ExpectError(ParseEdited([](json& j) { j["device"] = "H200"; }), StatusCode::kInvalidArgument,
+              "field 'device' must be an object");
+}
+
+TEST(ProfileIoTest, RefusesValuesOutOfRangeOrInconsistent) {
+  ExpectError(ParseEdited([](json& j) { j["kv_capacity"]["device_tokens"] = 1; }), StatusCode::kInvalidArgument,
+              "kv_capacity.device_tokens is not engine.num_device_blocks × engine.block_size");
+  ExpectError(ParseEdited([](json& j) { j["prefill"]["points"][0]["seconds"] = -1; }), StatusCode::kInvalidArgument,
+              "prefill.points[0].seconds must be a positive number");
+  ExpectError(ParseEdited([](json& j) { j["prefill"]["points"] = json::array(); }), StatusCode::kInvalidArgument,
+              "prefill.points must not be empty");
+  ExpectError(ParseEdited([](json& j) { j["prefill"]["points"][1] = j["prefill"]["points"][0]; }),
+              StatusCode::kInvalidArgument, "prefill.points[1] repeats the shape");
+  ExpectError(ParseEdited([](json& j) { j["decode"]["points"].erase(0); }), StatusCode::kInvalidArgument,
+              "decode.points must hold at least 3 points");
+  ExpectError(ParseEdited([](json& j) { j["decode"]["fit"]["r2"] = 1.5; }), StatusCode::kInvalidArgument,
+              "decode.fit.r2 must be a number <= 1");
+  ExpectError(ParseEdited([](json& j) { j["transfer"]["paths"][0]["fit"]["bytes_per_second"] = 0; }),
+              StatusCode::kInvalidArgument, "transfer.paths[0].fit.bytes_per_second must be a positive number");
+  ExpectError(ParseEdited([](json& j) { j["device"]["backend"] = "tpu"; }), StatusCode::kInvalidArgument,
+              "device.backend must be cpu or cuda");
+}
+
+TEST(ProfileIoTest, IgnoresUnknownKeys) {
+  EXPECT_TRUE(ParseEdited([](json& j) { j["added_later"] = {{"x", 1}}; }).ok());
+}
+
+TEST(ProfileIoTest, SavesAndLoadsFiles) {
+  const std::string path = ::testing::TempDir() + "/profile_io_test_" + std::to_string(::getpid()) + ".json";
+  ASSERT_TRUE(SaveProfile(SampleProfile(), path).ok());
+  StatusOr<Profile> loaded = LoadProfile(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(SerializeProfile(*loaded), SerializeProfile(SampleProfile()));
+  std::remove(path.c_str());
+  EXPECT_EQ(LoadProfile(path).status().code(), StatusCode::kNotFound);
+
+  Profile invalid = SampleProfile();
+  invalid.decode.points.clear();
+  ExpectError(SaveProfile(invalid, path), StatusCode::kInvalidArgument, "decode.points");
+  EXPECT_EQ(LoadProfile(path).status().code(), StatusCode::kNotFound);  // nothing written
+
+  std::ofstream(path) << "{\"format\": \"tandem-profile\", \"format_version\": 1}";
+  ExpectError(LoadProfile(path).status(), StatusCode::kInvalidArgument, path + ": top level: field 'commit'");
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace tandem::planner
