@@ -15,19 +15,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "common/tokenizer/tokenizer.h"
+#include "tests/e2e/greedy_streams.h"
 #include "tests/e2e/local_cluster.h"
-#include "tests/e2e/reference_engine.h"
-#include "tests/e2e/stream_load.h"
 
 namespace tandem::e2e {
 namespace {
 
-using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kStreams = 100;   // clients in the closed loop
@@ -42,16 +40,9 @@ class ScalingE2eTest : public ::testing::Test {
     root_ = ::testing::TempDir() + "/tandem-scaling-" + std::to_string(getpid());
     std::filesystem::create_directories(root_);
     ASSERT_TRUE(MakeTinyModel(root_ + "/tiny"));
-    auto tokenizer = tokenizer::Tokenizer::FromFile(root_ + "/tiny/tokenizer.json");
-    ASSERT_TRUE(tokenizer.ok());
-    for (int p = 0; p < kPrompts; ++p) {
-      std::vector<TokenId> prompt(8 + p);
-      for (size_t j = 0; j < prompt.size(); ++j) prompt[j] = 40 + (p * 11 + static_cast<int>(j) * 5) % 200;
-      prompts_.push_back(prompt);
-      texts_.push_back(*(*tokenizer)
-                            ->Decode(ReferenceTokens(root_ + "/tiny", prompt, kMaxTokens),
-                                     /*skip_special_tokens=*/true));
-    }
+    std::optional<GreedyStreams> streams = GreedyStreams::Make(root_ + "/tiny", kPrompts, kMaxTokens, 11, 5);
+    ASSERT_TRUE(streams.has_value());
+    streams_ = std::move(*streams);
     cluster_ = std::make_unique<LocalCluster>(root_);
   }
   void TearDown() override {
@@ -74,14 +65,7 @@ class ScalingE2eTest : public ::testing::Test {
   }
 
   std::unique_ptr<StreamLoad> MakeLoad(bool retry_refused = false) {
-    return std::make_unique<StreamLoad>(
-        cluster_->http_port(), kStreams,
-        [this](int i) {
-          return json{{"model", "tiny"},          {"prompt", prompts_[i % kPrompts]},
-                      {"max_tokens", kMaxTokens}, {"temperature", 0},
-                      {"ignore_eos", true},       {"stream", true}};
-        },
-        [this](int i) { return texts_[i % kPrompts]; }, retry_refused);
+    return streams_.Load(cluster_->http_port(), kStreams, retry_refused);
   }
 
   static bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
@@ -120,8 +104,7 @@ class ScalingE2eTest : public ::testing::Test {
   std::string root_;
   std::unique_ptr<LocalCluster> cluster_;
   std::vector<std::string> nodes_;  // every node started, by name
-  std::vector<std::vector<TokenId>> prompts_;
-  std::vector<std::string> texts_;
+  GreedyStreams streams_;
 };
 
 TEST_F(ScalingE2eTest, AddedDecodeAndPrefillNodesTakeWorkWithinAHeartbeat) {
