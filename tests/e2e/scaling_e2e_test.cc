@@ -28,7 +28,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kStreams = 100;   // clients in the closed loop
+constexpr int kStreams = 200;   // clients in the closed loop
 constexpr int kMaxTokens = 40;  // per stream
 constexpr int kPrompts = 16;    // distinct prompts (8..23 tokens), references computed once
 

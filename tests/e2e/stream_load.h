@@ -4,8 +4,10 @@
 // served when it is a 200 whose stream has no error event, ends with [DONE] and
 // carries exactly the text the test expects for that request; anything else is a
 // failure, kept with its body for the message. With retry_refused, a request the
-// router refused before taking it (connection refused, 503) is counted as refused
-// and sent again 100 ms later, as an SDK client retries.
+// router refused before taking it (connection refused, 503, or a connection closed
+// before any byte of an answer: one left in the listen queue of a router that
+// stopped) is counted as refused and sent again 100 ms later, as the OpenAI SDKs
+// retry. A stream cut after its answer began is always a failure.
 // Thread rule: Start/Stop/result from one test thread; the clients run on the
 // load's own thread (one io_context).
 #pragma once
@@ -121,7 +123,8 @@ class StreamLoad {
 
   // Checks the answer of `call` (or records `error`), then starts the next request.
   void Done(Call& call, const std::string& error) {
-    const bool refused = error.starts_with("connect: ") || (error.empty() && call.parser.get().result_int() == 503);
+    const bool unanswered = !error.empty() && !call.parser.is_header_done();
+    const bool refused = unanswered || (error.empty() && call.parser.get().result_int() == 503);
     if (retry_refused_ && refused && !stopping_) {
       {
         std::lock_guard<std::mutex> lock(mu_);
