@@ -126,8 +126,12 @@ class LoadE2eTest : public ::testing::Test {
 
   // Nothing running, waiting, referenced or reserved on any node within `timeout`; else
   // the gauges that are not zero. (A request the router dropped but a node kept running
-  // would hold its KV until its 4000 tokens were out: far longer, under ASan.)
-  static std::string KvDirt() { return cluster_->KvDirt({"decode", "prefill"}, std::chrono::seconds(5)); }
+  // would hold its KV until its 4000 tokens were out: far longer, under ASan.) The router
+  // counts a request running until its handler has unwound, which can trail the nodes'
+  // cleanup under a sanitizer, so its gauges are polled the same way.
+  static std::string KvDirt() {
+    return cluster_->KvDirt({"router", "decode", "prefill"}, std::chrono::seconds(5));
+  }
 
   static std::string* root_;
   static LocalCluster* cluster_;
@@ -177,7 +181,6 @@ TEST_F(LoadE2eTest, ThousandStreamsCancelledAtRandomTimesLeaveNodesClean) {
   const auto hung_up_at = std::chrono::steady_clock::now();
   EXPECT_EQ(KvDirt(), "") << cluster_->Logs();
   const double clean_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - hung_up_at).count();
-  EXPECT_EQ(cluster_->Metric("router", "tandem_num_requests_running"), 0);
   // And the cluster still serves.
   json body = {{"model", "tiny"}, {"prompt", Prompt(3)}, {"max_tokens", 4}, {"temperature", 0}};
   router::testing::HttpResult after = router::testing::Post(cluster_->http_port(), "/v1/completions", body);
