@@ -88,6 +88,7 @@ class DecodeNode {
     std::vector<BlockId> device_blocks;  // reserved blocks that need data, prompt order
     std::vector<BlockId> landing;        // staged: landing blocks, same order
     TokenId first_token = 0;
+    runtime::SampledLogprobs first_token_logprobs;  // KvDone's, when the request asked for logprobs
     int64_t bytes = 0;                       // KvDone.bytes_sent
     std::weak_ptr<net::RpcConnection> peer;  // prefill connection (KvControl out)
     Nanos reserved_at = 0;                   // the reservation was granted (metrics)

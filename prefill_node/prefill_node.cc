@@ -357,6 +357,7 @@ void PrefillNode::SendKvDone(uint64_t id, const Request& r, const Status& status
     host_.metrics().kv_transfer_bytes->Increment(static_cast<double>(bytes));
   }
   done.set_num_prompt_tokens(r.prompt_len);
+  if (r.first_token_logprobs) node::LogprobsToProto(*r.first_token_logprobs, done.mutable_first_token_logprobs());
   r.decode_conn->Send(done).IgnoreError();
 }
 
@@ -450,6 +451,7 @@ void PrefillNode::OnOutputs(std::vector<engine::EngineOutput>&& outputs) {
       if (r == nullptr) continue;
       if (!out.tokens.empty()) {
         m.generation_tokens->Increment(1);
+        if (!out.logprobs.empty()) r->first_token_logprobs = std::move(out.logprobs.front());
         HandleLocked(out.id, *r, {PrefillEventKind::kFirstToken, Status::Ok(), out.tokens.front()}, &retries);
         r = requests_.Find(out.id);
       }

@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,7 @@ class PrefillNode {
     int first_block = 0;  // first prompt block decode needs
     int num_blocks = 0;   // blocks decode needs
     int prompt_len = 0;
+    std::optional<runtime::SampledLogprobs> first_token_logprobs;  // when the request asked for logprobs
     std::vector<BlockId> source;  // staging ids (staged) or the prompt's device ids (direct)
     std::shared_ptr<net::RpcConnection> decode_conn;
   };

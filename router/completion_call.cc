@@ -127,6 +127,8 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
   base.min_tokens = request.min_tokens;
   base.stop_token_ids = request.stop_token_ids;
   base.ignore_eos = request.ignore_eos;
+  base.logit_bias = request.logit_bias;
+  base.logprobs = request.logprobs;
   base.tenant_id = grant_.tenant;
   base.priority = PriorityClassOf(grant_.PriorityFor(request.priority));
   const int32_t timeout_ms = context_->config.request_timeout_ms;
@@ -204,13 +206,18 @@ void CompletionCall::StartJob() {
   JobEvents events;
   if (request_.stream) {
     const bool usage_null = request_.include_usage;
-    events.on_text = [self, usage_null](int32_t index, const std::string& text) {
+    const bool logprobs = request_.logprobs >= 0;
+    events.on_text = [self, usage_null, logprobs](int32_t index, const std::string& text,
+                                                  std::vector<ChoiceLogprob> entries) {
       self->BeginStream();
-      self->sink_->WriteStream(SseJsonEvent(StreamChunk(self->meta_, index, text, std::nullopt, false, usage_null)));
+      self->sink_->WriteStream(SseJsonEvent(
+          StreamChunk(self->meta_, index, text, std::nullopt, false, usage_null, logprobs ? &entries : nullptr)));
     };
-    events.on_choice_done = [self, usage_null](int32_t index, FinishReason reason) {
+    events.on_choice_done = [self, usage_null, logprobs](int32_t index, FinishReason reason,
+                                                         std::vector<ChoiceLogprob> entries) {
       self->BeginStream();
-      self->sink_->WriteStream(SseJsonEvent(StreamChunk(self->meta_, index, "", reason, false, usage_null)));
+      self->sink_->WriteStream(
+          SseJsonEvent(StreamChunk(self->meta_, index, "", reason, false, usage_null, logprobs ? &entries : nullptr)));
     };
   }
   events.on_tokens = [self](int32_t index, int32_t count) { self->RecordTokens(index, count); };
@@ -270,7 +277,7 @@ void CompletionCall::OnJobDone(const Status& status) {
     sink->WriteStream(std::string(kSseDone));
     sink->EndStream(/*close_connection=*/false);
   } else {
-    sink->Respond(200, DumpJson(CompletionBody(meta_, job_->outputs(), job_->usage())), -1);
+    sink->Respond(200, DumpJson(CompletionBody(meta_, job_->outputs(), job_->usage(), request_.logprobs >= 0)), -1);
   }
   sink_.reset();
 }

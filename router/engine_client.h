@@ -32,6 +32,16 @@ struct SamplingParams {
   std::optional<uint64_t> seed;     // per-request sampling seed
 };
 
+// One sampled token's logprob and the most likely tokens' (GenerateRequest::logprobs).
+struct TopLogprob {
+  TokenId token_id = 0;
+  float logprob = 0;  // -inf for a token the sampling masked
+};
+struct TokenLogprobs {
+  float logprob = 0;
+  std::vector<TopLogprob> top;  // highest first
+};
+
 // One sequence to generate. An OpenAI request with n choices or several
 // prompts becomes several GenerateRequests with distinct request ids.
 struct GenerateRequest {
@@ -42,6 +52,8 @@ struct GenerateRequest {
   int32_t min_tokens = 0;               // [0, max_tokens]: EOS and stop_token_ids are masked until this many
   std::vector<TokenId> stop_token_ids;  // extra ids that end the sequence (besides EOS)
   bool ignore_eos = false;              // keep going past EOS until max_tokens
+  std::vector<std::pair<TokenId, float>> logit_bias;  // ids distinct, in [0, vocab); bias in [-100, 100]
+  int32_t logprobs = -1;                // -1: none; k in [0, 20]: each token's logprob and the top k
   std::string tenant_id;                // the cache salt is derived from it
   PriorityClass priority = PriorityClass::kInteractive;  // the nodes' queue and preemption order
   Nanos deadline_ns = 0;                // Clock::Real() time; 0 = none
@@ -62,8 +74,9 @@ struct GenerateResult {
 // not at all; the router ignores anything that arrives after it cancelled.
 struct StreamCallbacks {
   // Newly sampled tokens, in order. Every sampled token counts, including a
-  // final EOS or stop token (it is `usage.completion_tokens`).
-  std::function<void(std::vector<TokenId> token_ids)> on_tokens;
+  // final EOS or stop token (it is `usage.completion_tokens`). `logprobs` has one
+  // entry per token when the request asked for logprobs, else none.
+  std::function<void(std::vector<TokenId> token_ids, std::vector<TokenLogprobs> logprobs)> on_tokens;
   std::function<void(const GenerateResult& result)> on_finish;
   // Optional: prompt tokens served from the prefix cache, as soon as the engine knows
   // (with the first tokens). A request the router ends early (a stop string) gets no

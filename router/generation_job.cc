@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 namespace tandem::router {
 namespace {
@@ -35,9 +36,9 @@ StreamCallbacks GenerationJob::MakeCallbacks(int32_t index) {
   std::weak_ptr<GenerationJob> weak = weak_from_this();
   Post post = post_;
   StreamCallbacks callbacks;
-  callbacks.on_tokens = [weak, post, index](std::vector<TokenId> ids) {
-    post([weak, index, ids = std::move(ids)] {
-      if (auto self = weak.lock()) self->OnTokens(index, ids);
+  callbacks.on_tokens = [weak, post, index](std::vector<TokenId> ids, std::vector<TokenLogprobs> logprobs) {
+    post([weak, index, ids = std::move(ids), logprobs = std::move(logprobs)] {
+      if (auto self = weak.lock()) self->OnTokens(index, ids, logprobs);
     });
   };
   callbacks.on_finish = [weak, post, index](const GenerateResult& result) {
@@ -92,16 +93,35 @@ bool GenerationJob::Deliver(int32_t index, const std::string& text) {
   StopMatcher::Output out = choice.stop.Add(text, choice.num_tokens > spec_.base.min_tokens);
   if (!out.text.empty()) {
     outputs_[index].text += out.text;
-    if (events_.on_text) events_.on_text(index, out.text);
+    if (events_.on_text) events_.on_text(index, out.text, std::exchange(choice.undelivered, {}));
   }
   return out.stopped;
 }
 
-void GenerationJob::OnTokens(int32_t index, const std::vector<TokenId>& token_ids) {
+void GenerationJob::AddLogprob(int32_t index, TokenId id, const TokenLogprobs& logprobs) {
+  Choice& choice = choices_[index];
+  ChoiceLogprob entry;
+  entry.token = LogprobToken{codec_->TokenBytes(id), logprobs.logprob};
+  for (const TopLogprob& t : logprobs.top) entry.top.push_back(LogprobToken{codec_->TokenBytes(t.token_id), t.logprob});
+  entry.text_offset = choice.text_offset;
+  // Characters, as the legacy API counts: every byte that does not continue a UTF-8 sequence.
+  for (unsigned char c : entry.token.bytes) choice.text_offset += (c & 0xC0) != 0x80;
+  outputs_[index].logprobs.push_back(entry);
+  if (events_.on_text) choice.undelivered.push_back(std::move(entry));
+}
+
+void GenerationJob::OnTokens(int32_t index, const std::vector<TokenId>& token_ids,
+                             const std::vector<TokenLogprobs>& logprobs) {
   Choice& choice = choices_[index];
   if (finished_ || choice.done) return;
   if (events_.on_tokens) events_.on_tokens(index, static_cast<int32_t>(token_ids.size()));
-  for (TokenId id : token_ids) {
+  const bool with_logprobs = spec_.base.logprobs >= 0;
+  if (with_logprobs && logprobs.size() != token_ids.size()) {
+    return OnError(index, InternalError("tokens arrived without their logprobs"));
+  }
+  for (size_t t = 0; t < token_ids.size(); ++t) {
+    const TokenId id = token_ids[t];
+    if (with_logprobs) AddLogprob(index, id, logprobs[t]);
     ++usage_.completion_tokens;
     ++choice.num_tokens;
     // The engine ends the sequence with this token; its text is not output unless asked for.
@@ -134,7 +154,7 @@ void GenerationJob::OnFinish(int32_t index, const GenerateResult& result) {
   const std::string held = choice.stop.Finish();
   if (!held.empty()) {
     outputs_[index].text += held;
-    if (events_.on_text) events_.on_text(index, held);
+    if (events_.on_text) events_.on_text(index, held, std::exchange(choice.undelivered, {}));
   }
   FinishChoice(index, result.finish_reason);
 }
@@ -152,7 +172,7 @@ void GenerationJob::FinishChoice(int32_t index, FinishReason reason) {
   // The prompt is counted once per prompt, so its cache hits are too (first choice).
   if (index % spec_.n == 0) usage_.cached_tokens += choices_[index].cached;
   outputs_[index].finish_reason = reason;
-  if (events_.on_choice_done) events_.on_choice_done(index, reason);
+  if (events_.on_choice_done) events_.on_choice_done(index, reason, std::exchange(choices_[index].undelivered, {}));
   if (++num_done_ < static_cast<int32_t>(choices_.size()) || finished_) return;
   finished_ = true;
   JobEvents events = std::move(events_);

@@ -6,7 +6,10 @@
 // text deltas, per-choice ends and one final outcome. As in vLLM, the token that
 // ends a sequence (a stop token id, or EOS unless ignore_eos) adds no text
 // unless include_stop_str_in_output, and no stop string ends a choice within
-// its first min_tokens tokens.
+// its first min_tokens tokens. With logprobs asked for (base.logprobs >= 0),
+// every sampled token of a choice up to the one that ends it gets an entry
+// (ChoiceOutput::logprobs); a stream delivers each entry with the text event
+// that follows its token, the rest with the choice's end.
 //
 // Thread rule: every method and every event runs on the job's executor
 // (`post` must serialize, e.g. an Asio strand); engine callbacks are posted
@@ -40,9 +43,11 @@ struct JobSpec {
 struct JobEvents {
   // `count` sampled tokens of choice `index` arrived (before any text they make).
   std::function<void(int32_t index, int32_t count)> on_tokens;
-  // A non-empty, valid UTF-8 piece of choice `index` (index = prompt * n + i).
-  std::function<void(int32_t index, const std::string& text)> on_text;
-  std::function<void(int32_t index, FinishReason reason)> on_choice_done;
+  // A non-empty, valid UTF-8 piece of choice `index` (index = prompt * n + i), and
+  // the logprob entries of the tokens not delivered before it.
+  std::function<void(int32_t index, const std::string& text, std::vector<ChoiceLogprob> logprobs)> on_text;
+  // The choice ended; the logprob entries not delivered with its text.
+  std::function<void(int32_t index, FinishReason reason, std::vector<ChoiceLogprob> logprobs)> on_choice_done;
   // Exactly once unless Cancel() came first: OK when every choice finished,
   // else the first error (the other choices are cancelled).
   std::function<void(const Status& status)> on_done;
@@ -75,11 +80,15 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     bool done = false;
     int32_t cached = 0;      // prompt tokens served from the prefix cache (on_cached / on_finish)
     int32_t num_tokens = 0;  // tokens generated so far
+    std::vector<ChoiceLogprob> undelivered;  // logprob entries no text event carried yet
+    int64_t text_offset = 0;                 // characters of the tokens' texts so far (text_offset)
   };
 
   GenerationJob(EngineClient* engine, const TextCodec* codec, Post post, JobSpec spec, JobEvents events);
   StreamCallbacks MakeCallbacks(int32_t index);
-  void OnTokens(int32_t index, const std::vector<TokenId>& token_ids);
+  void OnTokens(int32_t index, const std::vector<TokenId>& token_ids, const std::vector<TokenLogprobs>& logprobs);
+  // The logprob entry of token `id`, appended to the choice's output and undelivered list.
+  void AddLogprob(int32_t index, TokenId id, const TokenLogprobs& logprobs);
   void OnFinish(int32_t index, const GenerateResult& result);
   void OnCached(int32_t index, int32_t num_cached_prompt_tokens);
   void OnError(int32_t index, const Status& status);

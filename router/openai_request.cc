@@ -1,5 +1,7 @@
 #include "router/openai_request.h"
 
+#include <algorithm>
+#include <charconv>
 #include <limits>
 
 #include "router/chat_messages.h"
@@ -100,6 +102,57 @@ Error ReadSampling(const json& body, const RequestLimits& limits, SamplingParams
   return std::nullopt;
 }
 
+// Completions: logprobs = k, an integer in [0, 20]. Chat: logprobs true, with
+// top_logprobs = k in [0, 20] (0 when left out); top_logprobs needs logprobs.
+Error ReadLogprobs(const json& body, ApiKind kind, ApiRequest* out) {
+  const json* v = FindField(body, "logprobs");
+  if (kind == ApiKind::kCompletion) {
+    if (v == nullptr || v->is_null()) return std::nullopt;
+    if (!v->is_number_integer() || *v < 0 || *v > kMaxTopLogprobs) {
+      return BadRequest("logprobs must be an integer in [0, " + std::to_string(kMaxTopLogprobs) + "]", "logprobs");
+    }
+    out->logprobs = v->get<int32_t>();
+    return std::nullopt;
+  }
+  bool logprobs = false;
+  if (Error e = ReadBool(body, "logprobs", &logprobs)) return e;
+  std::optional<int64_t> top;
+  if (Error e = ReadInt(body, "top_logprobs", 0, kMaxTopLogprobs, &top)) return e;
+  if (top && !logprobs) return BadRequest("top_logprobs requires logprobs to be true", "top_logprobs");
+  if (logprobs) out->logprobs = static_cast<int32_t>(top.value_or(0));
+  return std::nullopt;
+}
+
+// logit_bias: {"<token id>": bias in [-100, 100], ...}, ids in the vocabulary, each once.
+Error ReadLogitBias(const json& body, const RequestLimits& limits, ApiRequest* out) {
+  const json* v = FindField(body, "logit_bias");
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  if (!v->is_object()) return BadRequest("logit_bias must be an object of token id -> bias", "logit_bias");
+  if (v->size() > kMaxLogitBiasEntries) {
+    return BadRequest("logit_bias has more than " + std::to_string(kMaxLogitBiasEntries) + " entries", "logit_bias");
+  }
+  for (const auto& [key, bias] : v->items()) {
+    TokenId id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || key.empty() || id < 0 || id >= limits.vocab_size) {
+      return BadRequest("logit_bias keys must be token ids in [0, " + std::to_string(limits.vocab_size) + "), got \"" +
+                            key.substr(0, 32) + "\"",
+                        "logit_bias");
+    }
+    if (!bias.is_number() || !(bias.get<double>() >= -100.0 && bias.get<double>() <= 100.0)) {
+      return BadRequest("logit_bias values must be numbers in [-100, 100] (token " + key + ")", "logit_bias");
+    }
+    out->logit_bias.emplace_back(id, bias.get<float>());
+  }
+  std::vector<TokenId> ids;
+  for (const auto& [id, bias] : out->logit_bias) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) {
+    return BadRequest("logit_bias names a token id twice", "logit_bias");
+  }
+  return std::nullopt;
+}
+
 // skip_special_tokens, and spaces_between_special_tokens: true (the default) is
 // the tokenizer's own decoding, which is what the decoder does; false changes
 // nothing while special tokens are skipped, and is refused when they are not.
@@ -177,6 +230,8 @@ Error ReadCommon(const json& body, RequestBody body_kind, const RequestLimits& l
   if (Error e = ReadStreaming(body, out)) return e;
   if (Error e = ReadRequestId(body, out)) return e;
   if (Error e = ReadPriority(body, out)) return e;
+  if (Error e = ReadLogprobs(body, out->kind, out)) return e;
+  if (Error e = ReadLogitBias(body, limits, out)) return e;
   return ReadStop(body, limits, out);
 }
 

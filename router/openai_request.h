@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/base/ids.h"
@@ -46,12 +47,17 @@ struct ApiRequest {
   bool skip_special_tokens = true;
   int32_t n = 1;
   SamplingParams sampling;
+  std::vector<std::pair<TokenId, float>> logit_bias;  // ids distinct, in [0, vocab); bias in [-100, 100]
+  int32_t logprobs = -1;  // -1: none; k in [0, kMaxTopLogprobs]: each token's logprob and the top k
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
   std::string request_id;                   // client-chosen response id suffix; empty = a random one
   std::optional<int32_t> priority;          // lower = more urgent (priority_class.h); nullopt = the key's default
   std::vector<std::string> ignored_fields;  // fields the router does not know (header x-tandem-ignored-fields)
 };
+
+inline constexpr int32_t kMaxTopLogprobs = 20;
+inline constexpr size_t kMaxLogitBiasEntries = 1024;
 
 struct RequestLimits {
   int32_t vocab_size = 32000;

@@ -1,6 +1,9 @@
 #include "router/openai_response.h"
 
+#include <cmath>
+
 #include "common/base/ids.h"
+#include "router/utf8_stream.h"
 
 namespace tandem::router {
 
@@ -27,9 +30,52 @@ json Envelope(const ResponseMeta& meta, const char* object) {
   return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
 }
 
+// JSON has no -inf: a masked token's logprob shows as -9999.0 (vLLM's floor).
+double ShownLogprob(float logprob) { return std::isfinite(logprob) ? std::max(-9999.0, double{logprob}) : -9999.0; }
+
+json ChatLogprobToken(const LogprobToken& t) {
+  json bytes = json::array();
+  for (unsigned char c : t.bytes) bytes.push_back(static_cast<int>(c));
+  return {{"token", SanitizeUtf8(t.bytes)}, {"logprob", ShownLogprob(t.logprob)}, {"bytes", std::move(bytes)}};
+}
+
 }  // namespace
 
-json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices, const Usage& usage) {
+json LogprobsJson(ApiKind kind, const std::vector<ChoiceLogprob>& entries) {
+  if (kind == ApiKind::kChat) {
+    json content = json::array();
+    for (const ChoiceLogprob& e : entries) {
+      json entry = ChatLogprobToken(e.token);
+      json top = json::array();
+      for (const LogprobToken& t : e.top) top.push_back(ChatLogprobToken(t));
+      entry["top_logprobs"] = std::move(top);
+      content.push_back(std::move(entry));
+    }
+    return {{"content", std::move(content)}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+  for (const ChoiceLogprob& e : entries) {
+    const std::string token = SanitizeUtf8(e.token.bytes);
+    tokens.push_back(token);
+    token_logprobs.push_back(ShownLogprob(e.token.logprob));
+    // As the legacy API does: the sampled token is always among its top entries.
+    json top = json::object();
+    for (const LogprobToken& t : e.top) {
+      const std::string text = SanitizeUtf8(t.bytes);
+      if (!top.contains(text)) top[text] = ShownLogprob(t.logprob);
+    }
+    if (!top.contains(token)) top[token] = ShownLogprob(e.token.logprob);
+    top_logprobs.push_back(std::move(top));
+    offsets.push_back(e.text_offset);
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top_logprobs)},
+          {"text_offset", std::move(offsets)}};
+}
+
+json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices, const Usage& usage,
+                    bool logprobs) {
   const bool chat = meta.kind == ApiKind::kChat;
   json body = Envelope(meta, chat ? "chat.completion" : "text_completion");
   json list = json::array();
@@ -40,7 +86,7 @@ json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& c
     } else {
       choice["text"] = choices[i].text;
     }
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = logprobs ? LogprobsJson(meta.kind, choices[i].logprobs) : json(nullptr);
     choice["finish_reason"] = FinishReasonName(choices[i].finish_reason);
     list.push_back(std::move(choice));
   }
@@ -50,7 +96,8 @@ json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& c
 }
 
 json StreamChunk(const ResponseMeta& meta, int32_t index, const std::string& text,
-                 std::optional<FinishReason> finish_reason, bool with_role, bool usage_null) {
+                 std::optional<FinishReason> finish_reason, bool with_role, bool usage_null,
+                 const std::vector<ChoiceLogprob>* logprobs) {
   const bool chat = meta.kind == ApiKind::kChat;
   json chunk = Envelope(meta, chat ? "chat.completion.chunk" : "text_completion");
   json choice = {{"index", index}};
@@ -62,7 +109,7 @@ json StreamChunk(const ResponseMeta& meta, int32_t index, const std::string& tex
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs != nullptr ? LogprobsJson(meta.kind, *logprobs) : json(nullptr);
   choice["finish_reason"] = finish_reason ? json(FinishReasonName(*finish_reason)) : json(nullptr);
   chunk["choices"] = json::array({std::move(choice)});
   if (usage_null) chunk["usage"] = nullptr;

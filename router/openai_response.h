@@ -29,9 +29,24 @@ struct ResponseMeta {
   std::string model;
 };
 
+// A token as logprobs show it: its text's raw bytes and its logprob.
+struct LogprobToken {
+  std::string bytes;  // may end inside a UTF-8 sequence; "token" shows it lossily
+  float logprob = 0;  // -inf shows as -9999.0, as vLLM does
+};
+
+// One output token's logprobs: the token, the most likely tokens, and (completions)
+// where its text starts in the choice's text, in characters.
+struct ChoiceLogprob {
+  LogprobToken token;
+  std::vector<LogprobToken> top;
+  int64_t text_offset = 0;
+};
+
 struct ChoiceOutput {
   std::string text;
   FinishReason finish_reason = FinishReason::kLength;
+  std::vector<ChoiceLogprob> logprobs;  // every sampled token's, when the request asked for logprobs
 };
 
 // "cmpl-<32 hex>" or "chatcmpl-<32 hex>".
@@ -42,13 +57,21 @@ const char* FinishReasonName(FinishReason reason);
 nlohmann::json UsageJson(const Usage& usage);
 
 // The non-streaming body; choices[i] has index i.
-nlohmann::json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices, const Usage& usage);
+// With `logprobs`, each choice's "logprobs" holds its entries (else null).
+nlohmann::json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& choices, const Usage& usage,
+                              bool logprobs);
+
+// The "logprobs" object of a choice or chunk: chat's {"content": [...]}, or the
+// completions' {"tokens", "token_logprobs", "top_logprobs", "text_offset"}.
+nlohmann::json LogprobsJson(ApiKind kind, const std::vector<ChoiceLogprob>& entries);
 
 // One streaming chunk for choice `index`: `text` as delta, `finish_reason`
 // when set, the assistant role when `with_role` (chat's first chunk), and
-// "usage": null when `usage_null` (include_usage streams).
+// "usage": null when `usage_null` (include_usage streams). `logprobs`: the
+// entries of the tokens this chunk delivers, or null for a request without.
 nlohmann::json StreamChunk(const ResponseMeta& meta, int32_t index, const std::string& text,
-                           std::optional<FinishReason> finish_reason, bool with_role, bool usage_null);
+                           std::optional<FinishReason> finish_reason, bool with_role, bool usage_null,
+                           const std::vector<ChoiceLogprob>* logprobs = nullptr);
 
 // The final include_usage chunk: empty choices, the usage object.
 nlohmann::json UsageChunk(const ResponseMeta& meta, const Usage& usage);

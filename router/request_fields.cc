@@ -37,10 +37,6 @@ ReadError OnlyTrue(const RequestField& f, const json& v) {
   if (!v.is_boolean()) return TypeError(f, "a boolean");
   return v.get<bool>() ? std::nullopt : Unsupported(f);
 }
-ReadError OnlyZero(const RequestField& f, const json& v) {
-  if (!v.is_number_integer()) return TypeError(f, "an integer");
-  return v == 0 ? std::nullopt : Unsupported(f);
-}
 ReadError OnlyOne(const RequestField& f, const json& v) {
   if (!v.is_number()) return TypeError(f, "a number");
   return v.get<double>() == 1.0 ? std::nullopt : Unsupported(f);
@@ -56,12 +52,6 @@ ReadError OnlyEmptyObject(const RequestField& f, const json& v) {
 ReadError OnlyEmptyString(const RequestField& f, const json& v) {
   if (!v.is_string()) return TypeError(f, "a string");
   return v.get_ref<const std::string&>().empty() ? std::nullopt : Unsupported(f);
-}
-// logprobs: a boolean (chat) or an integer (completions); off is false or 0.
-ReadError LogprobsOff(const RequestField& f, const json& v) {
-  if (!v.is_boolean() && !v.is_number_integer()) return TypeError(f, "a boolean or an integer");
-  const bool off = v.is_boolean() ? !v.get<bool>() : v == 0;
-  return off ? std::nullopt : Unsupported(f);
 }
 // tool_choice / function_call: "none", or "auto" (no tools are accepted, so it
 // chooses nothing); "required" and a named function would need tool calling.
@@ -143,6 +133,11 @@ constexpr RequestField kFields[] = {
     {"stream_options", kImpl, kGenerate, nullptr,
      "include_usage; continuous_usage_stats true is a 400 (stream_options.continuous_usage_stats)"},
     {"request_id", kImpl, kGenerate, nullptr, "the response id becomes cmpl-<request_id> / chatcmpl-<request_id>"},
+    {"logprobs", kImpl, kGenerate, nullptr,
+     "completions: an integer k in [0, 20]; chat: a boolean (with top_logprobs = k): each output token's logprob "
+     "and the k most likely tokens'"},
+    {"top_logprobs", kImpl, kChatBody, nullptr, "chat: the k in [0, 20] of logprobs; needs logprobs true"},
+    {"logit_bias", kImpl, kGenerate, nullptr, "token id -> bias in [-100, 100], added to the logits before sampling"},
     {"priority", kImpl, kGenerate, nullptr,
      "an integer, lower = more urgent (default: the API key's, else 0); <= 0 interactive, > 0 batch class"},
     // --- accepted metadata: type-checked, no effect is expected ---------------------------------------------------
@@ -167,13 +162,10 @@ constexpr RequestField kFields[] = {
     {"guided_whitespace_pattern", kNo, kGenerate, AnyValue, "guided decoding is not implemented"},
     {"structural_tag", kNo, kGenerate, AnyValue, "guided decoding is not implemented"},
     {"structured_outputs", kNo, kGenerate, AnyValue, "guided decoding is not implemented"},
-    {"logprobs", kNo, kGenerate, LogprobsOff, "logprobs are not implemented (false or 0 pass)"},
-    {"top_logprobs", kNo, kGenerate, OnlyZero, "logprobs are not implemented (0 passes)"},
-    {"prompt_logprobs", kNo, kGenerate, AnyValue, "logprobs are not implemented"},
-    {"return_tokens_as_token_ids", kNo, kGenerate, OnlyFalse, "logprobs are not implemented"},
+    {"prompt_logprobs", kNo, kGenerate, AnyValue, "prompt logprobs are not implemented"},
+    {"return_tokens_as_token_ids", kNo, kGenerate, OnlyFalse, "logprobs show token text, not ids"},
     {"echo", kNo, kGenerate, OnlyFalse, "echo is not implemented (false passes)"},
     {"suffix", kNo, kGenerate, OnlyEmptyString, "suffix (insertion) is not implemented"},
-    {"logit_bias", kNo, kGenerate, OnlyEmptyObject, "logit_bias is not implemented ({} passes)"},
     {"allowed_token_ids", kNo, kGenerate, AnyValue, "allowed_token_ids is not implemented"},
     {"bad_words", kNo, kGenerate, OnlyEmptyList, "bad_words is not implemented"},
     {"logits_processors", kNo, kGenerate, OnlyEmptyList, "custom logits processors are not implemented"},

@@ -47,6 +47,9 @@ class TextCodec {
   virtual std::unique_ptr<TextDecoder> NewDecoder(bool skip_special_tokens) const = 0;
   // Ids to text (valid UTF-8; invalid bytes become U+FFFD). REQUIRES: each id in [0, vocab).
   virtual StatusOr<std::string> Decode(std::span<const TokenId> ids, bool skip_special_tokens) const = 0;
+  // One token's text as raw bytes (a byte-level token may be part of a UTF-8
+  // sequence; special tokens give their content), for logprobs. REQUIRES: id in [0, vocab).
+  virtual std::string TokenBytes(TokenId id) const = 0;
 };
 
 }  // namespace tandem::router

@@ -53,4 +53,6 @@ StatusOr<std::string> TokenizerTextCodec::Decode(std::span<const TokenId> ids, b
   return tokenizer_->Decode(ids, skip_special_tokens);
 }
 
+std::string TokenizerTextCodec::TokenBytes(TokenId id) const { return tokenizer_->TokenBytes(id); }
+
 }  // namespace tandem::router

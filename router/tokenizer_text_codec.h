@@ -27,6 +27,7 @@ class TokenizerTextCodec : public TextCodec {
   StatusOr<std::string> RenderChat(const nlohmann::json& messages, const ChatRenderOptions& options) const override;
   std::unique_ptr<TextDecoder> NewDecoder(bool skip_special_tokens) const override;
   StatusOr<std::string> Decode(std::span<const TokenId> ids, bool skip_special_tokens) const override;
+  std::string TokenBytes(TokenId id) const override;
 
  private:
   const tokenizer::Tokenizer* const tokenizer_;

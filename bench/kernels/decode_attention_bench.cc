@@ -32,6 +32,7 @@
 #include "common/cuda/stream.h"
 #include "common/kernels/decode_attention.h"
 #include "common/kernels/prefill_attention.h"
+#include "common/kernels/logprobs.h"
 #include "common/kernels/sampling.h"
 
 namespace tandem {
@@ -215,9 +216,10 @@ void BenchPrefill(const std::vector<int>& lens, cudaStream_t stream) {
   }
 }
 
-void BenchSampling(cudaStream_t stream) {
+void BenchSampling(const Ceilings& ceil, cudaStream_t stream) {
   const int vocab = 128256;
-  std::printf("\n%-6s %-10s %-10s   (vocab 128256, fp32 logits)\n", "rows", "argmax_us", "sample_us");
+  std::printf("\n%-6s %-10s %-10s %-10s %-10s %-8s   (vocab 128256, fp32 logits; logprobs: token + top k)\n", "rows",
+              "argmax_us", "sample_us", "lp0_us", "lp20_us", "lp20/read");
   for (int rows : {1, 64, 256}) {
     std::vector<float> logits(static_cast<size_t>(rows) * vocab);
     std::mt19937 rng(7);
@@ -242,13 +244,34 @@ void BenchSampling(cudaStream_t stream) {
                                dp.as<float>(), dm.as<float>(), ds.as<uint64_t>(), doff.as<uint64_t>(), rows,
                                vocab};
     const float sm = MedianMs([&] { BENCH_OK(kernels::LaunchSampling(sp, stream)); }, 2, 10, stream);
-    std::printf("%-6d %-10.1f %-10.1f   (top_k 50, top_p 0.9, T 0.8)\n", rows, am * 1e3, sm * 1e3);
+    // Logprobs over the same rows: the sampled token's and the top k, (1 + 20) entries per row.
+    DeviceBuffer dnum = Alloc(rows * 4), dlp = Alloc(static_cast<size_t>(rows) * 21 * sizeof(kernels::LogprobEntry));
+    auto logprobs_ms = [&](int k) {
+      std::vector<int32_t> num_top(rows, k);
+      cudaMemcpy(dnum.data(), num_top.data(), rows * 4, cudaMemcpyHostToDevice);
+      kernels::LogprobsParams lp;
+      lp.logits = dl.as<float>();
+      lp.logits_stride = vocab;
+      lp.temperature = dt.as<float>();
+      lp.tokens = out.as<int32_t>();
+      lp.num_top = dnum.as<int32_t>();
+      lp.max_top = 20;
+      lp.out = dlp.as<kernels::LogprobEntry>();
+      lp.num_rows = rows;
+      lp.vocab = vocab;
+      return MedianMs([&] { BENCH_OK(kernels::LaunchLogprobs(lp, stream)); }, 2, 10, stream);
+    };
+    const float lp0 = logprobs_ms(0), lp20 = logprobs_ms(20);
+    const double read_gbs = static_cast<double>(rows) * vocab * 4 / (lp20 * 1e-3) / 1e9;
+    std::printf("%-6d %-10.1f %-10.1f %-10.1f %-10.1f %-8.2f   (top_k 50, top_p 0.9, T 0.8)\n", rows, am * 1e3,
+                sm * 1e3, lp0 * 1e3, lp20 * 1e3, read_gbs / ceil.read_gbs);
   }
 }
 
 int Main(int argc, char** argv) {
   const char* csv_path = nullptr;
   bool quick = false;
+  bool sampling_only = false;
   DecodeOptions opt;
   std::vector<DecodeShape> only;
   for (int i = 1; i < argc; ++i) {
@@ -256,6 +279,8 @@ int Main(int argc, char** argv) {
       csv_path = argv[++i];
     } else if (!std::strcmp(argv[i], "--quick")) {
       quick = true;
+    } else if (!std::strcmp(argv[i], "--sampling")) {
+      sampling_only = true;
     } else if (!std::strcmp(argv[i], "--in-order")) {
       opt.in_order = true;
     } else if (!std::strcmp(argv[i], "--jitter") && i + 1 < argc) {
@@ -286,6 +311,10 @@ int Main(int argc, char** argv) {
   const Ceilings ceil = MeasureCeilings(stream->get());
   std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   std::printf("ceilings: D2D copy %.0f GB/s (read+write), streaming read %.0f GB/s\n", ceil.copy_gbs, ceil.read_gbs);
+  if (sampling_only) {
+    BenchSampling(ceil, stream->get());
+    return 0;
+  }
   std::vector<DecodeShape> shapes = {
       {1, 1024, 32, 8, 128, 16},  {1, 32768, 32, 8, 128, 16}, {8, 8192, 32, 8, 128, 16},   {8, 32768, 32, 8, 128, 16},
       {64, 1024, 32, 8, 128, 16}, {64, 4096, 32, 8, 128, 16}, {256, 1024, 32, 8, 128, 16}, {256, 4096, 32, 8, 128, 16},
@@ -306,7 +335,7 @@ int Main(int argc, char** argv) {
   if (csv) std::fclose(csv);
   if (!only.empty()) return 0;
   BenchPrefill(quick ? std::vector<int>{512} : std::vector<int>{512, 2048, 4096, 8192}, stream->get());
-  BenchSampling(stream->get());
+  BenchSampling(ceil, stream->get());
   return 0;
 }
 

@@ -240,21 +240,23 @@ void Engine::Reserve(EngineRequest request, int64_t lease_ms,
   cv_.notify_one();
 }
 
-void Engine::CompleteReservation(RequestId id, TokenId first_token) {
+void Engine::CompleteReservation(RequestId id, TokenId first_token, runtime::SampledLogprobs first_token_logprobs) {
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back([this, id, first_token](std::vector<EngineOutput>* outputs) {
+  events_.push_back([this, id, first_token,
+                     logprobs = std::move(first_token_logprobs)](std::vector<EngineOutput>* outputs) mutable {
     auto finished = scheduler_->CompleteReservation(id, first_token);
     if (!finished.ok()) {
       TANDEM_LOG_WARN("complete reservation {}: {}", id, finished.status().ToString());
       return;
     }
-    if (auto state = requests_.find(id); state != requests_.end()) {
-      state->second.first_token_at = state->second.last_token_at = clock_.NowNanos();
-      state->second.remote_first_token = true;
-    }
     EngineOutput out;
     out.id = id;
     out.tokens.push_back(first_token);
+    if (auto state = requests_.find(id); state != requests_.end()) {
+      state->second.first_token_at = state->second.last_token_at = clock_.NowNanos();
+      state->second.remote_first_token = true;
+      if (state->second.sampling.logprobs >= 0) out.logprobs.push_back(std::move(logprobs));
+    }
     if (const scheduler::Sequence* seq = scheduler_->Find(id)) out.num_cached_tokens = seq->num_cached_prompt_tokens;
     outputs->push_back(std::move(out));
   });

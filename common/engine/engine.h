@@ -31,6 +31,7 @@
 #include "common/runtime/backend.h"
 #include "common/runtime/llama_model.h"
 #include "common/runtime/paged_kv_cache.h"
+#include "common/runtime/sampler.h"
 #include "common/runtime/sampling_params.h"
 #include "common/scheduler/scheduler.h"
 
@@ -72,6 +73,8 @@ struct EngineOutput {
   // With a request's first token and with finished: prompt tokens served from the prefix cache.
   int num_cached_tokens = 0;
   RequestTimes times;  // with finished
+  // One per token when the request's sampling.logprobs >= 0, else empty.
+  std::vector<runtime::SampledLogprobs> logprobs;
 };
 
 using OutputSink = std::function<void(std::vector<EngineOutput>&&)>;
@@ -107,7 +110,7 @@ class Engine {
   // Holds device blocks for KV computed elsewhere; `done` runs on the engine thread.
   void Reserve(EngineRequest request, int64_t lease_ms, std::function<void(StatusOr<scheduler::Reservation>)> done);
   // The reserved KV has landed; the request joins the running batch.
-  void CompleteReservation(RequestId id, TokenId first_token);
+  void CompleteReservation(RequestId id, TokenId first_token, runtime::SampledLogprobs first_token_logprobs = {});
   // Runs `fn` on the engine thread before the next step.
   void Post(std::function<void()> fn);
   // A copy of the counters as of the last step.

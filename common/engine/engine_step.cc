@@ -115,6 +115,7 @@ Status Engine::SampleStep(const scheduler::SchedulerOutput& step, runtime::Tenso
     EngineOutput out;
     out.id = id;
     out.tokens.push_back(sampled[i].token);
+    if (states[i]->sampling.logprobs >= 0) out.logprobs.push_back(std::move(sampled[i].logprobs));
     out.num_cached_tokens = first_token_cached[i];
     outputs->push_back(std::move(out));
   }

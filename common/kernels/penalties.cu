@@ -32,6 +32,7 @@ __global__ void __launch_bounds__(kPenaltyThreads) ApplyPenaltiesKernel(PenaltyP
           __fadd_rn(__fmul_rn(r.frequency_penalty, static_cast<float>(e.output_count)), r.presence_penalty);
       l = __fsub_rn(l, penalty);
     }
+    l = __fadd_rn(l, e.bias);
     if ((e.flags & kPenaltyMask) != 0) l = -INFINITY;
     row[e.token] = l;
   }

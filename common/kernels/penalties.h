@@ -2,10 +2,10 @@
 // semantics of runtime::Sampler (common/runtime/sampling_params.h):
 //  - LaunchApplyPenalties: per row, the Hugging Face repetition penalty over the
 //    distinct tokens of prompt + output, the OpenAI presence / frequency
-//    penalties over output-token counts, and -inf for the stop ids that
-//    min_tokens masks. Input is a sparse list per row built on the host (only
-//    the rows that need it), so the work is proportional to the tokens listed,
-//    not to the vocabulary. The arithmetic is IEEE single precision without
+//    penalties over output-token counts, the OpenAI logit_bias, and -inf for
+//    the stop ids that min_tokens masks. Input is a sparse list per row built
+//    on the host (only the rows that need it), so the work is proportional to
+//    the tokens listed, not to the vocabulary. The arithmetic is IEEE single precision without
 //    contraction, so it equals the host's bit for bit.
 //  - LaunchSanitizeLogits: NaN -> -inf over whole rows (the sampler's threshold
 //    searches order by bit pattern and would rank NaN above every logit).
@@ -28,11 +28,12 @@ struct PenaltyEntry {
   int32_t token = 0;
   int32_t output_count = 0;  // times the token occurs in the output so far (>= 0)
   uint32_t flags = 0;        // kPenaltyInPrompt | kPenaltyMask
+  float bias = 0.f;          // logit_bias, added after the penalties (0 = none)
 };
 inline constexpr uint32_t kPenaltyInPrompt = 1u;  // the token occurs in the prompt
 inline constexpr uint32_t kPenaltyMask = 2u;      // a stop id masked by min_tokens: logit -> -inf
 
-static_assert(sizeof(PenaltyEntry) == 12, "PenaltyEntry is copied byte for byte from the host");
+static_assert(sizeof(PenaltyEntry) == 16, "PenaltyEntry is copied byte for byte from the host");
 
 // One row that has a penalty list.
 struct PenaltyRow {
@@ -58,7 +59,7 @@ struct PenaltyParams {
 
 // Per entry, in this order: NaN -> -inf; repetition penalty (logit > 0 ? logit / p :
 // logit * p) if in the prompt or the output; logit -= frequency * count + presence if
-// count > 0; -inf if masked. The caller validates the lists (distinct tokens in range,
+// count > 0; += bias; -inf if masked. The caller validates the lists (distinct tokens in range,
 // row indices in range): the kernel does not check them.
 // Errors: InvalidArgument on null pointers or bad sizes; Internal on a launch failure.
 Status LaunchApplyPenalties(const PenaltyParams& params, cudaStream_t stream);

@@ -22,8 +22,27 @@ StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams&
   p.max_tokens = max_tokens > 0 ? max_tokens : s.max_tokens();
   p.min_tokens = s.min_tokens();
   p.num_output_tokens_in_prompt = s.num_output_tokens_in_prompt();
+  if (s.logit_bias_size() > runtime::kMaxLogitBias) return InvalidArgumentError("logit_bias: too many tokens");
+  for (const proto::LogitBias& b : s.logit_bias()) p.logit_bias.emplace_back(b.token_id(), b.bias());
+  if (s.logprobs()) p.logprobs = s.top_logprobs();
   TANDEM_RETURN_IF_ERROR(p.Validate());
   return p;
+}
+
+void LogprobsToProto(const runtime::SampledLogprobs& logprobs, proto::TokenLogprobs* out) {
+  out->set_logprob(logprobs.logprob);
+  for (const runtime::TokenLogprob& t : logprobs.top) {
+    proto::TokenLogprob* entry = out->add_top();
+    entry->set_token_id(t.token);
+    entry->set_logprob(t.logprob);
+  }
+}
+
+runtime::SampledLogprobs LogprobsFromProto(const proto::TokenLogprobs& logprobs) {
+  runtime::SampledLogprobs out;
+  out.logprob = logprobs.logprob();
+  for (const proto::TokenLogprob& t : logprobs.top()) out.top.push_back({t.token_id(), t.logprob()});
+  return out;
 }
 
 StatusOr<scheduler::Priority> PriorityFromProto(proto::RequestPriority priority) {

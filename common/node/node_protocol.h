@@ -20,6 +20,10 @@ namespace tandem::node {
 // InvalidArgument when a value is out of range.
 StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams& sampling, int max_tokens);
 
+// runtime <-> proto logprobs of one sampled token.
+void LogprobsToProto(const runtime::SampledLogprobs& logprobs, proto::TokenLogprobs* out);
+runtime::SampledLogprobs LogprobsFromProto(const proto::TokenLogprobs& logprobs);
+
 // proto -> the scheduler's class; InvalidArgument for a value this node does not know.
 StatusOr<scheduler::Priority> PriorityFromProto(proto::RequestPriority priority);
 

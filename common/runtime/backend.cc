@@ -99,7 +99,12 @@ Status Backend::SampleTokens(Tensor logits, std::span<const SampleRequest> reque
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     StatusOr<TokenId> token = host_sampler_.Sample(all.subspan(i * vocab, vocab), requests[i]);
-    out[i] = token.ok() ? SampledToken{*token, Status::Ok()} : SampledToken{-1, token.status()};
+    if (!token.ok()) {
+      out[i] = SampledToken{-1, token.status(), {}};
+      continue;
+    }
+    out[i] = SampledToken{*token, Status::Ok(), {}};
+    if (requests[i].params->logprobs >= 0) out[i].logprobs = host_sampler_.Logprobs(*requests[i].params, *token);
   }
   return Status::Ok();
 }

@@ -83,6 +83,7 @@ class Buffer {
 struct SampledToken {
   TokenId token = -1;  // the next token when status is OK
   Status status;       // InvalidArgument when every token of the row was -inf or masked
+  SampledLogprobs logprobs;  // with OK status when the row's params.logprobs >= 0
 };
 
 class Backend : public Ops {

@@ -5,11 +5,13 @@
 //      parameters when a row samples, penalty lists when a row has penalties),
 //      staged in pinned memory;
 //   2. LaunchApplyPenalties over the rows with a list (repetition over prompt +
-//      output, presence / frequency over output counts, min_tokens masks);
+//      output, presence / frequency over output counts, logit_bias, min_tokens masks);
 //   3. all rows greedy: LaunchArgmax; otherwise LaunchSanitizeLogits (NaN ->
 //      -inf, as the host sampler does) and LaunchSampling;
-//   4. LaunchRejectMaskedTokens (-1 for a row whose pick is -inf or NaN) and a
-//      device->host copy of one int32 per row.
+//   4. LaunchRejectMaskedTokens (-1 for a row whose pick is -inf or NaN);
+//   5. when a row asks for logprobs, LaunchLogprobs over the same logits: the
+//      token's logprob and the top ones, (1 + max top) entries per row;
+//   6. one device->host copy of one int32 per row (and those entries).
 // Penalty lists are rebuilt from the request's tokens each step: host work is
 // O(prompt + output) per row with penalties, none for the other rows.
 #include <fmt/format.h>
@@ -20,6 +22,7 @@
 
 #include "common/cuda/cuda_status.h"
 #include "common/cuda/device_buffer.h"
+#include "common/kernels/logprobs.h"
 #include "common/kernels/penalties.h"
 #include "common/kernels/sampling.h"
 #include "common/runtime/cuda_backend.h"
@@ -36,10 +39,11 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // [0, upload_bytes) goes up; the tokens come back at `tokens`.
 struct SamplingLayout {
   size_t temperature = 0, top_k = 0, top_p = 0, min_p = 0, seeds = 0, offsets = 0;
-  size_t penalty_rows = 0, entries = 0, upload_bytes = 0, tokens = 0, total_bytes = 0;
+  size_t penalty_rows = 0, entries = 0, num_top = 0, upload_bytes = 0, tokens = 0, logprobs = 0, total_bytes = 0;
 };
 
-SamplingLayout MakeLayout(size_t rows, bool sampled, size_t num_penalty_rows, size_t num_entries) {
+// `max_top` < 0: no row wants logprobs.
+SamplingLayout MakeLayout(size_t rows, bool sampled, size_t num_penalty_rows, size_t num_entries, int max_top) {
   SamplingLayout l;
   size_t at = 0;
   auto take = [&](size_t bytes) {
@@ -57,8 +61,10 @@ SamplingLayout MakeLayout(size_t rows, bool sampled, size_t num_penalty_rows, si
   }
   l.penalty_rows = take(num_penalty_rows * sizeof(kernels::PenaltyRow));
   l.entries = take(num_entries * sizeof(kernels::PenaltyEntry));
+  if (max_top >= 0) l.num_top = take(rows * sizeof(int32_t));
   l.upload_bytes = at;
   l.tokens = take(rows * sizeof(int32_t));
+  if (max_top >= 0) l.logprobs = take(rows * (1 + max_top) * sizeof(kernels::LogprobEntry));
   l.total_bytes = at;
   return l;
 }
@@ -73,6 +79,7 @@ struct CudaBackend::SamplingState {
   std::vector<int32_t> slot;  // [vocab]: entry index of a token in the row being built, else -1
   SamplingLayout layout;      // of the current call
   bool sampled = false;       // the current call has a row with temperature > 0
+  int max_top = -1;           // the most top logprobs a row of the current call wants; -1: none
 
   // Grows both buffers to at least `bytes`. Safe: the previous call waited for its copies.
   Status Reserve(size_t bytes);
@@ -83,6 +90,9 @@ struct CudaBackend::SamplingState {
   // Queues the upload, the kernels over `logits` [rows, vocab] and the tokens' download.
   Status Launch(float* logits, int rows, int vocab, cudaStream_t stream);
   const int32_t* host_tokens() const { return reinterpret_cast<const int32_t*>(staging.as<char>() + layout.tokens); }
+  const kernels::LogprobEntry* host_logprobs() const {
+    return reinterpret_cast<const kernels::LogprobEntry*>(staging.as<char>() + layout.logprobs);
+  }
 };
 
 void CudaBackend::SamplingStateDeleter::operator()(SamplingState* state) const { delete state; }
@@ -102,7 +112,7 @@ void CudaBackend::SamplingState::AddPenaltyList(int row, const SampleRequest& r,
   const bool repetition = p.repetition_penalty != 1.0f;
   const bool additive = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
   const bool mask = static_cast<int64_t>(r.output_tokens.size()) < p.min_tokens;
-  if (!repetition && !additive && !mask) return;
+  if (!repetition && !additive && !mask && p.logit_bias.empty()) return;
   if (slot.size() != static_cast<size_t>(vocab)) slot.assign(vocab, -1);
   const size_t begin = entries.size();
   // The entry of token t (created on first use), or -1 for an id outside the vocabulary.
@@ -110,7 +120,7 @@ void CudaBackend::SamplingState::AddPenaltyList(int row, const SampleRequest& r,
     if (t < 0 || t >= vocab) return -1;
     if (slot[t] < 0) {
       slot[t] = static_cast<int32_t>(entries.size() - begin);
-      entries.push_back(kernels::PenaltyEntry{t, 0, 0});
+      entries.push_back(kernels::PenaltyEntry{t, 0, 0, 0.f});
     }
     return static_cast<int64_t>(begin) + slot[t];
   };
@@ -123,6 +133,9 @@ void CudaBackend::SamplingState::AddPenaltyList(int row, const SampleRequest& r,
     for (TokenId t : r.output_tokens) {
       if (int64_t e = entry(t); e >= 0) ++entries[e].output_count;
     }
+  }
+  for (const auto& [t, bias] : p.logit_bias) {
+    if (int64_t e = entry(t); e >= 0) entries[e].bias = bias;
   }
   if (mask) {
     auto mask_ids = [&](std::span<const TokenId> ids) {
@@ -145,14 +158,16 @@ Status CudaBackend::SamplingState::Stage(std::span<const SampleRequest> requests
   penalty_rows.clear();
   entries.clear();
   sampled = false;
+  max_top = -1;
   for (int i = 0; i < rows; ++i) {
     sampled |= requests[i].params->temperature != 0.0f;
+    max_top = std::max(max_top, std::min(requests[i].params->logprobs, vocab));
     AddPenaltyList(i, requests[i], vocab);
   }
   if (entries.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return InvalidArgumentError("SampleTokens: penalty lists too long");
   }
-  layout = MakeLayout(rows, sampled, penalty_rows.size(), entries.size());
+  layout = MakeLayout(rows, sampled, penalty_rows.size(), entries.size(), max_top);
   TANDEM_RETURN_IF_ERROR(Reserve(layout.total_bytes));
   char* host = staging.as<char>();
   if (sampled) {
@@ -169,6 +184,11 @@ Status CudaBackend::SamplingState::Stage(std::span<const SampleRequest> requests
   if (!penalty_rows.empty()) {
     std::memcpy(host + layout.penalty_rows, penalty_rows.data(), penalty_rows.size() * sizeof(kernels::PenaltyRow));
     std::memcpy(host + layout.entries, entries.data(), entries.size() * sizeof(kernels::PenaltyEntry));
+  }
+  if (max_top >= 0) {
+    for (int i = 0; i < rows; ++i) {
+      reinterpret_cast<int32_t*>(host + layout.num_top)[i] = std::min(requests[i].params->logprobs, vocab);
+    }
   }
   return Status::Ok();
 }
@@ -211,8 +231,22 @@ Status CudaBackend::SamplingState::Launch(float* logits, int rows, int vocab, cu
     TANDEM_RETURN_IF_ERROR(kernels::LaunchArgmax({logits, vocab, tokens, rows, vocab}, stream));
   }
   TANDEM_RETURN_IF_ERROR(kernels::LaunchRejectMaskedTokens({logits, vocab, tokens, rows, vocab}, stream));
-  TANDEM_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(host + l.tokens, tokens, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+  if (max_top >= 0) {
+    kernels::LogprobsParams lp;
+    lp.logits = logits;
+    lp.logits_stride = vocab;
+    lp.temperature = sampled ? reinterpret_cast<const float*>(dev + l.temperature) : nullptr;
+    lp.tokens = tokens;
+    lp.num_top = reinterpret_cast<const int32_t*>(dev + l.num_top);
+    lp.max_top = max_top;
+    lp.out = reinterpret_cast<kernels::LogprobEntry*>(dev + l.logprobs);
+    lp.num_rows = rows;
+    lp.vocab = vocab;
+    TANDEM_RETURN_IF_ERROR(kernels::LaunchLogprobs(lp, stream));
+  }
+  // The tokens and the logprob entries after them, in one copy.
+  TANDEM_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(host + l.tokens, tokens, l.total_bytes - l.tokens,
+                                              cudaMemcpyDeviceToHost, stream));
   return Status::Ok();
 }
 
@@ -232,9 +266,18 @@ Status CudaBackend::SampleTokens(Tensor logits, std::span<const SampleRequest> r
   TANDEM_RETURN_IF_ERROR(launched);
   TANDEM_RETURN_IF_ERROR(synced);
   const int32_t* tokens = sampling_->host_tokens();
+  const int stride = 1 + sampling_->max_top;
   for (int i = 0; i < rows; ++i) {
-    out[i] = tokens[i] >= 0 ? SampledToken{tokens[i], Status::Ok()}
-                            : SampledToken{-1, InvalidArgumentError("sampling: every token is masked or -inf")};
+    if (tokens[i] < 0) {
+      out[i] = SampledToken{-1, InvalidArgumentError("sampling: every token is masked or -inf"), {}};
+      continue;
+    }
+    out[i] = SampledToken{tokens[i], Status::Ok(), {}};
+    const int top = std::min(requests[i].params->logprobs, vocab);
+    if (top < 0) continue;
+    const kernels::LogprobEntry* entries = sampling_->host_logprobs() + static_cast<int64_t>(i) * stride;
+    out[i].logprobs.logprob = entries[0].logprob;
+    for (int j = 1; j <= top; ++j) out[i].logprobs.top.push_back(TokenLogprob{entries[j].token, entries[j].logprob});
   }
   return Status::Ok();
 }

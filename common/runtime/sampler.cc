@@ -59,6 +59,9 @@ void Sampler::ProcessLogits(std::span<float> logits, const SampleRequest& r) {
     }
     for (const auto& [t, c] : counts) logits[t] -= p.frequency_penalty * c + p.presence_penalty;
   }
+  for (const auto& [t, bias] : p.logit_bias) {
+    if (t >= 0 && t < vocab) logits[t] += bias;
+  }
   if (static_cast<int>(r.output_tokens.size()) < p.min_tokens) {
     auto mask = [&](std::span<const TokenId> ids) {
       for (TokenId t : ids) {
@@ -125,6 +128,31 @@ StatusOr<TokenId> Sampler::Sample(std::span<const float> logits, const SampleReq
   if (best < 0) return InvalidArgumentError("sampling: every token is masked or -inf");
   if (r.params->temperature == 0.0f) return best;
   return Draw(*r.params, best, UniformForStep(r.seed, r.output_tokens.size()));
+}
+
+SampledLogprobs Sampler::Logprobs(const SamplingParams& params, TokenId token) {
+  const double inv_t = params.temperature > 0.0f ? 1.0 / static_cast<double>(params.temperature) : 1.0;
+  const int32_t best = Argmax(work_);
+  TANDEM_CHECK(best >= 0 && params.logprobs >= 0) << "Logprobs without a sampled row";
+  const double max_scaled = work_[best] * inv_t;
+  double sum = 0.0;
+  for (float l : work_) {
+    if (l != kNegInf) sum += std::exp(l * inv_t - max_scaled);
+  }
+  const double log_z = max_scaled + std::log(sum);
+  auto logprob = [&](TokenId t) {
+    return work_[t] == kNegInf ? kNegInf : static_cast<float>(work_[t] * inv_t - log_z);
+  };
+  SampledLogprobs out;
+  out.logprob = token >= 0 && static_cast<size_t>(token) < work_.size() ? logprob(token) : kNegInf;
+  const size_t k = std::min<size_t>(static_cast<size_t>(params.logprobs), work_.size());
+  order_.resize(work_.size());
+  std::iota(order_.begin(), order_.end(), 0);
+  std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [&](int32_t a, int32_t b) {
+    return work_[a] > work_[b] || (work_[a] == work_[b] && a < b);
+  });
+  for (size_t i = 0; i < k; ++i) out.top.push_back(TokenLogprob{order_[i], logprob(order_[i])});
+  return out;
 }
 
 StatusOr<std::vector<TokenId>> Sampler::SampleBatch(std::span<const float> logits, int vocab_size,

@@ -24,17 +24,34 @@ struct SampleRequest {
   uint64_t seed = 0;                         // params->seed, or the engine's per-request seed
 };
 
+struct TokenLogprob {
+  TokenId token = -1;
+  float logprob = 0;  // -inf for a token the processing masked
+};
+
+// A sampled token's logprob and the most likely tokens' (SamplingParams::logprobs).
+struct SampledLogprobs {
+  float logprob = 0;
+  std::vector<TokenLogprob> top;  // highest first, lowest id on ties; params.logprobs entries
+};
+
 class Sampler {
  public:
   // The next token from `logits` [vocab]. NaN counts as -inf.
   // InvalidArgument when no token is left to pick (every logit -inf or masked).
   StatusOr<TokenId> Sample(std::span<const float> logits, const SampleRequest& request);
 
+  // The logprobs of `token` and the params.logprobs most likely tokens, from the
+  // logits the last Sample call processed (see sampling_params.h: after penalties,
+  // logit_bias and masks, divided by a temperature > 0). REQUIRES: that call
+  // succeeded and params.logprobs >= 0.
+  SampledLogprobs Logprobs(const SamplingParams& params, TokenId token);
+
   // Sample for each row of `logits` [requests.size(), vocab] (row-major).
   StatusOr<std::vector<TokenId>> SampleBatch(std::span<const float> logits, int vocab_size,
                                              std::span<const SampleRequest> requests);
 
-  // Steps 1-2 of the semantics (penalties, min_tokens mask), in place.
+  // Steps 1-2 of the semantics (penalties, logit_bias, min_tokens mask), in place.
   static void ProcessLogits(std::span<float> logits, const SampleRequest& request);
 
   // The uniform draw in [0, 1) used at output step `step` of a sequence seeded `seed`.

@@ -39,6 +39,24 @@ Status SamplingParams::Validate() const {
     return InvalidArgumentError(
         fmt::format("min_tokens must be in [0, max_tokens + num_output_tokens_in_prompt], got {}", min_tokens));
   }
+  if (logprobs < -1 || logprobs > kMaxTopLogprobs) {
+    return InvalidArgumentError(fmt::format("logprobs must be in [-1, {}], got {}", kMaxTopLogprobs, logprobs));
+  }
+  if (logit_bias.size() > static_cast<size_t>(kMaxLogitBias)) {
+    return InvalidArgumentError(fmt::format("logit_bias: at most {} tokens, got {}", kMaxLogitBias, logit_bias.size()));
+  }
+  std::vector<TokenId> biased;
+  for (const auto& [t, bias] : logit_bias) {
+    if (t < 0) return InvalidArgumentError(fmt::format("logit_bias: negative id {}", t));
+    if (!InRange(bias, -100.0f, 100.0f)) {
+      return InvalidArgumentError(fmt::format("logit_bias: bias of token {} must be in [-100, 100], got {}", t, bias));
+    }
+    biased.push_back(t);
+  }
+  std::sort(biased.begin(), biased.end());
+  if (std::adjacent_find(biased.begin(), biased.end()) != biased.end()) {
+    return InvalidArgumentError("logit_bias: a token id is listed twice");
+  }
   for (TokenId t : stop_token_ids) {
     if (t < 0) return InvalidArgumentError(fmt::format("stop_token_ids: negative id {}", t));
   }

@@ -7,12 +7,16 @@
 //       in prompt + output: logit > 0 ? logit / penalty : logit * penalty.
 //     - presence_penalty, frequency_penalty: OpenAI semantics, output tokens
 //       only: logit -= frequency_penalty * count + presence_penalty * (count > 0).
+//     logit_bias (OpenAI): logit += bias for each listed token.
 //  2. Before min_tokens outputs, stop tokens (eos unless ignore_eos, and
 //     stop_token_ids) are masked out.
 //  3. temperature == 0: greedy (argmax, lowest id on ties). Otherwise
 //     logits / temperature, then top_k, top_p, min_p filtering (Hugging Face
 //     warper order; tokens tied with the top-k / top-p boundary are kept),
 //     then one draw from the renormalized distribution.
+// Logprobs (logprobs >= 0) are the log-softmax of the logits after steps 1-2,
+// divided by the temperature when it is > 0 (vLLM's "processed" logprobs): the
+// distribution the token was drawn from before top_k / top_p / min_p cut it.
 // Randomness is a pure function of (seed, number of output tokens so far,
 // num_output_tokens_in_prompt included), so the same seed and logits give the
 // same token in any batch and on any node the request moves to.
@@ -22,12 +26,16 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "common/base/ids.h"
 #include "common/base/status.h"
 
 namespace tandem::runtime {
+
+inline constexpr int kMaxTopLogprobs = 20;
+inline constexpr int kMaxLogitBias = 1024;
 
 struct SamplingParams {
   // Softmax temperature; 0 means greedy. Range [0, 100].
@@ -46,6 +54,12 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   // OpenAI frequency penalty over output tokens; 0 disables. Range [-2, 2].
   float frequency_penalty = 0.0f;
+  // OpenAI logit_bias: (token id, bias) pairs, ids distinct and >= 0 (ids outside the
+  // vocabulary are ignored), bias in [-100, 100], at most kMaxLogitBias pairs.
+  std::vector<std::pair<TokenId, float>> logit_bias;
+  // Logprobs of each sampled token: -1 none; k in [0, kMaxTopLogprobs]: the sampled
+  // token's logprob and the k most likely tokens' (highest first, lowest id on ties).
+  int logprobs = -1;
   // Extra token ids that end generation (in addition to the model's eos ids).
   std::vector<TokenId> stop_token_ids;
   // When true, the model's eos ids do not stop generation (stop_token_ids still do).

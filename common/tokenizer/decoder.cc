@@ -181,11 +181,13 @@ bool Decoder::has_byte_fallback() const {
 
 bool IsByteFallbackToken(const std::string& token) { return ByteToken(token) >= 0; }
 
-std::string Decoder::Decode(std::vector<std::string> tokens) const {
+std::string Decoder::DecodeBytes(std::vector<std::string> tokens) const {
   for (const Step& step : steps_) Apply(step, &tokens);
   std::string out;
   for (const auto& t : tokens) out += t;
-  return Utf8Lossy(out);
+  return out;
 }
+
+std::string Decoder::Decode(std::vector<std::string> tokens) const { return Utf8Lossy(DecodeBytes(std::move(tokens))); }
 
 }  // namespace tandem::tokenizer

@@ -20,6 +20,8 @@ class Decoder {
   // Applies the chain to `tokens` and concatenates the result. The result is
   // always valid UTF-8 (invalid bytes become U+FFFD).
   std::string Decode(std::vector<std::string> tokens) const;
+  // The same concatenation as raw bytes, not made valid UTF-8.
+  std::string DecodeBytes(std::vector<std::string> tokens) const;
   // True when the chain has ByteFallback: a run of <0xXX> tokens decodes as
   // one unit (all U+FFFD if the run is invalid UTF-8).
   bool has_byte_fallback() const;

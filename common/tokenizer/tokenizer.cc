@@ -101,6 +101,13 @@ StatusOr<std::string> Tokenizer::Decode(std::span<const TokenId> ids, bool skip_
   return decoder_.Decode(std::move(tokens));
 }
 
+std::string Tokenizer::TokenBytes(TokenId id) const {
+  if (const AddedToken* added = added_.Find(id)) return added->content;
+  const std::string* token = model_.IdToToken(id);
+  if (token == nullptr || token->empty()) return "";
+  return decoder_.DecodeBytes({*token});
+}
+
 int Tokenizer::VocabSize() const { return std::max(model_.MaxId(), added_.MaxId()) + 1; }
 
 std::optional<TokenId> Tokenizer::TokenToId(std::string_view token) const {

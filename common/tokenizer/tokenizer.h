@@ -46,6 +46,11 @@ class Tokenizer {
   // is valid UTF-8; invalid byte sequences become U+FFFD.
   StatusOr<std::string> Decode(std::span<const TokenId> ids, bool skip_special_tokens) const;
 
+  // One token's text as raw bytes, through the decoder chain but not made valid
+  // UTF-8 (a byte-level token may hold part of a character); a special token gives
+  // its content; "" for an id outside the vocabulary.
+  std::string TokenBytes(TokenId id) const;
+
   int VocabSize() const;  // largest id + 1, including added tokens
   std::optional<TokenId> TokenToId(std::string_view token) const;
   std::optional<std::string> IdToToken(TokenId id) const;

@@ -30,6 +30,7 @@ HandoffParams ParamsFor(const GenerateRequest& request, const ClusterConfig& con
   p.prompt_len = static_cast<int32_t>(request.prompt_token_ids.size());
   p.max_tokens = request.max_tokens;
   p.no_room_retry_ms = config.no_room_retry_ms;
+  p.logprobs = request.logprobs >= 0;
   return p;
 }
 
@@ -207,7 +208,7 @@ void ClusterClient::Execute(const std::shared_ptr<Entry>& entry, HandoffAction& 
       return SendToNode(action.node, cancel);
     }
     case HandoffActionKind::kDeliverTokens:
-      if (entry->callbacks.on_tokens) entry->callbacks.on_tokens(std::move(action.tokens));
+      if (entry->callbacks.on_tokens) entry->callbacks.on_tokens(std::move(action.tokens), std::move(action.logprobs));
       return;
     case HandoffActionKind::kDeliverCached:
       if (entry->callbacks.on_cached) entry->callbacks.on_cached(action.cached_tokens);

@@ -97,6 +97,11 @@ void ClusterClient::OnTokens(const net::RpcConnection* conn, const proto::Tokens
     event.node = node_id;
     event.epoch = entry.epoch();
     event.tokens.assign(entry.token_ids().begin(), entry.token_ids().end());
+    for (const proto::TokenLogprobs& logprobs : entry.logprobs()) {
+      TokenLogprobs& out = event.logprobs.emplace_back();
+      out.logprob = logprobs.logprob();
+      for (const proto::TokenLogprob& t : logprobs.top()) out.top.push_back({t.token_id(), t.logprob()});
+    }
     event.finish = entry.finish_reason();
     event.status = proto::FromErrorInfo(entry.error());
     event.cached_tokens = entry.num_cached_tokens();

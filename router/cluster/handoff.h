@@ -75,6 +75,7 @@ struct HandoffEvent {
   int64_t prefill_tokens = 0;                              // kPrefillPlaced: tokens the prefill node will compute
   std::shared_ptr<const proto::ReserveReply> reply;        // kReserved
   std::vector<TokenId> tokens;                             // kTokens
+  std::vector<TokenLogprobs> logprobs;                     // kTokens: one per token when asked for
   proto::FinishReason finish = proto::FINISH_REASON_NONE;  // kTokens
   int32_t cached_tokens = 0;                               // kTokens: the entry's num_cached_tokens
   uint64_t timer_seq = 0;                                  // kTimerFired
@@ -107,6 +108,7 @@ struct HandoffAction {
   bool local_only = false;                           // kPlaceDecode
   std::shared_ptr<const proto::ReserveReply> reply;  // kSendPrefill
   std::vector<TokenId> tokens;                       // kSendLocal: generated so far; kDeliverTokens
+  std::vector<TokenLogprobs> logprobs;               // kDeliverTokens, when the request asked for them
   int32_t cached_tokens = 0;                         // kDeliverCached
   GenerateResult result;                             // kFinish
   Status status;                                     // kFail
@@ -123,6 +125,7 @@ struct HandoffParams {
   int32_t prompt_len = 0;            // the client's prompt, tokens
   int32_t max_tokens = 16;           // the client's limit
   int64_t no_room_retry_ms = 30000;  // ClusterConfig::no_room_retry_ms: how long refusals are retried
+  bool logprobs = false;             // every Tokens entry must carry one logprobs entry per token
 };
 
 class Handoff {

@@ -24,6 +24,15 @@ proto::SamplingParams ToProtoSampling(const GenerateRequest& request) {
   s.set_min_tokens(request.min_tokens);
   s.set_ignore_eos(request.ignore_eos);
   for (TokenId id : request.stop_token_ids) s.add_stop_token_ids(id);
+  for (const auto& [id, bias] : request.logit_bias) {
+    proto::LogitBias* b = s.add_logit_bias();
+    b->set_token_id(id);
+    b->set_bias(bias);
+  }
+  if (request.logprobs >= 0) {
+    s.set_logprobs(true);
+    s.set_top_logprobs(request.logprobs);
+  }
   return s;
 }
 

@@ -257,6 +257,45 @@ class OpenAiClientE2eTest : public ::testing::Test {
     }
   }
 
+  // The logprobs of one token as the script compares them: its bytes and logprob, and the top entries'.
+  static json LogprobJson(TokenId id, float logprob) {
+    json bytes = json::array();
+    for (unsigned char c : tokenizer_->TokenBytes(id)) bytes.push_back(static_cast<int>(c));
+    return {{"bytes", bytes}, {"logprob", std::max(-9999.0, static_cast<double>(logprob))}};
+  }
+
+  // A request with logprobs (k top entries) whose tokens and logprobs come from the
+  // in-process engine: the reference path, run with the same sampling. The cluster
+  // computes the first token's on the prefill node and the rest on decode.
+  static void AddLogprobsCase(const std::string& api, const std::string& name, json request,
+                              const std::vector<TokenId>& prompt_ids, runtime::SamplingParams sampling, int k,
+                              json* cases) {
+    sampling.logprobs = k;
+    std::vector<runtime::SampledLogprobs> logprobs;
+    const std::vector<TokenId> tokens = ReferenceRun(cluster_->model_dir(), prompt_ids, sampling, nullptr, &logprobs);
+    ASSERT_EQ(logprobs.size(), tokens.size());
+    json expected = json::array();
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      json entry = LogprobJson(tokens[i], logprobs[i].logprob);
+      entry["top"] = json::array();
+      for (const runtime::TokenLogprob& t : logprobs[i].top) entry["top"].push_back(LogprobJson(t.token, t.logprob));
+      expected.push_back(entry);
+    }
+    json expect = {{"text", Text(tokens)},
+                   {"prompt_tokens", prompt_ids.size()},
+                   {"completion_tokens", tokens.size()},
+                   {"cached_tokens", 0},
+                   {"finish_reason", "length"},
+                   {"logprobs", expected}};
+    if (api == "chat") {
+      request["logprobs"] = true;
+      request["top_logprobs"] = k;
+    } else {
+      request["logprobs"] = k;
+    }
+    cases->push_back({{"name", name}, {"api", api}, {"request", request}, {"expect", expect}});
+  }
+
   static fs::path* root_;
   static std::string* missing_;
   static LocalCluster* cluster_;
@@ -326,6 +365,67 @@ TEST_F(OpenAiClientE2eTest, StreamsChatAndCompletionsThroughTheRealClusterWithEx
   included["name"] = "completion stopped, stop string included";
   cases.push_back(included);
   ASSERT_NO_FATAL_FAILURE(MinTokensCases(&cases));
+
+  // Logprobs (issue 26): greedy chat with the top 5, a sampled completion (the
+  // temperature scales them) with the top 3 streamed, each on a prompt of its own.
+  {
+    json logprob_messages = json::array({{{"role", "user"}, {"content", "Logprobs, please: count to five."}}});
+    auto logprob_rendered = tmpl->Render(logprob_messages, render);
+    ASSERT_TRUE(logprob_rendered.ok());
+    auto logprob_chat_ids = tokenizer_->Encode(*logprob_rendered, /*add_special_tokens=*/false);
+    ASSERT_TRUE(logprob_chat_ids.ok());
+    runtime::SamplingParams greedy;
+    greedy.temperature = 0;
+    greedy.max_tokens = 8;
+    greedy.ignore_eos = true;
+    json chat_lp = {{"model", "tiny"}, {"messages", logprob_messages}, {"max_tokens", 8},
+                    {"temperature", 0},  {"ignore_eos", true}};
+    ASSERT_NO_FATAL_FAILURE(AddLogprobsCase("chat", "chat logprobs", chat_lp, *logprob_chat_ids, greedy, 5, &cases));
+    const std::string sampled_prompt = "Sampled with logprobs: the temperature divides the logits first.";
+    auto sampled_ids = tokenizer_->Encode(sampled_prompt, /*add_special_tokens=*/true);
+    ASSERT_TRUE(sampled_ids.ok());
+    runtime::SamplingParams sampled;
+    sampled.temperature = 0.8f;
+    sampled.seed = 1234;
+    sampled.max_tokens = 8;
+    sampled.ignore_eos = true;
+    json completion_lp = {{"model", "tiny"},  {"prompt", sampled_prompt}, {"max_tokens", 8}, {"temperature", 0.8},
+                          {"seed", 1234},     {"ignore_eos", true},       {"stream", true},
+                          {"stream_options", {{"include_usage", true}}}};
+    ASSERT_NO_FATAL_FAILURE(
+        AddLogprobsCase("completion", "completion logprobs, sampled, streamed", completion_lp, *sampled_ids, sampled,
+                        3, &cases));
+  }
+  // logit_bias -100 on the token greedy decoding picks first: it never appears, and the
+  // text is the reference's under the same bias.
+  {
+    const std::string bias_prompt = "A prompt for logit_bias: the first greedy token is banned.";
+    auto bias_ids = tokenizer_->Encode(bias_prompt, /*add_special_tokens=*/true);
+    ASSERT_TRUE(bias_ids.ok());
+    const std::vector<TokenId> unbiased = ReferenceTokens(cluster_->model_dir(), *bias_ids, 10);
+    runtime::SamplingParams biased;
+    biased.temperature = 0;
+    biased.max_tokens = 10;
+    biased.ignore_eos = true;
+    biased.logit_bias = {{unbiased[0], -100.0f}};
+    const std::vector<TokenId> tokens = ReferenceRun(cluster_->model_dir(), *bias_ids, biased);
+    ASSERT_EQ(std::count(tokens.begin(), tokens.end(), unbiased[0]), 0) << "the reference sampled a banned token";
+    json request = {{"model", "tiny"},
+                    {"prompt", bias_prompt},
+                    {"max_tokens", 10},
+                    {"temperature", 0},
+                    {"ignore_eos", true},
+                    {"logit_bias", {{std::to_string(unbiased[0]), -100}}}};
+    cases.push_back({{"name", "completion logit_bias"},
+                     {"api", "completion"},
+                     {"request", request},
+                     {"expect",
+                      {{"text", Text(tokens)},
+                       {"prompt_tokens", bias_ids->size()},
+                       {"completion_tokens", tokens.size()},
+                       {"cached_tokens", 0},
+                       {"finish_reason", "length"}}}});
+  }
 
   // /tokenize and /detokenize: the completion prompt (ids from the test's tokenizer; the
   // count must equal the completion's usage) and the chat messages.

@@ -14,10 +14,12 @@
 namespace tandem::e2e {
 
 // The tokens `sampling` generates after `prompt` (every sampled token, a final
-// stop token included), and the engine's finish reason ("stop" or "length").
+// stop token included), and the engine's finish reason ("stop" or "length");
+// with sampling.logprobs >= 0, each token's logprobs in *logprobs.
 inline std::vector<TokenId> ReferenceRun(const std::string& model_dir, const std::vector<TokenId>& prompt,
                                          const runtime::SamplingParams& sampling,
-                                         std::string* finish_reason = nullptr) {
+                                         std::string* finish_reason = nullptr,
+                                         std::vector<runtime::SampledLogprobs>* logprobs = nullptr) {
   engine::EngineConfig config;
   config.model_dir = model_dir;
   config.model_name = "tiny";
@@ -35,6 +37,7 @@ inline std::vector<TokenId> ReferenceRun(const std::string& model_dir, const std
     (*engine)->StepOnce(&outputs);
     for (auto& o : outputs) {
       out.insert(out.end(), o.tokens.begin(), o.tokens.end());
+      if (logprobs != nullptr) logprobs->insert(logprobs->end(), o.logprobs.begin(), o.logprobs.end());
       if (o.finished && finish_reason != nullptr) *finish_reason = scheduler::FinishReasonName(o.finish_reason);
       done = done || o.finished;
     }

@@ -26,6 +26,15 @@
 
 namespace tandem::router::testing {
 
+// The fake's logprobs of token `id` (a request with logprobs = k): logprob
+// -(id % 8) / 4 - 0.25, and top entries 0, 1, ..., k - 1 with logprobs -(j + 1) / 2.
+inline TokenLogprobs FakeLogprobs(TokenId id, int k) {
+  TokenLogprobs out;
+  out.logprob = -static_cast<float>(id % 8) / 4.0f - 0.25f;
+  for (int j = 0; j < k; ++j) out.top.push_back({j, -static_cast<float>(j + 1) / 2.0f});
+  return out;
+}
+
 struct Script {
   std::vector<TokenId> tokens;  // played in order, cycled
   int32_t batch_size = 1;
@@ -145,7 +154,11 @@ class FakeEngineClient : public EngineClient {
       if (script.step_delay_ms > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(script.step_delay_ms));
       }
-      cb.on_tokens(batch);
+      std::vector<TokenLogprobs> logprobs;
+      if (request.logprobs >= 0) {
+        for (TokenId id : batch) logprobs.push_back(FakeLogprobs(id, request.logprobs));
+      }
+      cb.on_tokens(batch, std::move(logprobs));
       if (stop || produced >= request.max_tokens) {
         cb.on_finish({stop ? FinishReason::kStop : FinishReason::kLength, script.cached_tokens});
         break;

@@ -73,6 +73,7 @@ class FakeTextCodec : public TextCodec {
     for (TokenId id : ids) out += FakeTokenText(id, skip_special_tokens);
     return out;
   }
+  std::string TokenBytes(TokenId id) const override { return FakeTokenText(id, false); }
 };
 
 }  // namespace tandem::router::testing

@@ -54,7 +54,7 @@ struct Recorder {
   std::optional<Status> done;
   JobEvents Events() {
     JobEvents e;
-    e.on_text = [this](int32_t i, const std::string& t) {
+    e.on_text = [this](int32_t i, const std::string& t, std::vector<ChoiceLogprob>) {
       text[i] += t;
       order.push_back(i);
     };

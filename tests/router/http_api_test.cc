@@ -1,5 +1,7 @@
 // OpenAI API behaviour over real loopback sockets: response shapes, usage,
 // streaming, stop strings, UTF-8, n > 1, parameters reaching the engine.
+#include <map>
+
 #include "router/utf8_stream.h"
 #include "tests/router/router_fixture.h"
 
@@ -108,6 +110,96 @@ TEST_F(HttpApiTest, ChatNonStreamingAndStreaming) {
   }
   EXPECT_EQ(content, "Hello world");
   EXPECT_EQ(finish, "stop");
+}
+
+// The fake engine's logprobs (FakeLogprobs) in OpenAI's shapes: chat's content entries
+// with token, logprob, bytes and top_logprobs; the completions' parallel lists with
+// text offsets; a stream's chunks carry each token's entry exactly once.
+TEST_F(HttpApiTest, LogprobsInChatAndCompletionShapes) {
+  StartServer();
+  engine_.SetScript({{kHello, kWorld, kEos}, 1});
+  const float lp_hello = FakeLogprobs(kHello, 0).logprob, lp_world = FakeLogprobs(kWorld, 0).logprob;
+  const float lp_eos = FakeLogprobs(kEos, 0).logprob;
+  json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"logprobs", true}, {"top_logprobs", 2}};
+  HttpResult r = Post(port_, "/v1/chat/completions", chat);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(engine_.submitted().back().logprobs, 2);
+  const json content = r.Json()["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 3u) << content.dump();  // every sampled token, EOS included
+  EXPECT_EQ(content[0]["token"], "Hello");
+  EXPECT_FLOAT_EQ(content[0]["logprob"].get<float>(), lp_hello);
+  EXPECT_EQ(content[0]["bytes"], json::array({72, 101, 108, 108, 111}));
+  EXPECT_EQ(content[1]["token"], " world");
+  EXPECT_FLOAT_EQ(content[1]["logprob"].get<float>(), lp_world);
+  EXPECT_EQ(content[2]["token"], "<eos>");
+  EXPECT_FLOAT_EQ(content[2]["logprob"].get<float>(), lp_eos);
+  ASSERT_EQ(content[0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(content[0]["top_logprobs"][1]["bytes"], json::array({1}));  // token 1 is byte 0x01
+  EXPECT_FLOAT_EQ(content[0]["top_logprobs"][1]["logprob"].get<float>(), -1.0f);
+
+  chat["stream"] = true;
+  r = Post(port_, "/v1/chat/completions", chat);
+  ASSERT_EQ(r.status, 200);
+  json streamed = json::array();
+  for (const std::string& event : SseEvents(r.body)) {
+    if (event == "[DONE]") continue;
+    const json chunk = json::parse(event);
+    const json& lp = chunk["choices"][0]["logprobs"];
+    if (lp.is_null()) continue;  // the role chunk
+    for (const json& entry : lp["content"]) streamed.push_back(entry);
+  }
+  EXPECT_EQ(streamed, content);
+
+  json completion = {{"prompt", "hi"}, {"logprobs", 1}};
+  r = Post(port_, "/v1/completions", completion);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json lp = r.Json()["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::array({"Hello", " world", "<eos>"}));
+  ASSERT_EQ(lp["token_logprobs"].size(), 3u);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][1].get<float>(), lp_world);
+  EXPECT_EQ(lp["text_offset"], json::array({0, 5, 11}));
+  // One top entry (token 0, "\u0000"), plus the sampled token, as the legacy API adds it.
+  ASSERT_EQ(lp["top_logprobs"][0].size(), 2u) << lp.dump();
+  EXPECT_FLOAT_EQ(lp["top_logprobs"][0]["Hello"].get<float>(), lp_hello);
+  completion["stream"] = true;
+  r = Post(port_, "/v1/completions", completion);
+  ASSERT_EQ(r.status, 200);
+  json tokens = json::array(), offsets = json::array();
+  for (const std::string& event : SseEvents(r.body)) {
+    if (event == "[DONE]") continue;
+    const json chunk = json::parse(event);
+    const json& chunk_lp = chunk["choices"][0]["logprobs"];
+    for (const json& t : chunk_lp["tokens"]) tokens.push_back(t);
+    for (const json& o : chunk_lp["text_offset"]) offsets.push_back(o);
+  }
+  EXPECT_EQ(tokens, lp["tokens"]);
+  EXPECT_EQ(offsets, lp["text_offset"]);
+
+  // Without logprobs the field is null, and the engine is not asked for them.
+  r = Post(port_, "/v1/completions", {{"prompt", "hi"}});
+  EXPECT_TRUE(r.Json()["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(engine_.submitted().back().logprobs, -1);
+}
+
+TEST_F(HttpApiTest, LogprobsStopAtTheTokenThatCompletesAStopString) {
+  StartServer();
+  engine_.SetScript({ByteTokens("abcSTOPdef"), 2});
+  HttpResult r = Post(port_, "/v1/completions", {{"prompt", "x"}, {"stop", "STOP"}, {"logprobs", 0}, {"max_tokens", 20}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = r.Json();
+  EXPECT_EQ(body["choices"][0]["text"], "abc");
+  // a b c S T O P: the seventh token completes the stop string; nothing after it.
+  EXPECT_EQ(body["choices"][0]["logprobs"]["tokens"], json::array({"a", "b", "c", "S", "T", "O", "P"}));
+}
+
+TEST_F(HttpApiTest, LogitBiasReachesTheEngine) {
+  StartServer();
+  engine_.SetScript({{kHello, kEos}});
+  HttpResult r = Post(port_, "/v1/completions", {{"prompt", "hi"}, {"logit_bias", {{"7", -100}, {"12", 3.5}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<std::pair<TokenId, float>> sent = engine_.submitted().back().logit_bias;
+  std::map<TokenId, float> bias(sent.begin(), sent.end());
+  EXPECT_EQ(bias, (std::map<TokenId, float>{{7, -100.f}, {12, 3.5f}}));
 }
 
 TEST_F(HttpApiTest, StopStringAcrossTokenBoundariesIsNotEmitted) {

@@ -7,7 +7,9 @@
 //   { "model": "tiny",
 //     "cases": [ { "name": "...", "api": "chat" | "completion", "request": {...create() body...},
 //                  "expect": { "text", "prompt_tokens", "completion_tokens", "cached_tokens",
-//                              "finish_reason" },
+//                              "finish_reason",
+//                              "logprobs": [ { "bytes", "logprob", "top": [ { "bytes", "logprob" } ] } ]
+//                                (optional: each output token's, within 1e-4) },
 //                  "same_text_as": "<name of an earlier case>" (optional) } ],
 //     "check_errors": true,    // empty prompt -> 400 param "prompt", wrong key -> 401, tools -> 400
 //                              // BadRequestError param "tools", models.retrieve, unknown fields listed
@@ -58,6 +60,51 @@ function fakeServerExpectations() {
   };
 }
 
+// The logprobs a response carried, in one shape for both APIs: [{token, bytes?, logprob, top: [{token, logprob}]}].
+function chatLogprobs(logprobs) {
+  return (logprobs?.content ?? []).map((e) => ({
+    token: e.token, bytes: e.bytes, logprob: e.logprob,
+    top: e.top_logprobs.map((t) => ({ token: t.token, bytes: t.bytes, logprob: t.logprob })) }));
+}
+function completionLogprobs(logprobs) {
+  if (!logprobs) return [];
+  return logprobs.tokens.map((token, i) => ({
+    token, logprob: logprobs.token_logprobs[i], offset: logprobs.text_offset[i],
+    top: Object.entries(logprobs.top_logprobs[i]).map(([t, lp]) => ({ token: t, logprob: lp })) }));
+}
+
+const text = (bytes) => Buffer.from(bytes).toString('utf8');
+
+function checkLogprobs(name, isChat, got, want) {
+  assert.equal(got.length, want.length, `${name}: one logprobs entry per output token`);
+  const near = (a, b, what) => assert.ok(Math.abs(a - b) <= 1e-4, `${name}: ${what}: ${a} vs reference ${b}`);
+  let offset = 0;
+  for (let i = 0; i < want.length; ++i) {
+    const g = got[i], w = want[i];
+    assert.equal(g.token, text(w.bytes), `${name}: token ${i}`);
+    near(g.logprob, w.logprob, `logprob of token ${i}`);
+    if (isChat) {
+      assert.deepEqual(g.bytes, w.bytes, `${name}: bytes of token ${i}`);
+      assert.equal(g.top.length, w.top.length, `${name}: top_logprobs of token ${i}`);
+      w.top.forEach((t, j) => {
+        assert.deepEqual(g.top[j].bytes, t.bytes, `${name}: top ${j} of token ${i}`);
+        near(g.top[j].logprob, t.logprob, `top ${j} of token ${i}`);
+      });
+    } else {
+      // A dict of token text -> logprob: the top entries and the sampled token.
+      for (const t of [...w.top, w]) {
+        const entry = g.top.find((e) => e.token === text(t.bytes));
+        assert.ok(entry, `${name}: ${JSON.stringify(text(t.bytes))} missing from top_logprobs of token ${i}`);
+        if (w.top.filter((u) => text(u.bytes) === text(t.bytes)).length <= 1) {
+          near(entry.logprob, t.logprob, `top_logprobs[${JSON.stringify(text(t.bytes))}] of token ${i}`);
+        }
+      }
+      assert.equal(g.offset, offset, `${name}: text_offset of token ${i}`);
+      offset += [...text(w.bytes)].length;
+    }
+  }
+}
+
 const spec = expectPath ? JSON.parse(readFileSync(expectPath, 'utf8')) : fakeServerExpectations();
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey, maxRetries: 0, timeout: 60000 });
 
@@ -75,7 +122,7 @@ async function runStreamed(c) {
   const isChat = c.api === 'chat';
   const stream = isChat ? await client.chat.completions.create(c.request)
                         : await client.completions.create(c.request);
-  const out = { text: '', usage: null, finish_reason: null, chunks: 0 };
+  const out = { text: '', usage: null, finish_reason: null, chunks: 0, logprobs: [] };
   let id = null, role = null, finishes = 0, usageChunks = 0;
   for await (const chunk of stream) {
     out.chunks++;
@@ -96,6 +143,7 @@ async function runStreamed(c) {
     const choice = chunk.choices[0];
     assert.equal(choice.index, 0, `${c.name}: choice.index`);
     assert.equal(finishes, 0, `${c.name}: no choice chunk after finish_reason`);
+    out.logprobs.push(...(isChat ? chatLogprobs(choice.logprobs) : completionLogprobs(choice.logprobs)));
     if (isChat) {
       if (choice.delta.role) role = choice.delta.role;
       if (choice.delta.content) {
@@ -124,7 +172,8 @@ async function runPlain(c) {
   const choice = r.choices[0];
   if (isChat) assert.equal(choice.message.role, 'assistant', `${c.name}: message.role`);
   return { text: isChat ? choice.message.content : choice.text, usage: r.usage,
-           finish_reason: choice.finish_reason, chunks: 0 };
+           finish_reason: choice.finish_reason, chunks: 0,
+           logprobs: isChat ? chatLogprobs(choice.logprobs) : completionLogprobs(choice.logprobs) };
 }
 
 const texts = new Map();
@@ -136,6 +185,7 @@ for (const c of spec.cases) {
   assert.equal(out.text, c.expect.text, `${c.name}: text`);
   assert.equal(out.finish_reason, c.expect.finish_reason, `${c.name}: finish_reason`);
   if (!c.request.stream || c.request.stream_options?.include_usage) checkUsage(c.name, out.usage, c.expect);
+  if (c.expect.logprobs) checkLogprobs(c.name, c.api === 'chat', out.logprobs, c.expect.logprobs);
   if (c.same_text_as) {
     assert.ok(texts.has(c.same_text_as), `${c.name}: no earlier case ${c.same_text_as}`);
     assert.equal(out.text, texts.get(c.same_text_as), `${c.name}: text differs from ${c.same_text_as}`);

@@ -10,6 +10,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <tuple>
 
 #include "router/priority_class.h"
 #include "router/request_fields.h"
@@ -57,13 +58,10 @@ const std::vector<UnsupportedCase>& UnsupportedCases() {
       {"guided_whitespace_pattern", " ", {}},
       {"structural_tag", "{}", {}},
       {"structured_outputs", {{"json", {{"type", "object"}}}}, {}},
-      {"logprobs", true, {false, 0}},
-      {"top_logprobs", 2, {0}},
       {"prompt_logprobs", 1, {}},
       {"return_tokens_as_token_ids", true, {false}},
       {"echo", true, {false}},
       {"suffix", "end", {""}},
-      {"logit_bias", {{"5", 10}}, {json::object()}},
       {"allowed_token_ids", json::array({1, 2}), {}},
       {"bad_words", json::array({"x"}), {json::array()}},
       {"logits_processors", json::array({"my.proc"}), {json::array()}},
@@ -244,6 +242,60 @@ TEST(OpenAiRequestTest, Priority) {
       EXPECT_EQ(e->param, "priority") << bad.dump();
       EXPECT_NE(e->message.find("priority must be"), std::string::npos) << e->message;
     }
+  }
+}
+
+TEST(OpenAiRequestTest, LogprobsAndTopLogprobs) {
+  ApiRequest r;
+  ASSERT_FALSE(Parse(kCompletion, ApiKind::kCompletion, &r));
+  EXPECT_EQ(r.logprobs, -1);
+  for (int k : {0, 5, 20}) {
+    ApiRequest c;
+    ASSERT_FALSE(Parse(With(kCompletion, "logprobs", k), ApiKind::kCompletion, &c)) << k;
+    EXPECT_EQ(c.logprobs, k);
+  }
+  ApiRequest chat;
+  ASSERT_FALSE(Parse(With(With(kChat, "logprobs", true), "top_logprobs", 7), ApiKind::kChat, &chat));
+  EXPECT_EQ(chat.logprobs, 7);
+  ApiRequest chat_no_top;
+  ASSERT_FALSE(Parse(With(kChat, "logprobs", true), ApiKind::kChat, &chat_no_top));
+  EXPECT_EQ(chat_no_top.logprobs, 0);
+  ApiRequest chat_off;
+  ASSERT_FALSE(Parse(With(kChat, "logprobs", false), ApiKind::kChat, &chat_off));
+  EXPECT_EQ(chat_off.logprobs, -1);
+  const std::vector<std::tuple<ApiKind, json, std::string>> bad = {
+      {ApiKind::kCompletion, With(kCompletion, "logprobs", 21), "logprobs"},
+      {ApiKind::kCompletion, With(kCompletion, "logprobs", -1), "logprobs"},
+      {ApiKind::kCompletion, With(kCompletion, "logprobs", true), "logprobs"},
+      {ApiKind::kCompletion, With(kCompletion, "logprobs", 2.5), "logprobs"},
+      {ApiKind::kChat, With(kChat, "logprobs", 3), "logprobs"},
+      {ApiKind::kChat, With(With(kChat, "logprobs", true), "top_logprobs", 21), "top_logprobs"},
+      {ApiKind::kChat, With(With(kChat, "logprobs", true), "top_logprobs", -1), "top_logprobs"},
+      {ApiKind::kChat, With(kChat, "top_logprobs", 2), "top_logprobs"},  // needs logprobs true
+  };
+  for (const auto& [kind, body, param] : bad) {
+    std::optional<ApiError> e = Parse(body, kind);
+    ASSERT_TRUE(e.has_value()) << body.dump();
+    EXPECT_EQ(e->http_status, 400);
+    EXPECT_EQ(e->param, param) << body.dump();
+  }
+}
+
+TEST(OpenAiRequestTest, LogitBias) {
+  ApiRequest r;
+  ASSERT_FALSE(Parse(With(kCompletion, "logit_bias", {{"5", -100}, {"7", 2.5}, {"0", 100}}), ApiKind::kCompletion, &r));
+  std::map<TokenId, float> got(r.logit_bias.begin(), r.logit_bias.end());
+  EXPECT_EQ(got, (std::map<TokenId, float>{{0, 100.f}, {5, -100.f}, {7, 2.5f}}));
+  ApiRequest empty;
+  ASSERT_FALSE(Parse(With(kChat, "logit_bias", json::object()), ApiKind::kChat, &empty));
+  EXPECT_TRUE(empty.logit_bias.empty());
+  for (const json& bad : {json{{"5", 101}}, json{{"5", -100.5}}, json{{"5", "1"}}, json{{"x", 1}}, json{{"-1", 1}},
+                          json{{"999999", 1}}, json{{"", 1}}, json{{"5 ", 1}}, json{{"05", 1}, {"5", 2}},
+                          json::array({1}), json("5")}) {
+    std::optional<ApiError> e = Parse(With(kChat, "logit_bias", bad), ApiKind::kChat);
+    ASSERT_TRUE(e.has_value()) << bad.dump();
+    EXPECT_EQ(e->http_status, 400);
+    EXPECT_EQ(e->param, "logit_bias") << bad.dump();
   }
 }
 

@@ -15,6 +15,8 @@
 #   model      bench/model/model_bench (Llama-3-8B shape: decode, prefill, KV swap)
 #   skinny     bench/kernels/skinny_gemm_bench --no-sweep
 #   attention  bench/kernels/decode_attention_bench and PyTorch SDPA in the same run
+#   sampling   the sampling tests (token choice, penalties, logit_bias, logprobs against the host
+#              reference; also under compute-sanitizer memcheck) and decode_attention_bench --sampling
 #   all        every phase above
 set -u
 OUT=${OUT:-/tmp/tandem_gpu_out}
@@ -35,6 +37,7 @@ has memcheck && TARGETS="$TARGETS skinny_gemm_test kernels_test runtime_cuda_tes
 has model && TARGETS="$TARGETS model_bench"
 has skinny && TARGETS="$TARGETS skinny_gemm_bench"
 has attention && TARGETS="$TARGETS decode_attention_bench"
+has sampling && TARGETS="$TARGETS runtime_cuda_test decode_attention_bench"
 if [ -z "${TANDEM_GPU_PREBUILT:-}" ]; then
   step configure
   cmake -S . -B $B -G Ninja -DTANDEM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >> "$LOG" 2>&1 \
@@ -75,6 +78,14 @@ if has memcheck; then
   run memcheck_runtime 150 $MC "$(find_bin runtime_cuda_test)" \
     --gtest_filter='CudaHostCopyQueueTest.*:*Sampling*:CudaGraphTest.*:*PrefillAndDecode*/0'
 fi
+if has sampling; then
+  run sampling_test 150 "$(find_bin runtime_cuda_test)" --gtest_filter='*Sampling*'
+  run memcheck_sampling 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$(find_bin runtime_cuda_test)" \
+    --gtest_filter='CudaSamplingTest.*:CudaSamplingGreedyTest.*'
+  step sampling-bench
+  timeout 120 "$(find_bin decode_attention_bench)" --sampling > "$OUT/sampling_bench.log" 2>&1
+  echo "sampling_bench rc=$?" >> "$OUT/summary.txt"
+fi
 if has skinny; then
   step skinny-bench
   timeout 150 "$(find_bin skinny_gemm_bench)" --no-sweep > "$OUT/skinny_bench.log" 2>&1; echo "skinny_bench rc=$?" >> "$OUT/summary.txt"
@@ -98,6 +109,7 @@ if has tests; then
   echo "---- accuracy ----"
   grep -hE "top-1|epilogue|relative error" "$OUT/runtime_cuda_test.log" "$OUT/skinny_gemm_test.log" | head -24
 fi
+has sampling && { echo "---- sampling bench ----"; tail -8 "$OUT/sampling_bench.log"; }
 has skinny && { echo "---- skinny gemm bench ----"; tail -16 "$OUT/skinny_bench.log"; }
 has model && { echo "---- model bench ----"; tail -32 "$OUT/model_bench.log"; }
 has attention && { echo "---- attention bench ----"; tail -24 "$OUT/attention_bench.log"; echo "---- sdpa ----"; tail -16 "$OUT/sdpa.log"; }

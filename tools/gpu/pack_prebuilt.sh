@@ -7,6 +7,8 @@
 #   TANDEM_GPU_PREBUILT=build-carry/cluster.tar.xz tools/gpu/cluster_check.sh   (or engine_check.sh,
 #   two_gpu_check.sh)
 # Usage: tools/gpu/pack_prebuilt.sh [--cluster-only | --two-gpu]
+# PACK_TARGETS="t1 t2" packs only those targets; PACK_BUILD_DIR / PACK_BUILD_TYPE (Release) pick the
+# build folder and its type (an existing RelWithDebInfo build folder is reused as it is).
 #   --cluster-only  without the GPU tests/benches
 #   --two-gpu       the cluster's binaries and two_gpu_check.sh's: the cuda_ipc and nccl transport tests
 #                   with their helper process, kv_transfer_gpu_bench
@@ -23,6 +25,7 @@ case "${1:-}" in
   --two-gpu) TARGETS+=("${TWO_GPU_TARGETS[@]}") ;;
   *) TARGETS+=("${GPU_TARGETS[@]}") ;;
 esac
+if [ -n "${PACK_TARGETS:-}" ]; then read -r -a TARGETS <<< "$PACK_TARGETS"; fi
 # Present on the GPU image (Ubuntu 24.04 + CUDA 13): never carried.
 IMAGE_HAS='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libgcc_s|libstdc\+\+|libcuda\.so|libcudart|libcublas|libnccl|libnvidia|libnvrtc|libcurand)'
 
@@ -30,7 +33,7 @@ if ! command -v nvcc > /dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then e
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 launcher=()
 command -v ccache > /dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-cmake -S . -B "$BUILD" -G Ninja -DTANDEM_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" > /dev/null
+cmake -S . -B "$BUILD" -G Ninja -DTANDEM_CUDA=ON -DCMAKE_BUILD_TYPE="${PACK_BUILD_TYPE:-Release}" "${launcher[@]}" > /dev/null
 ninja -C "$BUILD" -j"$(nproc)" "${TARGETS[@]}"
 
 stage=$(mktemp -d)

@@ -46,6 +46,13 @@ std::vector<Row> MakeRows(int vocab) {
   rows[8].params.top_k = 12;
   rows[8].params.top_p = 0.9f;
   rows[9].params.temperature = 0.0f;  // every logit NaN or -inf: no token
+  rows[0].params.logprobs = 2;
+  rows[0].params.logit_bias = {{static_cast<TokenId>(vocab - 1), 2.0f}};
+  rows[1].params.logprobs = 5;
+  rows[3].params.logprobs = 0;
+  rows[6].params.logit_bias = {{4, 3.5f}, {8, -100.0f}, {vocab + 5, 1.0f}};  // an id past the vocabulary is ignored
+  rows[7].params.logprobs = 20;
+  rows[9].params.logprobs = 3;
   return rows;
 }
 
@@ -80,8 +87,18 @@ TEST(SampleTokensTest, DefaultPathEqualsSamplerRowByRow) {
     std::span<const float> row(logits.data() + i * vocab, vocab);
     StatusOr<TokenId> want = oracle.Sample(row, requests[i]);
     ASSERT_EQ(out[i].status.ok(), want.ok()) << "row " << i << ": " << out[i].status.ToString();
-    if (want.ok()) {
-      EXPECT_EQ(out[i].token, *want) << "row " << i;
+    if (!want.ok()) continue;
+    EXPECT_EQ(out[i].token, *want) << "row " << i;
+    if (rows[i].params.logprobs < 0) {
+      EXPECT_TRUE(out[i].logprobs.top.empty());
+      continue;
+    }
+    SampledLogprobs lp = oracle.Logprobs(rows[i].params, *want);
+    EXPECT_EQ(out[i].logprobs.logprob, lp.logprob) << "row " << i;
+    ASSERT_EQ(out[i].logprobs.top.size(), static_cast<size_t>(rows[i].params.logprobs)) << "row " << i;
+    for (size_t j = 0; j < lp.top.size(); ++j) {
+      EXPECT_EQ(out[i].logprobs.top[j].token, lp.top[j].token) << "row " << i;
+      EXPECT_EQ(out[i].logprobs.top[j].logprob, lp.top[j].logprob) << "row " << i;
     }
   }
   EXPECT_FALSE(out[9].status.ok());

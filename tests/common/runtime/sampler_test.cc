@@ -184,6 +184,90 @@ TEST(SamplerTest, MinTokensMasksStopTokensAndCheckFinish) {
   EXPECT_FALSE(s.Sample(all_masked, {.params = &p, .output_tokens = out2}).ok());
 }
 
+// log-softmax of logits / t in double, computed here independently of the sampler.
+std::vector<double> LogSoftmax(const std::vector<float>& logits, double t) {
+  double mx = -INFINITY, sum = 0;
+  for (float l : logits) mx = std::max(mx, l / t);
+  for (float l : logits) sum += std::exp(l / t - mx);
+  std::vector<double> out;
+  for (float l : logits) out.push_back(l / t - mx - std::log(sum));
+  return out;
+}
+
+TEST(SamplerTest, LogprobsAreTheLogSoftmaxOfTheProcessedLogits) {
+  for (float temperature : {0.0f, 0.7f, 1.0f, 1.8f}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.logprobs = 3;
+    p.logit_bias = {{6, 4.0f}};  // -3 + 4 = 1: processed logits, not raw
+    Sampler s;
+    auto token = s.Sample(kLogits, {.params = &p, .seed = 5});
+    ASSERT_TRUE(token.ok());
+    SampledLogprobs lp = s.Logprobs(p, *token);
+    std::vector<float> processed = kLogits;
+    processed[6] += 4.0f;
+    const std::vector<double> want = LogSoftmax(processed, temperature > 0 ? temperature : 1.0);
+    EXPECT_NEAR(lp.logprob, want[*token], 1e-6) << "temperature " << temperature;
+    // Top 3 of {1, 3, 2.5, -1, 0, 2.9, 1, 1.5}: ids 1, 5, 2.
+    ASSERT_EQ(lp.top.size(), 3u);
+    const TokenId order[] = {1, 5, 2};
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_EQ(lp.top[j].token, order[j]);
+      EXPECT_NEAR(lp.top[j].logprob, want[order[j]], 1e-6);
+    }
+  }
+}
+
+TEST(SamplerTest, LogprobsBreakTiesByLowestIdAndShowMaskedTokensAsMinusInfinity) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logprobs = 4;
+  p.min_tokens = 1;
+  p.stop_token_ids = {0};
+  std::vector<float> tie = {5.0f, 2.0f, 2.0f, -INFINITY};
+  Sampler s;
+  auto token = s.Sample(tie, {.params = &p});
+  ASSERT_TRUE(token.ok());
+  EXPECT_EQ(*token, 1);  // 0 is masked by min_tokens
+  SampledLogprobs lp = s.Logprobs(p, *token);
+  EXPECT_NEAR(lp.logprob, std::log(0.5), 1e-6);
+  ASSERT_EQ(lp.top.size(), 4u);
+  EXPECT_EQ(lp.top[0].token, 1);
+  EXPECT_EQ(lp.top[1].token, 2);
+  EXPECT_EQ(lp.top[2].token, 0);  // -inf ones after, lowest id first
+  EXPECT_EQ(lp.top[3].token, 3);
+  EXPECT_EQ(lp.top[2].logprob, -INFINITY);
+  EXPECT_EQ(lp.top[3].logprob, -INFINITY);
+}
+
+TEST(SamplerTest, LogitBiasOfMinus100IsNeverSampledAndPlus100Always) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.logit_bias = {{1, -100.0f}, {5, -100.0f}};
+  auto counts = Histogram(p, 2000);
+  EXPECT_EQ(counts.count(1), 0u);
+  EXPECT_EQ(counts.count(5), 0u);
+  p.logit_bias = {{6, 100.0f}};
+  counts = Histogram(p, 200);
+  ASSERT_EQ(counts.size(), 1u);
+  EXPECT_EQ(counts.begin()->first, 6);
+}
+
+TEST(SamplerTest, LogitBiasComesAfterThePenaltiesAndBeforeTheMinTokensMask) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.repetition_penalty = 2.0f;
+  p.logit_bias = {{1, 1.0f}, {3, 10.0f}};
+  p.min_tokens = 2;
+  p.stop_token_ids = {3};
+  std::vector<float> logits = kLogits;
+  const std::vector<TokenId> prompt = {1};
+  SampleRequest r{.params = &p, .prompt_tokens = prompt};
+  Sampler::ProcessLogits(logits, r);
+  EXPECT_EQ(logits[1], 3.0f / 2.0f + 1.0f);
+  EXPECT_EQ(logits[3], -INFINITY);  // masked after the bias
+}
+
 TEST(SamplingParamsTest, ValidateNamesBadFields) {
   EXPECT_TRUE(SamplingParams{}.Validate().ok());
   auto bad = [](auto mutate) {
@@ -200,6 +284,14 @@ TEST(SamplingParamsTest, ValidateNamesBadFields) {
   EXPECT_NE(bad([](SamplingParams& p) { p.frequency_penalty = NAN; }).message().find("frequency"), std::string::npos);
   EXPECT_NE(bad([](SamplingParams& p) { p.max_tokens = 0; }).message().find("max_tokens"), std::string::npos);
   EXPECT_NE(bad([](SamplingParams& p) { p.min_tokens = 17; }).message().find("min_tokens"), std::string::npos);
+  EXPECT_NE(bad([](SamplingParams& p) { p.logprobs = 21; }).message().find("logprobs"), std::string::npos);
+  EXPECT_NE(bad([](SamplingParams& p) { p.logprobs = -2; }).message().find("logprobs"), std::string::npos);
+  EXPECT_NE(bad([](SamplingParams& p) { p.logit_bias = {{3, 100.5f}}; }).message().find("logit_bias"),
+            std::string::npos);
+  EXPECT_NE(bad([](SamplingParams& p) { p.logit_bias = {{3, 1.f}, {3, 2.f}}; }).message().find("twice"),
+            std::string::npos);
+  EXPECT_NE(bad([](SamplingParams& p) { p.logit_bias = {{-1, 1.f}}; }).message().find("negative"), std::string::npos);
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.logprobs = 20, p.logit_bias = {{3, -100.f}}; }).ok());
 }
 
 }  // namespace

@@ -429,6 +429,27 @@ TEST(HandoffTest, DisaggregatedPathSendsEachStepAtEpochOne) {
   EXPECT_EQ(m.generated(), (std::vector<TokenId>{9, 10}));
 }
 
+TEST(HandoffTest, LogprobsTravelWithTheirTokensAndTokensWithoutThemFail) {
+  HandoffParams params = Params();
+  params.logprobs = true;
+  Handoff m(params);
+  m.Handle(Ev(E::kStart));
+  m.Handle(Placed(kDecode, /*local=*/true));
+  HandoffEvent tokens = Tokens(kDecode, 1, {9, 10});
+  tokens.logprobs = {{-0.5f, {{9, -0.5f}}}, {-1.5f, {}}};
+  std::vector<HandoffAction> out = m.Handle(tokens);
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kDeliverTokens}));
+  ASSERT_EQ(out[0].logprobs.size(), 2u);
+  EXPECT_EQ(out[0].logprobs[0].top[0].token_id, 9);
+  EXPECT_EQ(out[0].logprobs[1].logprob, -1.5f);
+  // A node that ignored the request's logprobs (an older build): the request fails
+  // and the node is told to stop, rather than an answer without them.
+  out = m.Handle(Tokens(kDecode, 1, {11}));
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kFail, A::kSendCancel}));
+  EXPECT_EQ(out[1].status.code(), StatusCode::kInternal);
+  EXPECT_EQ(m.state(), S::kEnded);
+}
+
 TEST(HandoffTest, WholePromptCachedReleasesAndGoesLocal) {
   Handoff m = MachineIn(S::kReserving);
   HandoffEvent reserved = Ev(E::kReserved, kDecode, 1);

@@ -8,7 +8,9 @@
 //    over many seeds against the filtered softmax computed here from the
 //    documented semantics (chi-square at a 1e-6 false-alarm rate, nothing
 //    outside the kept set); the host Sampler's frequencies pass the same check;
-//  - the same (seed, output count) gives the same token at any batch position.
+//  - the same (seed, output count) gives the same token at any batch position;
+//  - logprobs (token and top k, with penalties, logit_bias, masks and ties)
+//    equal the host reference within 1e-4.
 // Every check takes a Backend, so the CPU path runs the same assertions.
 #include <gtest/gtest.h>
 
@@ -405,6 +407,86 @@ TEST(CudaSamplingTest, SameSeedAndStepGiveTheSameTokenAtAnyPosition) {
   TANDEM_SKIP_WITHOUT_GPU();
   auto gpu = MakeCudaBackend();
   CheckPositionIndependence(*gpu);
+}
+
+// Logprobs of a mixed batch against the host Sampler's (the CPU reference): the
+// sampled token's logprob and the top entries' ids equal, logprobs within 1e-4.
+// Rows: greedy with k 0 / 5 / 20, sampled at T 0.7 with k 20, penalties with a
+// logit_bias, a min_tokens mask (-inf entries), many ties, and one without logprobs.
+void CheckLogprobs(Backend& backend, int vocab) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> dist(0.f, 2.f);
+  std::vector<Row> rows(8);
+  std::vector<float> logits;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::vector<float> row(vocab);
+    for (float& x : row) x = dist(rng);
+    if (i == 6) {
+      for (float& x : row) x = std::round(x);  // a handful of values: ties everywhere
+    }
+    logits.insert(logits.end(), row.begin(), row.end());
+    rows[i].params.temperature = 0.0f;
+    rows[i].seed = 100 + i;
+    rows[i].eos = {2};
+  }
+  rows[0].params.logprobs = 0;
+  rows[1].params.logprobs = 5;
+  rows[2].params.logprobs = 20;
+  rows[3].params.logprobs = 20;
+  rows[3].params.temperature = 0.7f;
+  rows[3].params.top_p = 0.9f;
+  rows[4].params.logprobs = 7;
+  rows[4].params.repetition_penalty = 1.4f;
+  rows[4].params.presence_penalty = 0.5f;
+  rows[4].prompt = {1, 3, 5};
+  rows[4].output = {5, 9, 9};
+  rows[4].params.logit_bias = {{11, 6.0f}, {12, -100.0f}, {static_cast<TokenId>(vocab - 1), 2.5f}};
+  logits[4 * vocab + 11] = 11.f;  // + 6 is above every N(0, 2) draw
+  logits[4 * vocab + 12] = 30.f;  // - 100: below all
+  rows[5].params.logprobs = 20;
+  rows[5].params.min_tokens = 4;
+  rows[5].params.stop_token_ids = {7};
+  logits[5 * vocab + 2] = 40.f;  // eos and stop id 7 best, but masked: -inf logprobs
+  logits[5 * vocab + 7] = 39.f;
+  rows[6].params.logprobs = 20;
+  // rows[7]: no logprobs
+  Sampled s = Sample(backend, logits, vocab, rows);
+  Sampler oracle;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_TRUE(s.out[i].status.ok()) << "row " << i << ": " << s.out[i].status.ToString();
+    const SampleRequest request = rows[i].Request();
+    ASSERT_TRUE(oracle.Sample(std::span<const float>(logits.data() + i * vocab, vocab), request).ok());
+    if (rows[i].params.logprobs < 0) {
+      EXPECT_TRUE(s.out[i].logprobs.top.empty());
+      continue;
+    }
+    // The logprob of the token this backend sampled, by the reference.
+    const SampledLogprobs want = oracle.Logprobs(rows[i].params, s.out[i].token);
+    const SampledLogprobs& got = s.out[i].logprobs;
+    EXPECT_NEAR(got.logprob, want.logprob, 1e-4) << "row " << i << " token " << s.out[i].token;
+    ASSERT_EQ(got.top.size(), want.top.size()) << "row " << i;
+    for (size_t j = 0; j < want.top.size(); ++j) {
+      EXPECT_EQ(got.top[j].token, want.top[j].token) << "row " << i << " entry " << j;
+      if (std::isinf(want.top[j].logprob)) {
+        EXPECT_EQ(got.top[j].logprob, want.top[j].logprob) << "row " << i << " entry " << j;
+      } else {
+        EXPECT_NEAR(got.top[j].logprob, want.top[j].logprob, 1e-4) << "row " << i << " entry " << j;
+      }
+    }
+  }
+  EXPECT_EQ(s.out[4].logprobs.top[0].token, 11) << "logit_bias +6 makes token 11 the best";
+  for (const TokenLogprob& t : s.out[4].logprobs.top) EXPECT_NE(t.token, 12);
+  EXPECT_NE(s.out[5].token, 2);
+  EXPECT_NE(s.out[5].token, 7);
+}
+
+TEST(CudaSamplingTest, LogprobsEqualTheHostReference) {
+  CpuBackend cpu;
+  CheckLogprobs(cpu, 4099);
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaBackend();
+  for (int vocab : {97, 4099, 128256, 151936}) CheckLogprobs(*gpu, vocab);
+  EXPECT_EQ(gpu->live_buffers(), 0);
 }
 
 TEST(CudaSamplingTest, AllMaskedRowFailsAloneInASampledBatch) {
