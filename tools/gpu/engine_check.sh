@@ -79,7 +79,7 @@ if has memcheck; then
     --gtest_filter='CudaHostCopyQueueTest.*:*Sampling*:CudaGraphTest.*:*PrefillAndDecode*/0'
 fi
 if has sampling; then
-  run sampling_test 150 "$(find_bin runtime_cuda_test)" --gtest_filter='*Sampling*'
+  run sampling_test 150 "$(find_bin runtime_cuda_test)" --gtest_filter='CudaSamplingTest.*:CudaSamplingGreedyTest.*'
   run memcheck_sampling 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$(find_bin runtime_cuda_test)" \
     --gtest_filter='CudaSamplingTest.*:CudaSamplingGreedyTest.*'
   step sampling-bench

@@ -50,7 +50,10 @@ ldd "$stage"/prebuilt/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | so
     [[ "$name" =~ $IMAGE_HAS ]] || cp -L "$path" "$stage/prebuilt/lib/$name"
   done
 # UCX loads its transport modules from ucx/ next to libucs (InfiniBand/RDMA ones need libibverbs: left out).
-ucs=$(ldd "$stage/prebuilt/bin/tandem-decode" | awk '$1 ~ /^libucs\.so/ {print $3}')
+ucs=""
+if [ -f "$stage/prebuilt/bin/tandem-decode" ]; then
+  ucs=$(ldd "$stage/prebuilt/bin/tandem-decode" | awk '$1 ~ /^libucs\.so/ {print $3}')
+fi
 if [ -n "$ucs" ]; then
   for m in "$(dirname "$ucs")"/ucx/libuct_*.so.0; do
     [[ "$m" == *_ib.* || "$m" == *_rdmacm.* ]] || cp -L "$m" "$stage/prebuilt/lib/ucx/"
