@@ -412,17 +412,21 @@ TEST(CudaSamplingTest, SameSeedAndStepGiveTheSameTokenAtAnyPosition) {
 // Logprobs of a mixed batch against the host Sampler's (the CPU reference): the
 // sampled token's logprob and the top entries' ids equal, logprobs within 1e-4.
 // Rows: greedy with k 0 / 5 / 20, sampled at T 0.7 with k 20, penalties with a
-// logit_bias, a min_tokens mask (-inf entries), many ties, and one without logprobs.
+// logit_bias, a min_tokens mask (-inf entries), many ties, thousands of equal best
+// logits, and one without logprobs.
 void CheckLogprobs(Backend& backend, int vocab) {
   std::mt19937 rng(21);
   std::normal_distribution<float> dist(0.f, 2.f);
-  std::vector<Row> rows(8);
+  std::vector<Row> rows(9);
   std::vector<float> logits;
   for (size_t i = 0; i < rows.size(); ++i) {
     std::vector<float> row(vocab);
     for (float& x : row) x = dist(rng);
     if (i == 6) {
       for (float& x : row) x = std::round(x);  // a handful of values: ties everywhere
+    }
+    if (i == 8) {  // thousands of equal best logits: more candidates than the kernel's fast path holds
+      for (int v = 0; v < vocab; ++v) row[v] = v % 2048 < 64 ? 10.f : 0.f;
     }
     logits.insert(logits.end(), row.begin(), row.end());
     rows[i].params.temperature = 0.0f;
@@ -450,6 +454,7 @@ void CheckLogprobs(Backend& backend, int vocab) {
   logits[5 * vocab + 7] = 39.f;
   rows[6].params.logprobs = 20;
   // rows[7]: no logprobs
+  rows[8].params.logprobs = 20;
   Sampled s = Sample(backend, logits, vocab, rows);
   Sampler oracle;
   for (size_t i = 0; i < rows.size(); ++i) {
