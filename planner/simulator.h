@@ -1,0 +1,66 @@
+// The planner's second stage: an iteration-level discrete-event simulation of
+// one layout. Requests arrive as a Poisson process of the given rate (or as the
+// trace's timestamps, scaled to it) with lengths drawn from the workload by a
+// seeded SimRandom: the same inputs give the same result, bit for bit. The
+// router mirrors router/cluster/placement.cc: a request's decode node is the one
+// with the most (free blocks) / (1 + load) among those with room for its
+// reservation (the real router places, is refused, and retries; here the refusal
+// is foreseen), lower id on ties; a request no decode node has room for waits at
+// the router, in order; its prefill node is the one with the fewest queued prompt
+// tokens. Each node is a SimEngine (the scheduler's policy); a prefill node's
+// finished prompt holds its blocks while its KV moves, one transfer at a time per
+// prefill node; the first token reaches the client when the KV has landed, then
+// the decode node's continuous batch produces the rest. Colocated nodes take the
+// request whole (placement as for decode). Thread rule: free functions.
+#pragma once
+
+#include <cstdint>
+
+#include "planner/cost_model.h"
+#include "planner/layout.h"
+#include "planner/workload.h"
+
+namespace tandem::planner {
+
+struct SimOptions {
+  uint64_t seed = 1;
+  // Requests per simulation; the first warmup_fraction of them are not measured
+  // (the system starts empty).
+  int num_requests = 1000;
+  double warmup_fraction = 0.1;
+  // At least this many TTFT bounds of arrivals are simulated (more requests at high
+  // rates): a finite burst is absorbed by any layout, an overload shows only once
+  // its backlog outgrows the bound. Up to max_requests.
+  double min_span_ttfts = 30;
+  int max_requests = 200000;
+};
+
+struct SimResult {
+  double rate = 0;          // req/s simulated
+  int measured = 0;         // requests measured
+  int completed = 0;        // of them, finished before the simulation ended
+  double attainment = 0;    // fraction of the measured meeting the SLO
+  LatencySummary latency;   // over the measured (unfinished ones as +inf)
+  double e2e_p50 = 0;
+  double e2e_p90 = 0;
+  double e2e_mean = 0;      // over the completed
+  double output_tokens_per_second = 0;  // of the measured, from the first's arrival to the last finish
+  int64_t steps = 0;        // engine steps simulated, all nodes
+};
+
+SimResult Simulate(const Layout& layout, const CostModel& cost, const Workload& workload, const Slo& slo, double rate,
+                   const SimOptions& options);
+
+struct GoodputResult {
+  double goodput = 0;     // the highest rate (req/s) found with attainment ≥ slo.attainment; 0: none
+  SimResult at_goodput;   // the simulation at that rate
+  int simulations = 0;
+};
+
+// Binary search on the rate (the same seed at every rate: common random numbers)
+// for the highest rate whose attainment meets slo.attainment, to within
+// `relative_precision`. `hint` (> 0) is where to start, e.g. the screen's rate.
+GoodputResult FindMaxGoodput(const Layout& layout, const CostModel& cost, const Workload& workload, const Slo& slo,
+                             double hint, const SimOptions& options, double relative_precision = 0.02);
+
+}  // namespace tandem::planner

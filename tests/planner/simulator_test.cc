@@ -1,0 +1,172 @@
+#include "planner/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "planner/analytic_model.h"
+#include "planner/plan.h"
+#include "planner/plan_json.h"
+#include "tests/planner/sample_profile.h"
+
+namespace tandem::planner {
+namespace {
+
+using testing::SampleProfile;
+
+CostModel CostOf(const Profile& p) {
+  StatusOr<CostModel> cost = CostModel::Build(p, p, "");
+  EXPECT_TRUE(cost.ok()) << cost.status().ToString();
+  return *cost;
+}
+
+Workload Lognormal(double rate) {
+  return {.rate = rate,
+          .prompt = {.kind = LengthKind::kLognormal, .mean = 600, .stddev = 300, .min = 16, .max = 4000},
+          .output = {.kind = LengthKind::kLognormal, .mean = 100, .stddev = 50, .min = 2, .max = 600}};
+}
+
+// The sample profile with every time scaled by `factor` (< 1: a faster device).
+Profile Scaled(double factor) {
+  Profile p = SampleProfile();
+  for (PrefillPoint& point : p.prefill.points) point.seconds *= factor;
+  p.decode.fit.intercept_seconds *= factor;
+  p.decode.fit.per_sequence_seconds *= factor;
+  p.decode.fit.per_kv_token_seconds *= factor;
+  p.transfer.paths[0].fit.fixed_seconds *= factor;
+  p.transfer.paths[0].fit.per_run_seconds *= factor;
+  p.transfer.paths[0].fit.bytes_per_second /= factor;
+  p.kv_capacity.device_tokens = 160000;
+  p.engine.num_device_blocks = 10000;
+  return p;
+}
+
+TEST(SimulatorTest, AgreesWithTheAnalyticModelInLightLoad) {
+  const CostModel cost = CostOf(SampleProfile());
+  const Slo slo{.ttft_seconds = 1, .tpot_seconds = 0.05, .attainment = 0.9};
+  for (const Layout layout : {Layout{.prefill_nodes = 1, .decode_nodes = 1}, Layout{.colocated_nodes = 1}}) {
+    const Workload w{.rate = 0.2,
+                     .prompt = {.kind = LengthKind::kFixed, .mean = 512},
+                     .output = {.kind = LengthKind::kFixed, .mean = 65}};
+    const ScreenResult screen = ScreenLayout(layout, cost, ComputeWorkloadStats(w, 16), slo, w.rate);
+    const SimResult sim = Simulate(layout, cost, w, slo, w.rate, {.seed = 3, .num_requests = 400});
+    SCOPED_TRACE(layout.Name());
+    EXPECT_EQ(sim.completed, sim.measured);
+    EXPECT_EQ(sim.attainment, 1.0);
+    EXPECT_NEAR(sim.latency.ttft_p50, screen.at_rate.ttft_p50, 0.03 * screen.at_rate.ttft_p50);
+    EXPECT_NEAR(sim.latency.tpot_p50, screen.at_rate.tpot_p50, 0.03 * screen.at_rate.tpot_p50);
+    EXPECT_NEAR(sim.output_tokens_per_second, w.rate * 65, 0.15 * w.rate * 65);  // Poisson: ±15 %
+  }
+}
+
+TEST(SimulatorTest, AgreesWithTheScreenOnTheKneeWithinAFactor) {
+  const CostModel cost = CostOf(Scaled(1));
+  const Slo slo{.ttft_seconds = 0.5, .tpot_seconds = 0.02, .attainment = 0.9};
+  const Workload w = Lognormal(1);
+  for (const Layout layout : {Layout{.prefill_nodes = 1, .decode_nodes = 1}, Layout{.prefill_nodes = 1, .decode_nodes = 3},
+                              Layout{.colocated_nodes = 2}}) {
+    const ScreenResult screen = ScreenLayout(layout, cost, ComputeWorkloadStats(w, 16), slo, w.rate);
+    const GoodputResult des = FindMaxGoodput(layout, cost, w, slo, screen.max_rate, {.num_requests = 600});
+    EXPECT_GT(des.goodput, 0.6 * screen.max_rate) << layout.Name();
+    EXPECT_LT(des.goodput, 1.6 * screen.max_rate) << layout.Name();
+  }
+}
+
+TEST(SimulatorTest, SameSeedSamePlanBitForBit) {
+  const Profile profile = Scaled(1);
+  const CostModel cost = CostOf(profile);
+  const Workload w = Lognormal(20);
+  const Slo slo{.ttft_seconds = 0.5, .tpot_seconds = 0.02, .attainment = 0.9};
+  PlanOptions options{.max_gpus = 4, .simulate = 3, .sim = {.seed = 11, .num_requests = 300}};
+  auto json = [&](const PlanOptions& o) {
+    StatusOr<Plan> plan = MakePlan(cost, w, slo, o, 32768);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    return PlanToJson(*plan, cost, {.prefill_profile = &profile, .workload = &w, .slo = &slo, .options = &o});
+  };
+  const std::string first = json(options);
+  EXPECT_EQ(first, json(options));
+  options.sim.seed = 12;
+  EXPECT_NE(first, json(options));  // the seed reaches the simulation
+}
+
+TEST(SimulatorTest, TheKneeMovesWithTheProfile) {
+  const Slo slo{.ttft_seconds = 0.5, .tpot_seconds = 0.02, .attainment = 0.9};
+  const Workload w = Lognormal(1);
+  const Layout layout{.prefill_nodes = 1, .decode_nodes = 1};
+  const SimOptions sim{.seed = 5, .num_requests = 600};
+  const CostModel base = CostOf(Scaled(1));
+  const GoodputResult at_base = FindMaxGoodput(layout, base, w, slo, 10, sim);
+  ASSERT_GT(at_base.goodput, 0);
+  // It is a knee: the SLO holds at the goodput and fails a little past it.
+  EXPECT_GE(at_base.at_goodput.attainment, slo.attainment);
+  EXPECT_LT(Simulate(layout, base, w, slo, at_base.goodput * 1.1, sim).attainment, slo.attainment);
+  // A device twice as fast serves well over 1.5× as much; one twice as slow, well under.
+  const GoodputResult faster = FindMaxGoodput(layout, CostOf(Scaled(0.5)), w, slo, 10, sim);
+  const GoodputResult slower = FindMaxGoodput(layout, CostOf(Scaled(2)), w, slo, 10, sim);
+  EXPECT_GT(faster.goodput, 1.5 * at_base.goodput);
+  EXPECT_LT(slower.goodput, 0.7 * at_base.goodput);
+}
+
+TEST(SimulatorTest, KvBlocksBoundTheBatch) {
+  // A pool of 40 blocks × 16 tokens holds about one 600-token request: every request
+  // still completes (they wait for blocks), and the rate it takes collapses.
+  Profile small = Scaled(1);
+  small.engine.num_device_blocks = 60;
+  small.kv_capacity.device_tokens = 960;
+  const CostModel cost = CostOf(small);
+  const Workload w{.rate = 2,
+                   .prompt = {.kind = LengthKind::kFixed, .mean = 600},
+                   .output = {.kind = LengthKind::kFixed, .mean = 200}};
+  const Slo slo{.ttft_seconds = 100, .tpot_seconds = 1, .attainment = 0.9};
+  const SimResult sim =
+      Simulate({.prefill_nodes = 1, .decode_nodes = 1}, cost, w, slo, 2, {.num_requests = 60, .min_span_ttfts = 0});
+  EXPECT_EQ(sim.completed, sim.measured);
+  // One request at a time on the decode node: 200 tokens per 199 steps of ~4.07 ms.
+  EXPECT_LT(sim.output_tokens_per_second, 200 / (199 * 0.00407) * 1.05);
+  EXPECT_GT(sim.output_tokens_per_second, 200 / (199 * 0.00407) * 0.8);
+}
+
+TEST(PlanTest, RecommendsTheSmallestLayoutThatServesTheRate) {
+  const CostModel cost = CostOf(Scaled(1));
+  const Slo slo{.ttft_seconds = 0.5, .tpot_seconds = 0.02, .attainment = 0.9};
+  StatusOr<Plan> plan = MakePlan(cost, Lognormal(20), slo, {.max_gpus = 8, .sim = {.num_requests = 400}}, 32768);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->candidates.size(), 28u + 8u);
+  ASSERT_GE(plan->recommended, 0);
+  const CandidateResult& best = plan->candidates[static_cast<size_t>(plan->recommended)];
+  EXPECT_TRUE(best.simulated);
+  EXPECT_GE(best.des.goodput, 20);
+  for (const CandidateResult& c : plan->candidates) {
+    if (c.simulated && c.des.goodput >= 20 && c.at_rate.attainment >= 0.9) {
+      EXPECT_GE(c.screen.layout.Gpus(), best.screen.layout.Gpus()) << c.screen.layout.Name();
+    }
+  }
+}
+
+TEST(PlanTest, BadInputGetsAClearError) {
+  const CostModel cost = CostOf(Scaled(1));
+  const Slo slo{.ttft_seconds = 0.5, .tpot_seconds = 0.02, .attainment = 0.9};
+  const PlanOptions options{.max_gpus = 4, .sim = {.num_requests = 200}};
+  // Impossible SLOs: a TTFT under any prompt's prefill, a TPOT under the decode step.
+  StatusOr<Plan> plan = MakePlan(cost, Lognormal(1), {.ttft_seconds = 1e-4, .tpot_seconds = 0.02}, options, 32768);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(plan.status().message().find("no layout meets the SLO at any rate"), std::string::npos);
+  EXPECT_FALSE(MakePlan(cost, Lognormal(1), {.ttft_seconds = 1, .tpot_seconds = 1e-3}, options, 32768).ok());
+  // Requests longer than a node's KV pool or the model's context.
+  Workload huge = Lognormal(1);
+  huge.prompt = {.kind = LengthKind::kFixed, .mean = 200000};
+  plan = MakePlan(cost, huge, slo, options, 1 << 20);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("KV pool"), std::string::npos) << plan.status().ToString();
+  EXPECT_FALSE(MakePlan(cost, Lognormal(1), slo, options, 1000).ok());  // max_model_len
+  // A bad workload, SLO or budget.
+  EXPECT_FALSE(MakePlan(cost, Lognormal(0), slo, options, 32768).ok());
+  EXPECT_FALSE(MakePlan(cost, Lognormal(1), {.attainment = 0}, options, 32768).ok());
+  EXPECT_FALSE(MakePlan(cost, Lognormal(1), slo, {.max_gpus = 0}, 32768).ok());
+  // A rate no layout within the budget serves: a plan without a recommendation.
+  plan = MakePlan(cost, Lognormal(10000), slo, options, 32768);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->recommended, -1);
+}
+
+}  // namespace
+}  // namespace tandem::planner
