@@ -8,7 +8,6 @@
 // router and an unknown node are clear errors with a nonzero exit status.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,6 +23,7 @@
 #include "tests/e2e/local_cluster.h"
 #include "tests/e2e/reference_engine.h"
 #include "tests/e2e/stream_load.h"
+#include "tests/testing/run_command.h"
 
 namespace tandem::e2e {
 namespace {
@@ -88,15 +88,9 @@ class AdminE2eTest : public ::testing::Test {
       command += " --router http://127.0.0.1:" + std::to_string(cluster_->http_port());
     }
     if (args.find("--admin-key-file") == std::string::npos) command += " --admin-key-file " + key_file_;
-    command += " " + args + " 2>&1";
-    CtlResult result;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) return result;
-    char buf[4096];
-    for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) result.output.append(buf, n);
-    const int status = pclose(pipe);
-    result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return result;
+    command += " " + args;
+    ::tandem::testing::CommandResult run = ::tandem::testing::RunCommand(command);
+    return CtlResult{run.exit_code, std::move(run.output)};
   }
   json Nodes() {
     const json reply = Ctl("--json nodes").Json();

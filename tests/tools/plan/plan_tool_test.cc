@@ -3,7 +3,6 @@
 // (every key one the shipped configs carry), the origin check, and a clear
 // message with a nonzero exit for each kind of bad input.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -18,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "planner/profile_io.h"
 #include "tests/planner/sample_profile.h"
+#include "tests/testing/run_command.h"
 #include "tools/plan/launch_config.h"
 
 namespace tandem::tools {
@@ -28,21 +28,8 @@ std::string Dir(const char* variable) {
   return dir != nullptr ? dir : ".";
 }
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Result RunCommand(const std::string& command) {
-  Result result;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using Result = ::tandem::testing::CommandResult;
+using ::tandem::testing::RunCommand;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);

@@ -5,7 +5,6 @@
 // are left out and named; a batch prefilled over several steps is timed only
 // once every sequence decodes. Bad flags and a missing model end with a message.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +15,7 @@
 
 #include "common/base/build_info.h"
 #include "planner/profile_io.h"
+#include "tests/testing/run_command.h"
 
 namespace tandem::planner {
 namespace {
@@ -25,21 +25,8 @@ std::string BinaryDir() {
   return dir != nullptr ? dir : ".";
 }
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Result RunCommand(const std::string& command) {
-  Result result;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using Result = ::tandem::testing::CommandResult;
+using ::tandem::testing::RunCommand;
 
 class ProfileToolTest : public ::testing::Test {
  protected:
