@@ -27,6 +27,10 @@ inline constexpr char kRequestGenerationTokens[] = "tandem_request_generation_to
 inline constexpr char kRequestSuccessTotal[] = "tandem_request_success_total";
 inline constexpr char kRequestsRejectedTotal[] = "tandem_requests_rejected_total";
 inline constexpr char kRouterNodeCachedBlocks[] = "tandem_router_node_cached_blocks";
+inline constexpr char kRouterPoolQueuedRequests[] = "tandem_router_pool_queued_requests";
+inline constexpr char kRouterPoolInflightPrefillTokens[] = "tandem_router_pool_inflight_prefill_tokens";
+inline constexpr char kRouterPoolBatchOccupancy[] = "tandem_router_pool_batch_occupancy";
+inline constexpr char kRouterPoolKvHeadroom[] = "tandem_router_pool_kv_headroom";
 
 // Router and nodes (each for its own stage or work).
 inline constexpr char kRequestQueueTimeSeconds[] = "tandem_request_queue_time_seconds";

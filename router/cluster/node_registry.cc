@@ -273,4 +273,23 @@ NodeCounts NodeRegistry::Counts() const {
   return counts;
 }
 
+PoolLoads NodeRegistry::Pools() const {
+  const Nanos now = clock_.NowNanos();
+  std::lock_guard<std::mutex> lock(mu_);
+  PoolLoads pools;
+  for (const auto& [id, node] : nodes_) {
+    const NodeView view = ViewLocked(node, now);
+    if (view.draining) continue;
+    PoolLoad* pool = ServesDecode(view.role) ? &pools.decode : ServesPrefill(view.role) ? &pools.prefill : nullptr;
+    if (pool == nullptr) continue;
+    pool->queued_requests += view.num_waiting;
+    pool->inflight_prefill_tokens += view.router_prefill_tokens;
+    pool->running += view.num_running;
+    pool->max_running += node.capacity.max_running_requests();
+    pool->free_kv_blocks += node.gpu_usage ? node.gpu_usage->free_blocks() : view.free_gpu_blocks;
+    pool->kv_blocks += node.gpu_usage ? node.gpu_usage->total_blocks() : node.capacity.num_gpu_blocks();
+  }
+  return pools;
+}
+
 }  // namespace tandem::router::cluster

@@ -54,6 +54,20 @@ struct NodeCounts {
   int32_t draining = 0;
 };
 
+// What an autoscaler watches of one pool: its live nodes that are not draining.
+struct PoolLoad {
+  int64_t queued_requests = 0;          // Σ num_waiting of the last heartbeats
+  int64_t inflight_prefill_tokens = 0;  // Σ prompt tokens the router placed on them, not yet prefilled
+  int64_t running = 0;                  // Σ num_running of the last heartbeats
+  int64_t max_running = 0;              // Σ NodeCapacity.max_running_requests
+  int64_t free_kv_blocks = 0;           // GPU tier: Σ free blocks of the last heartbeats
+  int64_t kv_blocks = 0;                // GPU tier: Σ blocks
+};
+struct PoolLoads {
+  PoolLoad decode;   // nodes serving decode (decode, colocated)
+  PoolLoad prefill;  // prefill nodes
+};
+
 // Bound of one node's prefix-cache view (32-byte hashes: about 64 bytes each in memory).
 inline constexpr size_t kMaxCachedHashesPerNode = size_t{1} << 18;
 // Dead nodes kept for the operator view (the most recent).
@@ -117,6 +131,7 @@ class NodeRegistry {
   // A decode-serving node other than `node_id` that is live, not draining and not avoided.
   bool HasOtherDecodeNode(NodeId node_id) const;
   NodeCounts Counts() const;
+  PoolLoads Pools() const;
   int32_t heartbeat_interval_ms() const { return heartbeat_interval_ms_; }
   int32_t dead_after_ms() const { return dead_after_ms_; }
 

@@ -52,7 +52,11 @@ const std::set<std::string> kRouterFamilies = {"tandem_time_to_first_token_secon
                                                "tandem_request_success_total",
                                                "tandem_requests_rejected_total",
                                                "tandem_router_nodes",
-                                               "tandem_router_node_cached_blocks"};
+                                               "tandem_router_node_cached_blocks",
+                                               "tandem_router_pool_queued_requests",
+                                               "tandem_router_pool_inflight_prefill_tokens",
+                                               "tandem_router_pool_batch_occupancy",
+                                               "tandem_router_pool_kv_headroom"};
 const std::set<std::string> kPrefillFamilies = {
     "tandem_request_queue_time_seconds", "tandem_request_prefill_time_seconds", "tandem_iteration_tokens",
     "tandem_kv_transfer_seconds",        "tandem_kv_transfer_bytes_total",      "tandem_num_requests_running",
@@ -175,6 +179,7 @@ TEST_F(MetricsE2eTest, EveryFamilyMovesAsDocumentedOnRouterPrefillAndDecode) {
     std::istringstream in(page);
     for (std::string line; std::getline(in, line);) {
       if (line.empty() || line[0] == '#' || line.rfind("tandem_router_node", 0) == 0 ||
+          line.rfind("tandem_router_pool", 0) == 0 ||
           line.rfind("tandem_kv_transfer_sessions", 0) == 0 || line.rfind("tandem_kv_transfer_blocks", 0) == 0 ||
           line.rfind("tandem_node_ready", 0) == 0) {
         continue;

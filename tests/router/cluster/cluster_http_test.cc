@@ -669,5 +669,32 @@ TEST_F(ClusterHttpTest, MetricsShowNodeCounts) {
   EXPECT_NE(r.body.find("tandem_time_to_first_token_seconds"), std::string::npos);
 }
 
+// What an autoscaler acts on, per pool, from the nodes' heartbeats (heartbeat GPU tier: 1000 blocks).
+TEST_F(ClusterHttpTest, MetricsShowPoolLoads) {
+  Start();
+  FakeNode& d0 = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  FakeNode& d1 = AddNode(proto::NODE_ROLE_DECODE, "d1");
+  FakeNode& p0 = AddNode(proto::NODE_ROLE_PREFILL, "p0");
+  d0.SetLoad(/*running=*/16, /*waiting=*/3, /*free_blocks=*/250, /*queued_prefill_tokens=*/0);
+  d1.SetLoad(32, 5, 750, 0);
+  p0.SetLoad(0, 2, 900, 4096);
+  const std::vector<std::string> want = {
+      "tandem_router_pool_queued_requests{pool=\"decode\"} 8",
+      "tandem_router_pool_queued_requests{pool=\"prefill\"} 2",
+      "tandem_router_pool_batch_occupancy{pool=\"decode\"} 0.375",  // 48 / (2 x 64)
+      "tandem_router_pool_kv_headroom{pool=\"decode\"} 0.5",        // 1000 / 2000
+      "tandem_router_pool_kv_headroom{pool=\"prefill\"} 0.9",
+      "tandem_router_pool_inflight_prefill_tokens{pool=\"prefill\"} 0"};
+  auto all_there = [&] {
+    const std::string text = registry_.RenderText();
+    for (const std::string& line : want) {
+      if (text.find(line) == std::string::npos) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(d0.WaitFor(all_there, 3000)) << registry_.RenderText();
+  static_assert(testing::kFakeMaxRunning == 64, "the occupancy above assumes it");
+}
+
 }  // namespace
 }  // namespace tandem::router::cluster

@@ -50,6 +50,9 @@ struct NodeScript {
   int step_ms = 5;
 };
 
+// NodeCapacity.max_running_requests of every fake node.
+inline constexpr int kFakeMaxRunning = 64;
+
 class FakeNode {
  public:
   FakeNode(net::EventLoop& loop, const std::string& router_address, proto::NodeRole role, std::string name,
@@ -75,6 +78,7 @@ class FakeNode {
     reg.set_model_id("tiny");
     reg.mutable_kv_layout()->set_block_size(kFakeBlockSize);
     reg.mutable_capacity()->set_num_gpu_blocks(free_blocks);
+    reg.mutable_capacity()->set_max_running_requests(kFakeMaxRunning);
     reg.set_kv_transport("local");
     auto reply = conn_->CallAndWaitFor<proto::RegisterReply>(reg, 3000);
     TANDEM_CHECK(reply.ok()) << reply.status().ToString();
