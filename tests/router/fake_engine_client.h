@@ -44,6 +44,7 @@ struct Script {
   int32_t step_delay_ms = 0;
   bool error_on_cancel = false;
   Status fail_with = UnavailableError("decode node lost");
+  std::optional<NodeStageTimes> stage_times;  // reported with the first tokens
 };
 
 class FakeEngineClient : public EngineClient {
@@ -157,6 +158,9 @@ class FakeEngineClient : public EngineClient {
       std::vector<TokenLogprobs> logprobs;
       if (request.logprobs >= 0) {
         for (TokenId id : batch) logprobs.push_back(FakeLogprobs(id, request.logprobs));
+      }
+      if (produced == static_cast<int32_t>(batch.size()) && script.stage_times && cb.on_stage_times) {
+        cb.on_stage_times(*script.stage_times);
       }
       cb.on_tokens(batch, std::move(logprobs));
       if (stop || produced >= request.max_tokens) {
