@@ -44,7 +44,7 @@ struct Script {
   int32_t step_delay_ms = 0;
   bool error_on_cancel = false;
   Status fail_with = UnavailableError("decode node lost");
-  std::optional<NodeStageTimes> stage_times;  // reported with the first tokens
+  std::optional<NodeStageTimes> stage_times{};  // reported with the first tokens
 };
 
 class FakeEngineClient : public EngineClient {
