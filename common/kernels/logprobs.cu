@@ -99,7 +99,11 @@ __global__ void __launch_bounds__(kThreads) LogprobsKernel(LogprobsParams p) {
   // The threads' bests, for the threshold (kThreads <= kMaxCandidates).
   cand_v[threadIdx.x] = sc.best_v;
   cand_i[threadIdx.x] = sc.best_i;
-  if (threadIdx.x == 0) num_cand = 0;
+  if (threadIdx.x == 0) {
+    num_cand = 0;
+    th_v = -INFINITY;  // fewer than k threads hold elements (a tiny vocabulary): every element qualifies
+    th_i = 0x7fffffff;
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     float bm = -INFINITY, bs = 0.f;
