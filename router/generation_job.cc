@@ -106,8 +106,12 @@ void GenerationJob::AddLogprob(int32_t index, TokenId id, const TokenLogprobs& l
   entry.text_offset = choice.text_offset;
   // Characters, as the legacy API counts: every byte that does not continue a UTF-8 sequence.
   for (unsigned char c : entry.token.bytes) choice.text_offset += (c & 0xC0) != 0x80;
-  outputs_[index].logprobs.push_back(entry);
-  if (events_.on_text) choice.undelivered.push_back(std::move(entry));
+  // A stream hands each entry to its text events; only a whole response keeps them all.
+  if (events_.on_text) {
+    choice.undelivered.push_back(std::move(entry));
+  } else {
+    outputs_[index].logprobs.push_back(std::move(entry));
+  }
 }
 
 void GenerationJob::OnTokens(int32_t index, const std::vector<TokenId>& token_ids,
@@ -117,6 +121,7 @@ void GenerationJob::OnTokens(int32_t index, const std::vector<TokenId>& token_id
   if (events_.on_tokens) events_.on_tokens(index, static_cast<int32_t>(token_ids.size()));
   const bool with_logprobs = spec_.base.logprobs >= 0;
   if (with_logprobs && logprobs.size() != token_ids.size()) {
+    // A node of an older build ignores the request's logprobs: fail rather than answer without them.
     return OnError(index, InternalError("tokens arrived without their logprobs"));
   }
   for (size_t t = 0; t < token_ids.size(); ++t) {

@@ -46,7 +46,9 @@ struct ChoiceLogprob {
 struct ChoiceOutput {
   std::string text;
   FinishReason finish_reason = FinishReason::kLength;
-  std::vector<ChoiceLogprob> logprobs;  // every sampled token's, when the request asked for logprobs
+  // Every sampled token's, when the request asked for logprobs and is not streamed (a stream
+  // sends them with its text events instead).
+  std::vector<ChoiceLogprob> logprobs;
 };
 
 // "cmpl-<32 hex>" or "chatcmpl-<32 hex>".

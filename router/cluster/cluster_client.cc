@@ -30,7 +30,6 @@ HandoffParams ParamsFor(const GenerateRequest& request, const ClusterConfig& con
   p.prompt_len = static_cast<int32_t>(request.prompt_token_ids.size());
   p.max_tokens = request.max_tokens;
   p.no_room_retry_ms = config.no_room_retry_ms;
-  p.logprobs = request.logprobs >= 0;
   return p;
 }
 

@@ -186,10 +186,6 @@ void Handoff::OnTokens(const HandoffEvent& e) {
     cached.cached_tokens = ClampCached(e.cached_tokens);
     Emit(std::move(cached));
   }
-  if (params_.logprobs && e.logprobs.size() != e.tokens.size()) {
-    // A node of an older build ignores the request's logprobs: fail rather than answer without them.
-    return EndAndCancel(InternalError("node " + std::to_string(e.node) + " sent tokens without their logprobs"));
-  }
   if (!e.tokens.empty()) {
     generated_.insert(generated_.end(), e.tokens.begin(), e.tokens.end());
     HandoffAction deliver = Action(Kind::kDeliverTokens);

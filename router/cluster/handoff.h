@@ -125,7 +125,6 @@ struct HandoffParams {
   int32_t prompt_len = 0;            // the client's prompt, tokens
   int32_t max_tokens = 16;           // the client's limit
   int64_t no_room_retry_ms = 30000;  // ClusterConfig::no_room_retry_ms: how long refusals are retried
-  bool logprobs = false;             // every Tokens entry must carry one logprobs entry per token
 };
 
 class Handoff {

@@ -44,6 +44,7 @@ struct Script {
   int32_t step_delay_ms = 0;
   bool error_on_cancel = false;
   Status fail_with = UnavailableError("decode node lost");
+  bool drop_logprobs = false;  // send no logprobs even when asked (a node of an older build)
 };
 
 class FakeEngineClient : public EngineClient {
@@ -155,7 +156,7 @@ class FakeEngineClient : public EngineClient {
         std::this_thread::sleep_for(std::chrono::milliseconds(script.step_delay_ms));
       }
       std::vector<TokenLogprobs> logprobs;
-      if (request.logprobs >= 0) {
+      if (request.logprobs >= 0 && !script.drop_logprobs) {
         for (TokenId id : batch) logprobs.push_back(FakeLogprobs(id, request.logprobs));
       }
       cb.on_tokens(batch, std::move(logprobs));

@@ -175,6 +175,29 @@ TEST(GenerationJobTest, ErrorEndsJobAndCancelsOthers) {
   engine.Shutdown();
 }
 
+TEST(GenerationJobTest, TokensWithoutTheLogprobsAskedForFailTheJobAndCancel) {
+  FakeEngineClient engine;
+  FakeTextCodec codec;
+  ManualExecutor exec;
+  Script script{{kWordBase}};
+  script.hold_after = 1;
+  script.drop_logprobs = true;
+  engine.SetScript(script);
+  JobSpec spec;
+  spec.prompts = {{1}};
+  spec.base.max_tokens = 20;
+  spec.base.logprobs = 2;
+  Recorder rec;
+  rec.text.resize(1);
+  auto job = GenerationJob::Create(&engine, &codec, exec.post(), spec, rec.Events());
+  job->Start();
+  ASSERT_TRUE(exec.RunUntil([&] { return rec.done.has_value(); }));
+  EXPECT_EQ(rec.done->code(), StatusCode::kInternal);
+  EXPECT_TRUE(rec.text[0].empty()) << "no text without its logprobs";
+  EXPECT_TRUE(engine.WaitCancelled(engine.submitted()[0].request_id, 1000));
+  engine.Shutdown();
+}
+
 TEST(GenerationJobTest, CancelStopsEventsAndEngine) {
   FakeEngineClient engine;
   FakeTextCodec codec;
