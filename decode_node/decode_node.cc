@@ -182,6 +182,7 @@ void DecodeNode::HandleReserve(const proto::ReserveRequest& reserve, net::Respon
       case node::RequestTable<Request>::Admission::kAdmitted: {
         r->machine = DecodeHandoff::Remote();
         r->responder = responder;
+        r->trace_timing = reserve.trace_timing();
         uint32_t lease_ms = reserve.lease_ms() > 0 ? reserve.lease_ms() : static_cast<uint32_t>(config_.lease_ms);
         r->lease_ms = std::min<uint32_t>(lease_ms, 10 * 60 * 1000);
         // Queued under mu_: a Cancel that finds the record queues its engine Cancel after this.
@@ -260,6 +261,7 @@ void DecodeNode::HandleLocalPrefill(const proto::PrefillRequest& prefill, net::R
       case node::RequestTable<Request>::Admission::kAdmitted:
         admitted = true;
         r->machine = DecodeHandoff::Local();
+        r->trace_timing = prefill.trace_timing();
         // Queued under mu_: a Cancel that finds the record queues its engine Cancel after this.
         engine_->Submit(
             node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), *priority, std::move(*sampling)));
@@ -284,6 +286,7 @@ void DecodeNode::HandleKvDone(const proto::KvDone& done) {
     if (status.ok()) {
       r->first_token = done.first_token();
       r->first_token_logprobs = node::LogprobsFromProto(done.first_token_logprobs());
+      r->prefill_times = done.stage_times();
       r->bytes = done.bytes_sent();
     }
     HandleLocked(id, *r, {status.ok() ? E::kKvDone : E::kKvDoneFailed, status}, &retries);
@@ -447,6 +450,19 @@ void DecodeNode::ForwardLocked(const Request& r, const engine::EngineOutput& out
   // The first token's entry reports the prompt's cache hits early: a router that ends
   // the request itself (a stop string) never sees the final entry.
   if (!out.finished && out.num_cached_tokens > 0) entry->set_num_cached_tokens(out.num_cached_tokens);
+  // The first token's entry (the engine adds its times to it) carries every node stage so far.
+  if (!out.finished && !out.tokens.empty() && out.times.first_token) {
+    proto::StageTimes* times = entry->mutable_stage_times();
+    if (out.times.remote_first_token) {
+      *times = r.prefill_times;
+      times->set_decode_queue_s(out.times.queued_seconds);
+      times->set_kv_wait_s(out.times.prefill_seconds);
+    } else {
+      times->set_prefill_queue_s(out.times.queued_seconds);
+      times->set_prefill_s(out.times.prefill_seconds);
+    }
+    node::LogStageTimes(out.id, r.epoch, *times, r.trace_timing);
+  }
   if (!out.finished) return;
   proto::FinishReason reason = node::FinishReasonToProto(out.finish_reason);
   entry->set_finish_reason(reason);

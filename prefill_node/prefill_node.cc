@@ -245,6 +245,7 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
         r->first_block = first_block;
         r->num_blocks = static_cast<int>(needed);
         r->prompt_len = prompt_len;
+        r->trace_timing = prefill.trace_timing();
         engine::EngineRequest request =
             node::MakeEngineRequest(id, prefill.token_ids(), prefill.tenant_salt(), *priority, std::move(*sampling));
         request.hold_kv_after_finish = direct_;  // the sender reads the blocks after the step
@@ -358,6 +359,14 @@ void PrefillNode::SendKvDone(uint64_t id, const Request& r, const Status& status
   }
   done.set_num_prompt_tokens(r.prompt_len);
   if (r.first_token_logprobs) node::LogprobsToProto(*r.first_token_logprobs, done.mutable_first_token_logprobs());
+  if (status.ok()) {
+    proto::StageTimes* times = done.mutable_stage_times();
+    *times = r.stage_times;
+    if (r.first_token_at != 0) {
+      times->set_kv_transfer_s(static_cast<double>(Clock::Real().NowNanos() - r.first_token_at) * 1e-9);
+    }
+    node::LogStageTimes(id, r.epoch, *times, r.trace_timing);
+  }
   r.decode_conn->Send(done).IgnoreError();
 }
 
@@ -452,6 +461,9 @@ void PrefillNode::OnOutputs(std::vector<engine::EngineOutput>&& outputs) {
       if (!out.tokens.empty()) {
         m.generation_tokens->Increment(1);
         if (!out.logprobs.empty()) r->first_token_logprobs = std::move(out.logprobs.front());
+        r->first_token_at = Clock::Real().NowNanos();
+        r->stage_times.set_prefill_queue_s(out.times.queued_seconds);
+        r->stage_times.set_prefill_s(out.times.prefill_seconds);
         HandleLocked(out.id, *r, {PrefillEventKind::kFirstToken, Status::Ok(), out.tokens.front()}, &retries);
         r = requests_.Find(out.id);
       }

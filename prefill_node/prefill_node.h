@@ -88,6 +88,9 @@ class PrefillNode {
     int num_blocks = 0;   // blocks decode needs
     int prompt_len = 0;
     std::optional<runtime::SampledLogprobs> first_token_logprobs;  // when the request asked for logprobs
+    proto::StageTimes stage_times;  // prefill queue and compute (with the first token), the transfer tail (KvDone)
+    Nanos first_token_at = 0;       // Clock::Real() when the first token came out
+    bool trace_timing = false;      // PrefillRequest.trace_timing: log the stages at info
     std::vector<BlockId> source;  // staging ids (staged) or the prompt's device ids (direct)
     std::shared_ptr<net::RpcConnection> decode_conn;
   };

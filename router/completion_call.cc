@@ -129,6 +129,7 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
   base.ignore_eos = request.ignore_eos;
   base.logit_bias = request.logit_bias;
   base.logprobs = request.logprobs;
+  base.trace_timing = request.include_timing;
   base.tenant_id = grant_.tenant;
   base.priority = PriorityClassOf(grant_.PriorityFor(request.priority));
   const int32_t timeout_ms = context_->config.request_timeout_ms;
@@ -160,6 +161,7 @@ void CompletionCall::Admit() {
   UpdateLoad();
   switch (outcome) {
     case AdmissionController::Outcome::kAdmitted:
+      admitted_ns_ = queued_ns_;
       holds_slot_ = true;
       state_ = State::kRunning;
       context_->metrics.OnAdmitted(0.0);
@@ -192,6 +194,7 @@ void CompletionCall::OnAdmitted() {
   queue_timer_.cancel();
   holds_slot_ = true;
   state_ = State::kRunning;
+  admitted_ns_ = Clock::Real().NowNanos();
   context_->metrics.OnAdmitted(static_cast<double>(Clock::Real().NowNanos() - queued_ns_) * 1e-9);
   UpdateLoad();
   StartJob();
@@ -244,6 +247,7 @@ void CompletionCall::StartJob() {
 void CompletionCall::BeginStream() {
   if (streaming_ || !sink_) return;
   streaming_ = true;
+  if (request_.include_timing) sink_->AddHeader("server-timing", ServerTimingHeader(Timing(0)));
   sink_->BeginStream();
   if (kind_ == ApiKind::kChat) {  // the first chunk of each choice carries the role
     for (int32_t i = 0; i < job_->num_choices(); ++i) {
@@ -272,12 +276,15 @@ void CompletionCall::OnJobDone(const Status& status) {
   context_->metrics.OnRequestFinished(job_->usage().prompt_tokens, job_->usage().completion_tokens, job_->num_choices(),
                                       static_cast<double>(now - arrival_ns_) * 1e-9,
                                       first_token_seen_ ? static_cast<double>(now - first_token_ns_) * 1e-9 : 0.0);
+  Usage usage = job_->usage();
+  if (request_.include_timing) usage.timing = TimingJson(Timing(now));
   if (streaming_) {
-    if (request_.include_usage) sink->WriteStream(SseJsonEvent(UsageChunk(meta_, job_->usage())));
+    if (request_.include_usage) sink->WriteStream(SseJsonEvent(UsageChunk(meta_, usage)));
     sink->WriteStream(std::string(kSseDone));
     sink->EndStream(/*close_connection=*/false);
   } else {
-    sink->Respond(200, DumpJson(CompletionBody(meta_, job_->outputs(), job_->usage(), request_.logprobs >= 0)), -1);
+    if (request_.include_timing) sink->AddHeader("server-timing", ServerTimingHeader(Timing(now)));
+    sink->Respond(200, DumpJson(CompletionBody(meta_, job_->outputs(), usage, request_.logprobs >= 0)), -1);
   }
   sink_.reset();
 }
@@ -316,6 +323,7 @@ void CompletionCall::RecordTokens(int32_t index, int32_t count) {
   }
   if (last_batch_ns_.empty()) last_batch_ns_.assign(job_->num_choices(), 0);
   Nanos& last = last_batch_ns_[index];
+  if (index == 0 && second_token_ns_ == 0 && (last != 0 || count > 1)) second_token_ns_ = now;
   // The first batch of a choice is the first token (TTFT); gaps start after it.
   if (last != 0) {
     context_->metrics.OnTokens(static_cast<double>(now - last) * 1e-9, count);
@@ -323,6 +331,21 @@ void CompletionCall::RecordTokens(int32_t index, int32_t count) {
     context_->metrics.OnTokens(0.0, count - 1);
   }
   last = now;
+}
+
+RequestTiming CompletionCall::Timing(Nanos end_ns) const {
+  auto seconds = [](Nanos from, Nanos to) { return static_cast<double>(to - from) * 1e-9; };
+  RequestTiming t;
+  t.router_queue = admitted_ns_ != 0 ? seconds(queued_ns_, admitted_ns_) : 0.0;
+  if (job_) t.nodes = job_->stage_times(0);
+  if (first_token_seen_) t.first_token = seconds(arrival_ns_, first_token_ns_);
+  if (end_ns == 0) return t;
+  if (second_token_ns_ != 0) {
+    t.first_decode_step = seconds(first_token_ns_, second_token_ns_);
+    t.decode = seconds(second_token_ns_, end_ns);
+  }
+  t.total = seconds(arrival_ns_, end_ns);
+  return t;
 }
 
 void CompletionCall::UpdateLoad() const {

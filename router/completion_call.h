@@ -67,6 +67,8 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   void Finish();
   void RecordTokens(int32_t index, int32_t count);
   void UpdateLoad() const;
+  // Where the request's time went so far (include_timing); `end_ns` 0 while it runs.
+  RequestTiming Timing(Nanos end_ns) const;
 
   RouterContext* const context_;
   std::shared_ptr<ResponseSink> sink_;  // reset at the terminal outcome
@@ -83,10 +85,12 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   std::shared_ptr<GenerationJob> job_;
   Nanos arrival_ns_ = 0;   // Run() began
   Nanos queued_ns_ = 0;    // admission was asked
+  Nanos admitted_ns_ = 0;  // admission was granted
   Nanos deadline_ns_ = 0;  // Clock::Real() time the request must end by; 0 = none
   bool first_token_seen_ = false;
   Nanos first_token_ns_ = 0;          // when the first token of any choice arrived
   std::vector<Nanos> last_batch_ns_;  // per choice: when its previous tokens arrived
+  Nanos second_token_ns_ = 0;         // when the first choice's second token arrived
   boost::asio::steady_timer queue_timer_;
   boost::asio::steady_timer deadline_timer_;
 };

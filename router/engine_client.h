@@ -42,6 +42,15 @@ struct TokenLogprobs {
   std::vector<TopLogprob> top;  // highest first
 };
 
+// Where a request's time went on the nodes (proto StageTimes), seconds.
+struct NodeStageTimes {
+  double decode_queue = 0;   // decode: the Reserve's arrival to its KV reserved (remote prefill)
+  double prefill_queue = 0;  // the node that prefilled: arrival to admission
+  double prefill = 0;        // the node that prefilled: admission to the first token
+  double kv_transfer = 0;    // prefill node: the first token to the last KV write done
+  double kv_wait = 0;        // decode: KV reserved to the KV landed with the first token (remote prefill)
+};
+
 // One sequence to generate. An OpenAI request with n choices or several
 // prompts becomes several GenerateRequests with distinct request ids.
 struct GenerateRequest {
@@ -54,6 +63,7 @@ struct GenerateRequest {
   bool ignore_eos = false;              // keep going past EOS until max_tokens
   std::vector<std::pair<TokenId, float>> logit_bias;  // ids distinct, in [0, vocab); bias in [-100, 100]
   int32_t logprobs = -1;                // -1: none; k in [0, 20]: each token's logprob and the top k
+  bool trace_timing = false;            // the nodes log its stage times at info
   std::string tenant_id;                // the cache salt is derived from it
   PriorityClass priority = PriorityClass::kInteractive;  // the nodes' queue and preemption order
   Nanos deadline_ns = 0;                // Clock::Real() time; 0 = none
@@ -83,6 +93,8 @@ struct StreamCallbacks {
   // on_finish, so this is where its usage.cached_tokens comes from; on_finish's
   // num_cached_prompt_tokens repeats it.
   std::function<void(int32_t num_cached_prompt_tokens)> on_cached;
+  // Optional: the node stage times, with (before) the first tokens.
+  std::function<void(const NodeStageTimes& times)> on_stage_times;
   // Status codes map to HTTP: InvalidArgument 400, ResourceExhausted 429 (a
   // refusal before any output; after output it is a 500 server_error),
   // Unavailable 503, DeadlineExceeded 504, anything else 500. A streamed

@@ -51,6 +51,12 @@ StreamCallbacks GenerationJob::MakeCallbacks(int32_t index) {
       if (auto self = weak.lock()) self->OnCached(index, cached);
     });
   };
+  callbacks.on_stage_times = [weak, post, index](const NodeStageTimes& times) {
+    post([weak, index, times] {
+      auto self = weak.lock();
+      if (self && !self->choices_[index].stage_times) self->choices_[index].stage_times = times;
+    });
+  };
   callbacks.on_error = [weak, post, index](const Status& status) {
     post([weak, index, status] {
       if (auto self = weak.lock()) self->OnError(index, status);

@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,10 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   // Stops everything (client gone, deadline); no more events are delivered.
   void Cancel();
 
+  // The node stage times of choice `index`, once its first tokens came (nullopt before,
+  // or from an engine that reports none).
+  const std::optional<NodeStageTimes>& stage_times(int32_t index) const { return choices_[index].stage_times; }
+
   // Valid once on_done(OK) ran: text and finish reason per choice, and usage.
   const std::vector<ChoiceOutput>& outputs() const { return outputs_; }
   const Usage& usage() const { return usage_; }
@@ -82,6 +87,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int32_t num_tokens = 0;  // tokens generated so far
     std::vector<ChoiceLogprob> undelivered;  // logprob entries no text event carried yet
     int64_t text_offset = 0;                 // characters of the tokens' texts so far (text_offset)
+    std::optional<NodeStageTimes> stage_times;  // the first the engine reported
   };
 
   GenerationJob(EngineClient* engine, const TextCodec* codec, Post post, JobSpec spec, JobEvents events);

@@ -232,6 +232,7 @@ Error ReadCommon(const json& body, RequestBody body_kind, const RequestLimits& l
   if (Error e = ReadPriority(body, out)) return e;
   if (Error e = ReadLogprobs(body, out->kind, out)) return e;
   if (Error e = ReadLogitBias(body, limits, out)) return e;
+  if (Error e = ReadBool(body, "include_timing", &out->include_timing)) return e;
   return ReadStop(body, limits, out);
 }
 

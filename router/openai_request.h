@@ -51,6 +51,7 @@ struct ApiRequest {
   int32_t logprobs = -1;  // -1: none; k in [0, kMaxTopLogprobs]: each token's logprob and the top k
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
+  bool include_timing = false;              // usage.timing and the server-timing header (an extension)
   std::string request_id;                   // client-chosen response id suffix; empty = a random one
   std::optional<int32_t> priority;          // lower = more urgent (priority_class.h); nullopt = the key's default
   std::vector<std::string> ignored_fields;  // fields the router does not know (header x-tandem-ignored-fields)

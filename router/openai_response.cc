@@ -1,6 +1,9 @@
 #include "router/openai_response.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <tuple>
 
 #include "common/base/ids.h"
 #include "router/utf8_stream.h"
@@ -18,10 +21,49 @@ std::string ResponseIdFor(ApiKind kind, const std::string& request_id) {
 const char* FinishReasonName(FinishReason reason) { return reason == FinishReason::kStop ? "stop" : "length"; }
 
 json UsageJson(const Usage& usage) {
-  return {{"prompt_tokens", usage.prompt_tokens},
-          {"completion_tokens", usage.completion_tokens},
-          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+  json out = {{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+  if (!usage.timing.is_null()) out["timing"] = usage.timing;
+  return out;
+}
+
+namespace {
+
+// The stages in the order a request passes them: (name in usage.timing, in server-timing, seconds).
+std::vector<std::tuple<const char*, const char*, double>> Stages(const RequestTiming& t) {
+  std::vector<std::tuple<const char*, const char*, double>> out = {
+      {"router_queue", "router-queue", t.router_queue}};
+  if (t.nodes) {
+    out.insert(out.end(), {{"decode_queue", "decode-queue", t.nodes->decode_queue},
+                           {"prefill_queue", "prefill-queue", t.nodes->prefill_queue},
+                           {"prefill", "prefill", t.nodes->prefill},
+                           {"kv_transfer", "kv-transfer", t.nodes->kv_transfer},
+                           {"kv_wait", "kv-wait", t.nodes->kv_wait}});
+  }
+  out.emplace_back("first_token", "first-token", t.first_token);
+  if (t.first_decode_step) out.emplace_back("first_decode_step", "first-decode-step", *t.first_decode_step);
+  if (t.decode) out.emplace_back("decode", "decode", *t.decode);
+  if (t.total) out.emplace_back("total", "total", *t.total);
+  return out;
+}
+
+}  // namespace
+
+json TimingJson(const RequestTiming& timing) {
+  json out = json::object();
+  for (const auto& [name, header, seconds] : Stages(timing)) out[name] = seconds;
+  return out;
+}
+
+std::string ServerTimingHeader(const RequestTiming& timing) {
+  std::string out;
+  for (const auto& [name, header, seconds] : Stages(timing)) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{};dur={:.3f}", header, seconds * 1e3);
+  }
+  return out;
 }
 
 namespace {

@@ -19,7 +19,24 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt_tokens_details.cached_tokens
+  nlohmann::json timing;      // usage.timing when the request asked for it (include_timing); null: left out
 };
+
+// Where one request's time went (include_timing), seconds. The router's own stages are
+// on its clock; `nodes` are durations the nodes measured on theirs (first choice).
+struct RequestTiming {
+  double router_queue = 0;               // admission wait at the router
+  std::optional<NodeStageTimes> nodes;   // decode queue, prefill queue, prefill, KV transfer tail, KV wait
+  double first_token = 0;                // arrival at the router to the first token there (TTFT)
+  std::optional<double> first_decode_step;  // first token to the second (first choice)
+  std::optional<double> decode;          // second token to the last (first choice)
+  std::optional<double> total;           // arrival to the end
+};
+
+// usage.timing: each stage in seconds (a stage not known is left out).
+nlohmann::json TimingJson(const RequestTiming& timing);
+// The server-timing header value: "router-queue;dur=1.250, prefill;dur=..." (milliseconds).
+std::string ServerTimingHeader(const RequestTiming& timing);
 
 // What every body and chunk of one response shares.
 struct ResponseMeta {

@@ -138,6 +138,8 @@ constexpr RequestField kFields[] = {
      "and the k most likely tokens'"},
     {"top_logprobs", kImpl, kChatBody, nullptr, "chat: the k in [0, 20] of logprobs; needs logprobs true"},
     {"logit_bias", kImpl, kGenerate, nullptr, "token id -> bias in [-100, 100], added to the logits before sampling"},
+    {"include_timing", kImpl, kGenerate, nullptr,
+     "an extension: where the request's time went, in usage.timing and the server-timing header"},
     {"priority", kImpl, kGenerate, nullptr,
      "an integer, lower = more urgent (default: the API key's, else 0); <= 0 interactive, > 0 batch class"},
     // --- accepted metadata: type-checked, no effect is expected ---------------------------------------------------

@@ -256,6 +256,7 @@ void Engine::CompleteReservation(RequestId id, TokenId first_token, runtime::Sam
       state->second.first_token_at = state->second.last_token_at = clock_.NowNanos();
       state->second.remote_first_token = true;
       if (state->second.sampling.logprobs >= 0) out.logprobs.push_back(std::move(logprobs));
+      out.times = TimesOf(id);
     }
     if (const scheduler::Sequence* seq = scheduler_->Find(id)) out.num_cached_tokens = seq->num_cached_prompt_tokens;
     outputs->push_back(std::move(out));

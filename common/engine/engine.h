@@ -72,7 +72,7 @@ struct EngineOutput {
   int num_generated_tokens = 0;
   // With a request's first token and with finished: prompt tokens served from the prefix cache.
   int num_cached_tokens = 0;
-  RequestTimes times;  // with finished
+  RequestTimes times;  // with finished, and with a request's first token (its queue and prefill parts)
   // One per token when the request's sampling.logprobs >= 0, else empty.
   std::vector<runtime::SampledLogprobs> logprobs;
 };

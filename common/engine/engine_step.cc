@@ -110,13 +110,15 @@ Status Engine::SampleStep(const scheduler::SchedulerOutput& step, runtime::Tenso
       continue;
     }
     TANDEM_RETURN_IF_ERROR(scheduler_->AppendToken(id, sampled[i].token).status());
-    if (states[i]->first_token_at == 0) states[i]->first_token_at = now;
+    const bool first_token = states[i]->first_token_at == 0;
+    if (first_token) states[i]->first_token_at = now;
     states[i]->last_token_at = now;
     EngineOutput out;
     out.id = id;
     out.tokens.push_back(sampled[i].token);
     if (states[i]->sampling.logprobs >= 0) out.logprobs.push_back(std::move(sampled[i].logprobs));
     out.num_cached_tokens = first_token_cached[i];
+    if (first_token) out.times = TimesOf(id);
     outputs->push_back(std::move(out));
   }
   return Status::Ok();

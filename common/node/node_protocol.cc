@@ -1,7 +1,10 @@
 #include "common/node/node_protocol.h"
 
+#include <fmt/format.h>
+
 #include <string>
 
+#include "common/base/logging.h"
 #include "common/proto/messages.h"
 
 namespace tandem::node {
@@ -43,6 +46,19 @@ runtime::SampledLogprobs LogprobsFromProto(const proto::TokenLogprobs& logprobs)
   out.logprob = logprobs.logprob();
   for (const proto::TokenLogprob& t : logprobs.top()) out.top.push_back({t.token_id(), t.logprob()});
   return out;
+}
+
+void LogStageTimes(uint64_t request_id, Epoch epoch, const proto::StageTimes& t, bool trace_timing) {
+  const std::string line = fmt::format(
+      "request {} epoch {} stages (ms): decode_queue {:.3f} prefill_queue {:.3f} prefill {:.3f} kv_transfer {:.3f} "
+      "kv_wait {:.3f}",
+      request_id, epoch, t.decode_queue_s() * 1e3, t.prefill_queue_s() * 1e3, t.prefill_s() * 1e3,
+      t.kv_transfer_s() * 1e3, t.kv_wait_s() * 1e3);
+  if (trace_timing) {
+    TANDEM_LOG_INFO("{}", line);
+  } else {
+    TANDEM_LOG_DEBUG("{}", line);
+  }
 }
 
 StatusOr<scheduler::Priority> PriorityFromProto(proto::RequestPriority priority) {

@@ -24,6 +24,10 @@ StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams&
 void LogprobsToProto(const runtime::SampledLogprobs& logprobs, proto::TokenLogprobs* out);
 runtime::SampledLogprobs LogprobsFromProto(const proto::TokenLogprobs& logprobs);
 
+// The request's stage times on this node's log, under its id: at info when the
+// client asked for them (trace_timing), else at debug.
+void LogStageTimes(uint64_t request_id, Epoch epoch, const proto::StageTimes& times, bool trace_timing);
+
 // proto -> the scheduler's class; InvalidArgument for a value this node does not know.
 StatusOr<scheduler::Priority> PriorityFromProto(proto::RequestPriority priority);
 

@@ -207,6 +207,7 @@ void ClusterClient::Execute(const std::shared_ptr<Entry>& entry, HandoffAction& 
       return SendToNode(action.node, cancel);
     }
     case HandoffActionKind::kDeliverTokens:
+      if (action.stage_times && entry->callbacks.on_stage_times) entry->callbacks.on_stage_times(*action.stage_times);
       if (entry->callbacks.on_tokens) entry->callbacks.on_tokens(std::move(action.tokens), std::move(action.logprobs));
       return;
     case HandoffActionKind::kDeliverCached:

@@ -102,6 +102,11 @@ void ClusterClient::OnTokens(const net::RpcConnection* conn, const proto::Tokens
       out.logprob = logprobs.logprob();
       for (const proto::TokenLogprob& t : logprobs.top()) out.top.push_back({t.token_id(), t.logprob()});
     }
+    if (entry.has_stage_times()) {
+      const proto::StageTimes& t = entry.stage_times();
+      event.stage_times =
+          NodeStageTimes{t.decode_queue_s(), t.prefill_queue_s(), t.prefill_s(), t.kv_transfer_s(), t.kv_wait_s()};
+    }
     event.finish = entry.finish_reason();
     event.status = proto::FromErrorInfo(entry.error());
     event.cached_tokens = entry.num_cached_tokens();

@@ -48,6 +48,7 @@ proto::ReserveRequest MakeReserveRequest(const GenerateRequest& request, Epoch e
   reserve.set_tenant_salt(tenant_salt);
   reserve.set_lease_ms(static_cast<uint32_t>(lease_ms));
   reserve.set_priority(ToProtoPriority(request.priority));
+  reserve.set_trace_timing(request.trace_timing);
   return reserve;
 }
 
@@ -63,6 +64,7 @@ proto::PrefillRequest MakeRemotePrefillRequest(const GenerateRequest& request, E
   prefill.set_decode_address(decode_address);
   prefill.set_tenant_salt(tenant_salt);
   prefill.set_priority(ToProtoPriority(request.priority));
+  prefill.set_trace_timing(request.trace_timing);
   return prefill;
 }
 
@@ -79,6 +81,7 @@ proto::PrefillRequest MakeLocalPrefillRequest(const GenerateRequest& request, Ep
   prefill.mutable_sampling()->set_num_output_tokens_in_prompt(static_cast<int32_t>(generated.size()));
   prefill.set_tenant_salt(tenant_salt);
   prefill.set_priority(ToProtoPriority(request.priority));
+  prefill.set_trace_timing(request.trace_timing);
   return prefill;
 }
 

@@ -107,6 +107,38 @@ TEST_F(ClusterE2eTest, GreedyOutputEqualsSingleProcess) {
   }
 }
 
+// include_timing through the real cluster: a prompt of its own goes the disaggregated path
+// (prefill node, KV over UCX, decode), so every node stage is measured; the nodes log the
+// stages at info under the request's id.
+TEST_F(ClusterE2eTest, IncludeTimingMeasuresEveryStage) {
+  std::vector<TokenId> prompt = PromptOfLength(48, 48000);
+  json body = {{"model", "tiny"},    {"prompt", prompt},       {"max_tokens", 8},
+               {"temperature", 0},   {"ignore_eos", true},     {"include_timing", true}};
+  http::HttpResult r = http::Post(cluster_->http_port(), "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json t = r.Json()["usage"]["timing"];
+  for (const char* stage : {"router_queue", "decode_queue", "prefill_queue", "prefill", "kv_transfer", "kv_wait",
+                            "first_token", "first_decode_step", "decode", "total"}) {
+    ASSERT_TRUE(t.contains(stage)) << stage << " missing: " << t.dump();
+    EXPECT_GE(t[stage].get<double>(), 0.0) << stage;
+  }
+  EXPECT_GT(t["prefill"].get<double>(), 0.0) << t.dump();
+  EXPECT_GT(t["kv_wait"].get<double>(), 0.0) << "decode waited for the remote KV: " << t.dump();
+  // Durations on other clocks, but each inside the router's first-token time.
+  EXPECT_LE(t["prefill"].get<double>(), t["first_token"].get<double>()) << t.dump();
+  EXPECT_LE(t["kv_wait"].get<double>(), t["first_token"].get<double>()) << t.dump();
+  EXPECT_LE(t["first_token"].get<double>() + t["first_decode_step"].get<double>(), t["total"].get<double>() + 1e-9);
+  EXPECT_NE(r.headers["server-timing"].find("kv-wait;dur="), std::string::npos) << r.headers["server-timing"];
+  for (const char* node : {"prefill", "decode"}) {
+    bool logged = false;
+    for (int i = 0; i < 50 && !logged; ++i) {
+      logged = cluster_->procs().FullLog(node).find("stages (ms): decode_queue") != std::string::npos;
+      if (!logged) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(logged) << node << " did not log the stages:\n" << cluster_->procs().FullLog(node);
+  }
+}
+
 TEST_F(ClusterE2eTest, ChatMatchesTemplateAndEngine) {
   auto tmpl = tokenizer::ChatTemplate::FromModelDir(cluster_->model_dir());
   auto cfg = tokenizer::TokenizerConfig::FromModelDir(cluster_->model_dir());

@@ -45,6 +45,7 @@ struct Script {
   bool error_on_cancel = false;
   Status fail_with = UnavailableError("decode node lost");
   bool drop_logprobs = false;  // send no logprobs even when asked (a node of an older build)
+  std::optional<NodeStageTimes> stage_times{};  // reported with the first tokens
 };
 
 class FakeEngineClient : public EngineClient {
@@ -158,6 +159,9 @@ class FakeEngineClient : public EngineClient {
       std::vector<TokenLogprobs> logprobs;
       if (request.logprobs >= 0 && !script.drop_logprobs) {
         for (TokenId id : batch) logprobs.push_back(FakeLogprobs(id, request.logprobs));
+      }
+      if (produced == static_cast<int32_t>(batch.size()) && script.stage_times && cb.on_stage_times) {
+        cb.on_stage_times(*script.stage_times);
       }
       cb.on_tokens(batch, std::move(logprobs));
       if (stop || produced >= request.max_tokens) {

@@ -202,6 +202,57 @@ TEST_F(HttpApiTest, LogitBiasReachesTheEngine) {
   EXPECT_EQ(bias, (std::map<TokenId, float>{{7, -100.f}, {12, 3.5f}}));
 }
 
+// include_timing: the nodes' stage times (the fake's) and the router's own, in usage.timing
+// and the server-timing header; without it, neither.
+TEST_F(HttpApiTest, IncludeTimingShowsWhereTheTimeWent) {
+  StartServer();
+  Script script{{kHello, kWorld, kHello, kEos}, 1};
+  script.step_delay_ms = 5;
+  script.stage_times = NodeStageTimes{0.004, 0.010, 0.020, 0.003, 0.025};
+  engine_.SetScript(script);
+  HttpResult r = Post(port_, "/v1/completions", {{"prompt", "hi"}, {"include_timing", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(engine_.submitted().back().trace_timing);
+  const json timing = r.Json()["usage"]["timing"];
+  EXPECT_DOUBLE_EQ(timing["decode_queue"].get<double>(), 0.004);
+  EXPECT_DOUBLE_EQ(timing["prefill_queue"].get<double>(), 0.010);
+  EXPECT_DOUBLE_EQ(timing["prefill"].get<double>(), 0.020);
+  EXPECT_DOUBLE_EQ(timing["kv_transfer"].get<double>(), 0.003);
+  EXPECT_DOUBLE_EQ(timing["kv_wait"].get<double>(), 0.025);
+  EXPECT_GE(timing["router_queue"].get<double>(), 0.0);
+  EXPECT_GE(timing["first_token"].get<double>(), 0.004);  // the fake waits 5 ms per batch
+  EXPECT_GE(timing["first_decode_step"].get<double>(), 0.004);
+  EXPECT_GE(timing["decode"].get<double>(), 0.008);  // two more batches
+  EXPECT_GE(timing["total"].get<double>(), timing["first_token"].get<double>() + timing["first_decode_step"].get<double>() +
+                                               timing["decode"].get<double>() - 1e-9);
+  const std::string header = r.headers["server-timing"];
+  for (const char* stage : {"router-queue;dur=", "decode-queue;dur=4.000", "prefill-queue;dur=10.000",
+                            "prefill;dur=20.000", "kv-transfer;dur=3.000", "kv-wait;dur=25.000", "first-token;dur=",
+                            "first-decode-step;dur=", "decode;dur=", "total;dur="}) {
+    EXPECT_NE(header.find(stage), std::string::npos) << stage << " in " << header;
+  }
+  // A stream: the header with the head (what is known at the first token), usage.timing at the end.
+  r = Post(port_, "/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+            {"include_timing", true},
+            {"stream", true},
+            {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(r.headers["server-timing"].find("prefill;dur=20.000"), std::string::npos) << r.headers["server-timing"];
+  EXPECT_EQ(r.headers["server-timing"].find("total;dur="), std::string::npos) << "the total is not known at the head";
+  auto events = SseEvents(r.body);
+  ASSERT_GE(events.size(), 2u);
+  const json usage_chunk = json::parse(events[events.size() - 2]);
+  EXPECT_DOUBLE_EQ(usage_chunk["usage"]["timing"]["prefill"].get<double>(), 0.020);
+  EXPECT_TRUE(usage_chunk["usage"]["timing"].contains("total"));
+  // Not asked for: neither.
+  r = Post(port_, "/v1/completions", {{"prompt", "hi"}});
+  EXPECT_FALSE(r.Json()["usage"].contains("timing"));
+  EXPECT_EQ(r.headers.count("server-timing"), 0u);
+  EXPECT_FALSE(engine_.submitted().back().trace_timing);
+  EXPECT_EQ(Post(port_, "/v1/completions", {{"prompt", "hi"}, {"include_timing", "yes"}}).status, 400);
+}
+
 TEST_F(HttpApiTest, StopStringAcrossTokenBoundariesIsNotEmitted) {
   StartServer();
   std::vector<TokenId> script = ByteTokens("abcSTOPdef");

@@ -38,6 +38,7 @@ class EngineTimesTest : public ::testing::Test {
     engine_->StepOnce(&outputs);
     for (EngineOutput& out : outputs) {
       if (out.id == id && out.finished) finished_ = out;
+      if (out.id == id && !out.finished && !out.tokens.empty() && !first_token_) first_token_ = out;
     }
   }
 
@@ -45,6 +46,7 @@ class EngineTimesTest : public ::testing::Test {
   std::unique_ptr<Engine> engine_;
   std::vector<int> step_tokens_;
   std::optional<EngineOutput> finished_;
+  std::optional<EngineOutput> first_token_;  // the output with the request's first token
 };
 
 TEST_F(EngineTimesTest, ChunkedPrefillThenDecode) {
@@ -63,6 +65,11 @@ TEST_F(EngineTimesTest, ChunkedPrefillThenDecode) {
   EXPECT_NEAR(t.queued_seconds, 0.005, 1e-12);
   EXPECT_NEAR(t.prefill_seconds, 0.007, 1e-12);
   EXPECT_NEAR(t.decode_seconds, 0.020, 1e-12);
+  // The first token's output already carries the queue and prefill parts.
+  ASSERT_TRUE(first_token_.has_value());
+  EXPECT_TRUE(first_token_->times.first_token);
+  EXPECT_NEAR(first_token_->times.queued_seconds, 0.005, 1e-12);
+  EXPECT_NEAR(first_token_->times.prefill_seconds, 0.007, 1e-12);
   // Tokens computed per step that ran a forward: the chunks, then a decode each
   // (the last token is sampled, never computed).
   EXPECT_EQ(step_tokens_, (std::vector<int>{32, 8, 1, 1}));
@@ -86,6 +93,10 @@ TEST_F(EngineTimesTest, ReservationWaitsForItsFirstToken) {
   EXPECT_NEAR(t.queued_seconds, 0.002, 1e-12);
   EXPECT_NEAR(t.prefill_seconds, 0.030, 1e-12);
   EXPECT_NEAR(t.decode_seconds, 0.004, 1e-12);
+  ASSERT_TRUE(first_token_.has_value());
+  EXPECT_TRUE(first_token_->times.remote_first_token);
+  EXPECT_NEAR(first_token_->times.queued_seconds, 0.002, 1e-12);
+  EXPECT_NEAR(first_token_->times.prefill_seconds, 0.030, 1e-12);
 }
 
 TEST_F(EngineTimesTest, CancelledWhileQueuedWasNeverAdmitted) {

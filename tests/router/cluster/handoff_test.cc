@@ -442,6 +442,21 @@ TEST(HandoffTest, LogprobsTravelWithTheirTokens) {
   EXPECT_EQ(out[0].logprobs[1].logprob, -1.5f);
 }
 
+TEST(HandoffTest, StageTimesTravelWithTheFirstTokens) {
+  Handoff m(Params());
+  m.Handle(Ev(E::kStart));
+  m.Handle(Placed(kDecode, /*local=*/true));
+  HandoffEvent tokens = Tokens(kDecode, 1, {9});
+  tokens.stage_times = NodeStageTimes{0.001, 0.002, 0.003, 0.004, 0.005};
+  std::vector<HandoffAction> out = m.Handle(tokens);
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kDeliverTokens}));
+  ASSERT_TRUE(out[0].stage_times.has_value());
+  EXPECT_EQ(out[0].stage_times->kv_wait, 0.005);
+  out = m.Handle(Tokens(kDecode, 1, {10}));
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kDeliverTokens}));
+  EXPECT_FALSE(out[0].stage_times.has_value());
+}
+
 TEST(HandoffTest, WholePromptCachedReleasesAndGoesLocal) {
   Handoff m = MachineIn(S::kReserving);
   HandoffEvent reserved = Ev(E::kReserved, kDecode, 1);
