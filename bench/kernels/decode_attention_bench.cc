@@ -34,6 +34,7 @@
 #include "common/kernels/prefill_attention.h"
 #include "common/kernels/logprobs.h"
 #include "common/kernels/sampling.h"
+#include "common/kernels/token_mask.h"
 
 namespace tandem {
 namespace {
@@ -218,8 +219,9 @@ void BenchPrefill(const std::vector<int>& lens, cudaStream_t stream) {
 
 void BenchSampling(const Ceilings& ceil, cudaStream_t stream) {
   const int vocab = 128256;
-  std::printf("\n%-6s %-10s %-10s %-10s %-10s %-8s   (vocab 128256, fp32 logits; logprobs: token + top k)\n", "rows",
-              "argmax_us", "sample_us", "lp0_us", "lp20_us", "lp20/read");
+  std::printf("\n%-6s %-10s %-10s %-10s %-10s %-8s %-10s   (vocab 128256, fp32 logits; logprobs: token + top k;"
+              " mask: structured output's token masks, pinned upload + apply, 1 %% of tokens allowed)\n",
+              "rows", "argmax_us", "sample_us", "lp0_us", "lp20_us", "lp20/read", "mask_us");
   for (int rows : {1, 64, 256}) {
     std::vector<float> logits(static_cast<size_t>(rows) * vocab);
     std::mt19937 rng(7);
@@ -263,8 +265,38 @@ void BenchSampling(const Ceilings& ceil, cudaStream_t stream) {
     };
     const float lp0 = logprobs_ms(0), lp20 = logprobs_ms(20);
     const double read_gbs = static_cast<double>(rows) * vocab * 4 / (lp20 * 1e-3) / 1e9;
-    std::printf("%-6d %-10.1f %-10.1f %-10.1f %-10.1f %-8.2f   (top_k 50, top_p 0.9, T 0.8)\n", rows, am * 1e3,
-                sm * 1e3, lp0 * 1e3, lp20 * 1e3, read_gbs / ceil.read_gbs);
+    // Every row masked, as the sampler stages it: row ids and masks up in one copy, then the kernel.
+    const int words = (vocab + 31) / 32;
+    const size_t mask_bytes = static_cast<size_t>(rows) * (1 + words) * 4;
+    uint32_t* host_masks = nullptr;
+    BENCH_OK(cuda::CudaStatus(cudaMallocHost(reinterpret_cast<void**>(&host_masks), mask_bytes), "cudaMallocHost"));
+    for (int r = 0; r < rows; ++r) host_masks[r] = static_cast<uint32_t>(r);
+    std::bernoulli_distribution allow(0.01);
+    for (size_t w = rows; w < static_cast<size_t>(rows) * (1 + words); ++w) {
+      uint32_t bits = 0;
+      for (int b = 0; b < 32; ++b) bits |= allow(rng) ? 1u << b : 0u;
+      host_masks[w] = bits;
+    }
+    DeviceBuffer dmask = Alloc(mask_bytes);
+    kernels::TokenMaskParams mp;
+    mp.logits = dl.as<float>();
+    mp.logits_stride = vocab;
+    mp.num_logits_rows = rows;
+    mp.vocab = vocab;
+    mp.rows = dmask.as<int32_t>();
+    mp.masks = reinterpret_cast<const uint32_t*>(dmask.as<int32_t>() + rows);
+    mp.num_rows = rows;
+    mp.mask_words = words;
+    const float mk = MedianMs(
+        [&] {
+          BENCH_OK(cuda::CudaStatus(cudaMemcpyAsync(dmask.data(), host_masks, mask_bytes, cudaMemcpyHostToDevice, stream),
+                                    "cudaMemcpyAsync"));
+          BENCH_OK(kernels::LaunchApplyTokenMask(mp, stream));
+        },
+        2, 10, stream);
+    cudaFreeHost(host_masks);
+    std::printf("%-6d %-10.1f %-10.1f %-10.1f %-10.1f %-8.2f %-10.1f   (top_k 50, top_p 0.9, T 0.8)\n", rows, am * 1e3,
+                sm * 1e3, lp0 * 1e3, lp20 * 1e3, read_gbs / ceil.read_gbs, mk * 1e3);
   }
 }
 

@@ -9,7 +9,7 @@
 //   - entry 0 is the row's token (tokens[row]; -1 gives {-1, -inf});
 //   - entries 1..num_top[row] are the num_top[row] largest logits, highest
 //     first, lowest id on ties (a row with fewer tokens than that lists
-//     -inf ones, lowest ids first).
+//     -inf ones, lowest ids first). REQUIRES: num_top[row] <= vocab.
 // Thread rule: launchers only queue work on the given stream.
 #pragma once
 

@@ -81,6 +81,11 @@ Status Backend::CheckSampleArgs(const Tensor& logits, Device device, std::span<c
     if (requests[i].params == nullptr) {
       return InvalidArgumentError(fmt::format("SampleTokens: row {} has no params", i));
     }
+    const size_t mask_words = requests[i].allowed_tokens.size();
+    if (mask_words != 0 && mask_words != static_cast<size_t>((logits.shape[1] + 31) / 32)) {
+      return InvalidArgumentError(
+          fmt::format("SampleTokens: row {} has a token mask of {} words for vocab {}", i, mask_words, logits.shape[1]));
+    }
   }
   return Status::Ok();
 }

@@ -6,12 +6,14 @@
 //      staged in pinned memory;
 //   2. LaunchApplyPenalties over the rows with a list (repetition over prompt +
 //      output, presence / frequency over output counts, logit_bias, min_tokens masks);
-//   3. all rows greedy: LaunchArgmax; otherwise LaunchSanitizeLogits (NaN ->
+//   3. LaunchApplyTokenMask over the rows with a structured-output mask (-inf for the
+//      tokens the grammar does not allow; the masks go up in the same copy);
+//   4. all rows greedy: LaunchArgmax; otherwise LaunchSanitizeLogits (NaN ->
 //      -inf, as the host sampler does) and LaunchSampling;
-//   4. LaunchRejectMaskedTokens (-1 for a row whose pick is -inf or NaN);
-//   5. when a row asks for logprobs, LaunchLogprobs over the same logits: the
+//   5. LaunchRejectMaskedTokens (-1 for a row whose pick is -inf or NaN);
+//   6. when a row asks for logprobs, LaunchLogprobs over the same logits: the
 //      token's logprob and the top ones, (1 + max top) entries per row;
-//   6. one device->host copy of one int32 per row (and those entries).
+//   7. one device->host copy of one int32 per row (and those entries).
 // Penalty lists are rebuilt from the request's tokens each step: host work is
 // O(prompt + output) per row with penalties, none for the other rows.
 #include <fmt/format.h>
@@ -25,6 +27,7 @@
 #include "common/kernels/logprobs.h"
 #include "common/kernels/penalties.h"
 #include "common/kernels/sampling.h"
+#include "common/kernels/token_mask.h"
 #include "common/runtime/cuda_backend.h"
 
 namespace tandem::runtime {
@@ -39,11 +42,13 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 // [0, upload_bytes) goes up; the tokens come back at `tokens`.
 struct SamplingLayout {
   size_t temperature = 0, top_k = 0, top_p = 0, min_p = 0, seeds = 0, offsets = 0;
-  size_t penalty_rows = 0, entries = 0, num_top = 0, upload_bytes = 0, tokens = 0, logprobs = 0, total_bytes = 0;
+  size_t penalty_rows = 0, entries = 0, mask_rows = 0, masks = 0, num_top = 0, upload_bytes = 0, tokens = 0,
+         logprobs = 0, total_bytes = 0;
 };
 
 // `max_top` < 0: no row wants logprobs.
-SamplingLayout MakeLayout(size_t rows, bool sampled, size_t num_penalty_rows, size_t num_entries, int max_top) {
+SamplingLayout MakeLayout(size_t rows, bool sampled, size_t num_penalty_rows, size_t num_entries,
+                          size_t num_mask_rows, size_t mask_words, int max_top) {
   SamplingLayout l;
   size_t at = 0;
   auto take = [&](size_t bytes) {
@@ -61,6 +66,8 @@ SamplingLayout MakeLayout(size_t rows, bool sampled, size_t num_penalty_rows, si
   }
   l.penalty_rows = take(num_penalty_rows * sizeof(kernels::PenaltyRow));
   l.entries = take(num_entries * sizeof(kernels::PenaltyEntry));
+  l.mask_rows = take(num_mask_rows * sizeof(int32_t));
+  l.masks = take(num_mask_rows * mask_words * sizeof(uint32_t));
   if (max_top >= 0) l.num_top = take(rows * sizeof(int32_t));
   l.upload_bytes = at;
   l.tokens = take(rows * sizeof(int32_t));
@@ -77,6 +84,7 @@ struct CudaBackend::SamplingState {
   std::vector<kernels::PenaltyRow> penalty_rows;
   std::vector<kernels::PenaltyEntry> entries;
   std::vector<int32_t> slot;  // [vocab]: entry index of a token in the row being built, else -1
+  std::vector<int32_t> mask_rows;  // rows with a structured-output mask
   SamplingLayout layout;      // of the current call
   bool sampled = false;       // the current call has a row with temperature > 0
   int max_top = -1;           // the most top logprobs a row of the current call wants; -1: none
@@ -157,17 +165,20 @@ Status CudaBackend::SamplingState::Stage(std::span<const SampleRequest> requests
   const int rows = static_cast<int>(requests.size());
   penalty_rows.clear();
   entries.clear();
+  mask_rows.clear();
   sampled = false;
   max_top = -1;
   for (int i = 0; i < rows; ++i) {
     sampled |= requests[i].params->temperature != 0.0f;
     max_top = std::max(max_top, std::min(requests[i].params->logprobs, vocab));
     AddPenaltyList(i, requests[i], vocab);
+    if (!requests[i].allowed_tokens.empty()) mask_rows.push_back(i);
   }
+  const size_t mask_words = (static_cast<size_t>(vocab) + 31) / 32;
   if (entries.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return InvalidArgumentError("SampleTokens: penalty lists too long");
   }
-  layout = MakeLayout(rows, sampled, penalty_rows.size(), entries.size(), max_top);
+  layout = MakeLayout(rows, sampled, penalty_rows.size(), entries.size(), mask_rows.size(), mask_words, max_top);
   TANDEM_RETURN_IF_ERROR(Reserve(layout.total_bytes));
   char* host = staging.as<char>();
   if (sampled) {
@@ -184,6 +195,13 @@ Status CudaBackend::SamplingState::Stage(std::span<const SampleRequest> requests
   if (!penalty_rows.empty()) {
     std::memcpy(host + layout.penalty_rows, penalty_rows.data(), penalty_rows.size() * sizeof(kernels::PenaltyRow));
     std::memcpy(host + layout.entries, entries.data(), entries.size() * sizeof(kernels::PenaltyEntry));
+  }
+  if (!mask_rows.empty()) {
+    std::memcpy(host + layout.mask_rows, mask_rows.data(), mask_rows.size() * sizeof(int32_t));
+    for (size_t m = 0; m < mask_rows.size(); ++m) {
+      std::memcpy(host + layout.masks + m * mask_words * sizeof(uint32_t), requests[mask_rows[m]].allowed_tokens.data(),
+                  mask_words * sizeof(uint32_t));
+    }
   }
   if (max_top >= 0) {
     for (int i = 0; i < rows; ++i) {
@@ -211,6 +229,18 @@ Status CudaBackend::SamplingState::Launch(float* logits, int rows, int vocab, cu
     pp.num_rows = static_cast<int>(penalty_rows.size());
     pp.entries = reinterpret_cast<const kernels::PenaltyEntry*>(dev + l.entries);
     TANDEM_RETURN_IF_ERROR(kernels::LaunchApplyPenalties(pp, stream));
+  }
+  if (!mask_rows.empty()) {
+    kernels::TokenMaskParams mp;
+    mp.logits = logits;
+    mp.logits_stride = vocab;
+    mp.num_logits_rows = rows;
+    mp.vocab = vocab;
+    mp.rows = reinterpret_cast<const int32_t*>(dev + l.mask_rows);
+    mp.masks = reinterpret_cast<const uint32_t*>(dev + l.masks);
+    mp.num_rows = static_cast<int>(mask_rows.size());
+    mp.mask_words = (vocab + 31) / 32;
+    TANDEM_RETURN_IF_ERROR(kernels::LaunchApplyTokenMask(mp, stream));
   }
   if (sampled) {
     TANDEM_RETURN_IF_ERROR(kernels::LaunchSanitizeLogits({logits, vocab, rows, vocab}, stream));

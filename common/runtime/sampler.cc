@@ -71,6 +71,11 @@ void Sampler::ProcessLogits(std::span<float> logits, const SampleRequest& r) {
     if (!p.ignore_eos) mask(r.eos_token_ids);
     mask(p.stop_token_ids);
   }
+  if (!r.allowed_tokens.empty()) {
+    for (TokenId t = 0; t < vocab; ++t) {
+      if ((r.allowed_tokens[t / 32] >> (t % 32) & 1u) == 0) logits[t] = kNegInf;
+    }
+  }
 }
 
 TokenId Sampler::Draw(const SamplingParams& p, int32_t best, double uniform) {

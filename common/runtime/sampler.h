@@ -22,6 +22,10 @@ struct SampleRequest {
   std::span<const TokenId> output_tokens{};  // generated so far; its size is the step index
   std::span<const TokenId> eos_token_ids{};  // the model's eos ids
   uint64_t seed = 0;                         // params->seed, or the engine's per-request seed
+  // Structured output: the tokens the grammar allows next, (vocab + 31) / 32 words, bit
+  // (t % 32) of word t / 32 set = token t allowed; the others get -inf after the penalties,
+  // logit_bias and the min_tokens mask. Empty: no mask.
+  std::span<const uint32_t> allowed_tokens{};
 };
 
 struct TokenLogprob {

@@ -38,7 +38,8 @@ struct Row {
   SamplingParams params;
   std::vector<TokenId> prompt, output, eos;
   uint64_t seed = 0;
-  SampleRequest Request() const { return SampleRequest{&params, prompt, output, eos, seed}; }
+  std::vector<uint32_t> mask;  // structured output's allowed tokens; empty: none
+  SampleRequest Request() const { return SampleRequest{&params, prompt, output, eos, seed, mask}; }
 };
 
 struct Sampled {
@@ -491,6 +492,91 @@ TEST(CudaSamplingTest, LogprobsEqualTheHostReference) {
   TANDEM_SKIP_WITHOUT_GPU();
   auto gpu = MakeCudaBackend();
   for (int vocab : {97, 4099, 128256, 151936}) CheckLogprobs(*gpu, vocab);
+  EXPECT_EQ(gpu->live_buffers(), 0);
+}
+
+// A mask allowing exactly `allowed`.
+std::vector<uint32_t> MaskOf(int vocab, const std::vector<TokenId>& allowed) {
+  std::vector<uint32_t> mask((vocab + 31) / 32, 0u);
+  for (TokenId t : allowed) mask[t / 32] |= 1u << (t % 32);
+  return mask;
+}
+
+bool Allowed(const std::vector<uint32_t>& mask, TokenId t) { return t >= 0 && (mask[t / 32] >> (t % 32) & 1u) != 0; }
+
+// Structured-output masks (rows with and without, greedy and sampled, with penalties and
+// logprobs) against Sampler: the same greedy picks and logits, every pick allowed.
+void CheckTokenMask(Backend& backend, int vocab, bool compare_logits) {
+  std::mt19937 rng(vocab + 5);
+  std::vector<Row> rows(8);
+  std::vector<float> logits;
+  for (Row& r : rows) {
+    std::vector<float> row = DistinctRow(vocab, rng);
+    logits.insert(logits.end(), row.begin(), row.end());
+    r.params.temperature = 0.0f;
+    r.eos = {1};
+  }
+  std::vector<TokenId> some;  // about 1 % of the vocabulary, never the best of any row by design below
+  std::uniform_int_distribution<TokenId> any(0, vocab - 1);
+  for (int i = 0; i < std::max(3, vocab / 100); ++i) some.push_back(any(rng));
+  rows[0].mask = MaskOf(vocab, some);
+  rows[1].mask = MaskOf(vocab, {some[0], some[1], some[2]});
+  rows[1].params.temperature = 1.0f;
+  rows[1].seed = 7;
+  // rows[2]: no mask
+  rows[3].mask = MaskOf(vocab, {static_cast<TokenId>(vocab - 1)});  // only the last id (the last word's edge)
+  rows[4].mask = MaskOf(vocab, some);
+  rows[4].params.logprobs = 5;
+  rows[5].mask = MaskOf(vocab, some);
+  rows[5].params.repetition_penalty = 1.3f;
+  rows[5].params.logit_bias = {{some[1], 50.0f}};  // biased to the top, and allowed: picked
+  rows[5].prompt = {some[0], some[2]};
+  rows[6].mask = MaskOf(vocab, {1, some[0]});  // eos allowed by the mask but masked by min_tokens
+  rows[6].params.min_tokens = 3;
+  logits[6 * vocab + 1] = 100.f;
+  rows[7].mask = MaskOf(vocab, {});  // nothing allowed: this row fails alone
+  Sampled s = Sample(backend, logits, vocab, rows);
+  Sampler oracle;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SampleRequest request = rows[i].Request();
+    std::vector<float> want(logits.begin() + i * vocab, logits.begin() + (i + 1) * vocab);
+    Sampler::ProcessLogits(want, request);
+    if (i == 7) {
+      EXPECT_EQ(s.out[i].status.code(), StatusCode::kInvalidArgument) << "an all-masked row has no token";
+      continue;
+    }
+    ASSERT_TRUE(s.out[i].status.ok()) << "vocab " << vocab << " row " << i << ": " << s.out[i].status.ToString();
+    if (!rows[i].mask.empty()) {
+      EXPECT_TRUE(Allowed(rows[i].mask, s.out[i].token)) << "row " << i;
+    }
+    if (rows[i].params.temperature == 0.0f) {
+      StatusOr<TokenId> host = oracle.Sample(std::span<const float>(logits.data() + i * vocab, vocab), request);
+      ASSERT_TRUE(host.ok());
+      EXPECT_EQ(s.out[i].token, *host) << "vocab " << vocab << " row " << i;
+      if (compare_logits) {
+        for (int v = 0; v < vocab; ++v) {
+          ASSERT_TRUE(SameLogit(want[v], s.logits_after[i * vocab + v])) << "row " << i << " token " << v;
+        }
+      }
+    }
+    if (rows[i].params.logprobs >= 0) {
+      const SampledLogprobs ref = oracle.Logprobs(rows[i].params, s.out[i].token);
+      EXPECT_NEAR(s.out[i].logprobs.logprob, ref.logprob, 1e-4);
+      ASSERT_EQ(s.out[i].logprobs.top.size(), ref.top.size());
+      for (size_t j = 0; j < ref.top.size(); ++j) EXPECT_EQ(s.out[i].logprobs.top[j].token, ref.top[j].token);
+    }
+  }
+  EXPECT_EQ(s.out[3].token, vocab - 1);
+  EXPECT_EQ(s.out[5].token, some[1]);
+  EXPECT_EQ(s.out[6].token, some[0]);
+}
+
+TEST(CudaSamplingTest, TokenMasksEqualTheHostReference) {
+  CpuBackend cpu;
+  CheckTokenMask(cpu, 1001, false);
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaBackend();
+  for (int vocab : {97, 1001, 4099, 128256, 151936}) CheckTokenMask(*gpu, vocab, true);
   EXPECT_EQ(gpu->live_buffers(), 0);
 }
 
