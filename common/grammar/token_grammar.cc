@@ -97,10 +97,12 @@ const std::vector<uint32_t>& TokenGrammar::InsideMask(uint8_t step, int max_char
 }
 
 const std::vector<uint32_t>& TokenGrammar::ClosingTokens(const ParseState& state, const OpenString& open) {
-  // What follows the quote does not depend on the string's step or count: key without them.
+  // What follows the quote does not depend on the string's count: key on the step (which tokens
+  // can close) and the state with the count set aside.
   ParseState closed;
   SetOpenStringCount(state, open.min_length, &closed);
   std::string key = kClosingTag + closed.Key();
+  key.push_back(static_cast<char>(open.step));
   if (const std::vector<uint32_t>* cached = cache_.Find(key)) return *cached;
   std::vector<uint32_t> closing;
   ParseState after_quote;
