@@ -172,11 +172,16 @@ class Stepper {
     const int limit = std::min(n.next_required[obj.a], n_props - 1);
     return k >= obj.a && k <= limit && Fits(start, n.properties[k].node);
   }
-  bool AdditionalAllowed(size_t start, const Node& n) const { return n.additional >= 0 && Fits(start, n.additional); }
-  // Keys tracked while a key is typed: every listed name when additional properties exist (they
-  // must differ from all of them), else only the candidates.
+  // An additional (unlisted) property may come next: only once every required one is written,
+  // so a model cannot put the required ones off forever.
+  bool AdditionalAllowed(size_t start, const Frame& obj, const Node& n) const {
+    return n.additional >= 0 && n.next_required[obj.a] == static_cast<int>(n.properties.size()) &&
+           Fits(start, n.additional);
+  }
+  // Keys tracked while a key is typed: every listed name when an additional property may come
+  // (it must differ from all of them), else only the candidates.
   bool Tracked(size_t start, const Frame& obj, const Node& n, int k) const {
-    return n.additional >= 0 || Candidate(start, obj, n, k);
+    return AdditionalAllowed(start, obj, n) || Candidate(start, obj, n, k);
   }
 
   Outcome StartKey(size_t start, Frame& obj, const Node& n) {
@@ -184,7 +189,7 @@ class Stepper {
     for (int k = 0; k < static_cast<int>(n.properties.size()) && first < 0; ++k) {
       if (Tracked(start, obj, n, k)) first = k;
     }
-    bool any = AdditionalAllowed(start, n);
+    bool any = AdditionalAllowed(start, obj, n);
     for (int k = obj.a; k < static_cast<int>(n.properties.size()) && !any; ++k) any = Candidate(start, obj, n, k);
     if (!any) return Outcome::kRejected;
     return Push(Frame{obj.node, FrameKind::kKey, kStrClean, 0, first, 0});
@@ -263,7 +268,7 @@ class Stepper {
           alive = true;
         }
       }
-      if (!alive && AdditionalAllowed(start, n)) {
+      if (!alive && AdditionalAllowed(start, obj, n)) {
         if (next == kStrClose) return EndKey(obj, -1);
         // Diverged from every listed name: free text from here on, without escapes.
         if (key.sub == kStrClean && c != '\\') {

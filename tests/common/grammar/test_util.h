@@ -62,23 +62,26 @@ inline std::vector<TokenId> AllowedTokens(const std::vector<uint32_t>& mask) {
   return ids;
 }
 
-// Picks the next token of a random generation: an end token with probability end_prob when
-// allowed; past soft_cap steps, a token made only of closers ('"', '}', ']', spaces) when one
-// exists (so walks finish); else uniformly among the allowed tokens. -1 if nothing is allowed.
+// Picks the next token of a random generation: an end token with probability 1/2 when allowed
+// (always past soft_cap steps); past soft_cap, a token made only of closers ('"', '}', ']'),
+// else one that opens nothing ('{', '[', ',', whitespace), so walks finish; else uniformly
+// among the allowed tokens. -1 if nothing is allowed.
 inline TokenId PickToken(const std::vector<uint32_t>& mask, const TokenVocabulary& vocab,
                          const std::vector<TokenId>& end_tokens, int step, int soft_cap, std::mt19937& rng) {
   std::vector<TokenId> allowed = AllowedTokens(mask);
   if (allowed.empty()) return -1;
-  std::vector<TokenId> ends, closing;
+  std::vector<TokenId> ends, closing, quiet;
   for (TokenId t : allowed) {
     if (std::find(end_tokens.begin(), end_tokens.end(), t) != end_tokens.end()) {
       ends.push_back(t);
-    } else if (step > soft_cap && vocab.token_bytes(t).find_first_not_of("\"}] \n") == std::string::npos) {
-      closing.push_back(t);
+    } else if (step > soft_cap) {
+      const std::string& b = vocab.token_bytes(t);
+      if (b.find_first_not_of("\"}]") == std::string::npos) closing.push_back(t);
+      if (b.find_first_of("{[, \n\t\r") == std::string::npos) quiet.push_back(t);
     }
   }
   if (!ends.empty() && (step > soft_cap || std::uniform_real_distribution<>(0, 1)(rng) < 0.5)) return ends[0];
-  const std::vector<TokenId>& pool = closing.empty() ? allowed : closing;
+  const std::vector<TokenId>& pool = !closing.empty() ? closing : !quiet.empty() ? quiet : allowed;
   return pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng)];
 }
 
