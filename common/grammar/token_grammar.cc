@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "common/base/check.h"
+#include "common/grammar/string_dfa.h"
 
 namespace tandem::grammar {
 namespace {
@@ -59,8 +60,51 @@ void TokenGrammar::WalkTrie(const ParseState& state, std::span<uint32_t> mask) {
       i = trie.subtree_end(i);
       continue;
     }
+    OpenString open;
+    if (GetOpenString(*grammar_, next, &open)) {  // a string just opened: its subtree runs on the string DFA
+      WalkOpenStringSubtree(i, next, open, mask);
+      i = trie.subtree_end(i);
+      continue;
+    }
     for (TokenId t : trie.tokens(i)) SetMaskBit(mask, t);
     ++i;
+  }
+}
+
+void TokenGrammar::WalkOpenStringSubtree(int node, const ParseState& state, const OpenString& open,
+                                         std::span<uint32_t> mask) {
+  const TokenTrie& trie = vocab_->trie();
+  const size_t depth = static_cast<size_t>(trie.depth(node));
+  ParseState closed, x, y;
+  for (TokenId t : trie.subtree_tokens(node)) {
+    const std::string& bytes = vocab_->token_bytes(t);
+    uint8_t step = open.step;
+    int count = open.count;
+    bool ok = true;
+    size_t pos = depth;
+    for (; pos < bytes.size(); ++pos) {
+      bool starts_char = false;
+      step = StringByte(step, static_cast<uint8_t>(bytes[pos]), &starts_char);
+      if (step == kStrReject || step == kStrClose) break;
+      count += starts_char ? 1 : 0;
+      if (open.max_length >= 0 && count > open.max_length) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok && pos < bytes.size()) {  // closed (or rejected) at pos: the rest goes through the stepper
+      ok = step == kStrClose && count >= open.min_length;
+      if (ok) {
+        SetOpenStringCount(state, open.min_length, &closed);
+        Advance(*grammar_, closed, '"', &x);
+        for (size_t k = pos + 1; k < bytes.size() && !x.empty(); ++k) {
+          Advance(*grammar_, x, static_cast<uint8_t>(bytes[k]), &y);
+          std::swap(x, y);
+        }
+        ok = !x.empty();
+      }
+    }
+    if (ok) SetMaskBit(mask, t);
   }
 }
 

@@ -44,6 +44,9 @@ class TokenGrammar {
                TokenGrammarOptions options);
 
   void WalkTrie(const ParseState& state, std::span<uint32_t> mask);
+  // Tokens of the trie subtree under `node`, whose first depth(node) bytes led to `state` (an open
+  // string): the string DFA runs the rest, the stepper only what follows a closing quote.
+  void WalkOpenStringSubtree(int node, const ParseState& state, const OpenString& open, std::span<uint32_t> mask);
   void FillOpenStringMask(const ParseState& state, const OpenString& open, std::span<uint32_t> mask);
   const std::vector<uint32_t>& InsideMask(uint8_t step, int max_chars);
   const std::vector<uint32_t>& ClosingTokens(const ParseState& state, const OpenString& open);
