@@ -286,6 +286,8 @@ void DecodeNode::HandleKvDone(const proto::KvDone& done) {
     if (status.ok()) {
       r->first_token = done.first_token();
       r->first_token_logprobs = node::LogprobsFromProto(done.first_token_logprobs());
+      r->prompt_logprobs.clear();
+      for (const proto::TokenLogprobs& p : done.prompt_logprobs()) r->prompt_logprobs.push_back(node::LogprobsFromProto(p));
       r->prefill_times = done.stage_times();
       r->bytes = done.bytes_sent();
     }
@@ -436,7 +438,7 @@ void DecodeNode::CompleteReservationLocked(uint64_t id, Request& r) {
   if (r.reserved_at != 0) m.kv_handoff_wait->Observe(SecondsSince(r.reserved_at));
   m.kv_transfer_bytes->Increment(static_cast<double>(r.bytes));
   bytes_landed_ += static_cast<uint64_t>(r.bytes);
-  engine_->CompleteReservation(id, r.first_token, std::move(r.first_token_logprobs));
+  engine_->CompleteReservation(id, r.first_token, std::move(r.first_token_logprobs), std::move(r.prompt_logprobs));
 }
 
 void DecodeNode::ForwardLocked(const Request& r, const engine::EngineOutput& out, proto::Tokens* tokens) {
@@ -447,6 +449,7 @@ void DecodeNode::ForwardLocked(const Request& r, const engine::EngineOutput& out
   entry->set_epoch(r.epoch);
   entry->mutable_token_ids()->Add(out.tokens.begin(), out.tokens.end());
   for (const runtime::SampledLogprobs& logprobs : out.logprobs) node::LogprobsToProto(logprobs, entry->add_logprobs());
+  for (const runtime::SampledLogprobs& p : out.prompt_logprobs) node::LogprobsToProto(p, entry->add_prompt_logprobs());
   // The first token's entry reports the prompt's cache hits early: a router that ends
   // the request itself (a stop string) never sees the final entry.
   if (!out.finished && out.num_cached_tokens > 0) entry->set_num_cached_tokens(out.num_cached_tokens);

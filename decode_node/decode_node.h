@@ -89,6 +89,7 @@ class DecodeNode {
     std::vector<BlockId> landing;        // staged: landing blocks, same order
     TokenId first_token = 0;
     runtime::SampledLogprobs first_token_logprobs;  // KvDone's, when the request asked for logprobs
+    std::vector<runtime::SampledLogprobs> prompt_logprobs;  // KvDone's, when it asked for prompt logprobs
     proto::StageTimes prefill_times;                // KvDone's: the prefill node's stages
     bool trace_timing = false;                      // the request's trace_timing: log the stages at info
     int64_t bytes = 0;                       // KvDone.bytes_sent

@@ -359,6 +359,7 @@ void PrefillNode::SendKvDone(uint64_t id, const Request& r, const Status& status
   }
   done.set_num_prompt_tokens(r.prompt_len);
   if (r.first_token_logprobs) node::LogprobsToProto(*r.first_token_logprobs, done.mutable_first_token_logprobs());
+  for (const runtime::SampledLogprobs& p : r.prompt_logprobs) node::LogprobsToProto(p, done.add_prompt_logprobs());
   if (status.ok()) {
     proto::StageTimes* times = done.mutable_stage_times();
     *times = r.stage_times;
@@ -461,6 +462,7 @@ void PrefillNode::OnOutputs(std::vector<engine::EngineOutput>&& outputs) {
       if (!out.tokens.empty()) {
         m.generation_tokens->Increment(1);
         if (!out.logprobs.empty()) r->first_token_logprobs = std::move(out.logprobs.front());
+        r->prompt_logprobs = std::move(out.prompt_logprobs);
         r->first_token_at = Clock::Real().NowNanos();
         r->stage_times.set_prefill_queue_s(out.times.queued_seconds);
         r->stage_times.set_prefill_s(out.times.prefill_seconds);

@@ -88,6 +88,7 @@ class PrefillNode {
     int num_blocks = 0;   // blocks decode needs
     int prompt_len = 0;
     std::optional<runtime::SampledLogprobs> first_token_logprobs;  // when the request asked for logprobs
+    std::vector<runtime::SampledLogprobs> prompt_logprobs;         // when it asked for prompt logprobs
     proto::StageTimes stage_times;  // prefill queue and compute (with the first token), the transfer tail (KvDone)
     Nanos first_token_at = 0;       // Clock::Real() when the first token came out
     bool trace_timing = false;      // PrefillRequest.trace_timing: log the stages at info

@@ -129,6 +129,22 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
   base.ignore_eos = request.ignore_eos;
   base.logit_bias = request.logit_bias;
   base.logprobs = request.logprobs;
+  base.structured_output = request.structured_output;
+  if (request.echo) {
+    // The prompt's logprobs come from the prefill; max_tokens 0 still samples one token, dropped.
+    base.prompt_logprobs = request.logprobs;
+    spec_.echo_only = max_tokens == 0;
+    if (spec_.echo_only) base.max_tokens = 1;
+    for (const PromptInput& prompt : request.prompts) {
+      if (!prompt.is_token_ids) {
+        spec_.echo_texts.push_back(prompt.text);
+        continue;
+      }
+      StatusOr<std::string> text = context_->deps.codec->Decode(prompt.token_ids, /*skip_special_tokens=*/false);
+      if (!text.ok()) return ApiErrorFromStatus(text.status(), "prompt");
+      spec_.echo_texts.push_back(std::move(*text));
+    }
+  }
   base.trace_timing = request.include_timing;
   base.tenant_id = grant_.tenant;
   base.priority = PriorityClassOf(grant_.PriorityFor(request.priority));

@@ -63,6 +63,10 @@ struct GenerateRequest {
   bool ignore_eos = false;              // keep going past EOS until max_tokens
   std::vector<std::pair<TokenId, float>> logit_bias;  // ids distinct, in [0, vocab); bias in [-100, 100]
   int32_t logprobs = -1;                // -1: none; k in [0, 20]: each token's logprob and the top k
+  // Structured output the nodes enforce: {"type":"json_object"} or {"type":"json_schema","schema":{...}}
+  // (common/grammar); empty: free text.
+  std::string structured_output;
+  int32_t prompt_logprobs = -1;         // -1: none; k in [0, 20]: the prompt's logprobs (echo), top k each
   bool trace_timing = false;            // the nodes log its stage times at info
   std::string tenant_id;                // the cache salt is derived from it
   PriorityClass priority = PriorityClass::kInteractive;  // the nodes' queue and preemption order
@@ -93,6 +97,9 @@ struct StreamCallbacks {
   // on_finish, so this is where its usage.cached_tokens comes from; on_finish's
   // num_cached_prompt_tokens repeats it.
   std::function<void(int32_t num_cached_prompt_tokens)> on_cached;
+  // With (before) the first tokens when the request asked for prompt logprobs: one entry
+  // per prompt token after the first.
+  std::function<void(std::vector<TokenLogprobs> prompt_logprobs)> on_prompt_logprobs;
   // Optional: the node stage times, with (before) the first tokens.
   std::function<void(const NodeStageTimes& times)> on_stage_times;
   // Status codes map to HTTP: InvalidArgument 400, ResourceExhausted 429 (a

@@ -51,6 +51,11 @@ StreamCallbacks GenerationJob::MakeCallbacks(int32_t index) {
       if (auto self = weak.lock()) self->OnCached(index, cached);
     });
   };
+  callbacks.on_prompt_logprobs = [weak, post, index](std::vector<TokenLogprobs> logprobs) {
+    post([weak, index, logprobs = std::move(logprobs)]() mutable {
+      if (auto self = weak.lock()) self->choices_[index].prompt_logprobs = std::move(logprobs);
+    });
+  };
   callbacks.on_stage_times = [weak, post, index](const NodeStageTimes& times) {
     post([weak, index, times] {
       auto self = weak.lock();
@@ -124,6 +129,8 @@ void GenerationJob::OnTokens(int32_t index, const std::vector<TokenId>& token_id
                              const std::vector<TokenLogprobs>& logprobs) {
   Choice& choice = choices_[index];
   if (finished_ || choice.done) return;
+  if (!spec_.echo_texts.empty() && !choice.echoed && !Echo(index)) return;
+  if (spec_.echo_only) return;  // max_tokens 0: the one sampled token is not output
   if (events_.on_tokens) events_.on_tokens(index, static_cast<int32_t>(token_ids.size()));
   const bool with_logprobs = spec_.base.logprobs >= 0;
   if (with_logprobs && logprobs.size() != token_ids.size()) {
@@ -146,6 +153,32 @@ void GenerationJob::OnTokens(int32_t index, const std::vector<TokenId>& token_id
   }
 }
 
+bool GenerationJob::Echo(int32_t index) {
+  Choice& choice = choices_[index];
+  choice.echoed = true;
+  if (spec_.base.prompt_logprobs >= 0) {
+    const std::vector<TokenId>& prompt = spec_.prompts[choice.prompt_index];
+    if (choice.prompt_logprobs.size() + 1 != prompt.size()) {
+      // A node of an older build ignores prompt logprobs: fail rather than answer without them.
+      OnError(index, InternalError("the prompt's logprobs did not arrive with the first tokens"));
+      return false;
+    }
+    for (size_t t = 0; t < prompt.size(); ++t) {
+      AddLogprob(index, prompt[t], t == 0 ? TokenLogprobs{} : choice.prompt_logprobs[t - 1]);
+      if (t == 0) {  // nothing comes before the first token: its logprob is null
+        std::vector<ChoiceLogprob>& entries = events_.on_text ? choice.undelivered : outputs_[index].logprobs;
+        entries.back().has_logprob = false;
+      }
+    }
+    choice.prompt_logprobs.clear();
+  }
+  // As vLLM: the echo is not searched for stop strings.
+  const std::string& text = spec_.echo_texts[choice.prompt_index];
+  outputs_[index].text += text;
+  if (events_.on_text) events_.on_text(index, text, std::exchange(choice.undelivered, {}));
+  return true;
+}
+
 void GenerationJob::OnCached(int32_t index, int32_t num_cached_prompt_tokens) {
   Choice& choice = choices_[index];
   if (finished_ || choice.done) return;
@@ -156,6 +189,7 @@ void GenerationJob::OnFinish(int32_t index, const GenerateResult& result) {
   Choice& choice = choices_[index];
   if (finished_ || choice.done) return;
   choice.cached = result.num_cached_prompt_tokens;
+  if (spec_.echo_only) return FinishChoice(index, FinishReason::kLength);
   std::string tail = choice.utf8.Add(choice.decoder->Finish());
   tail += choice.utf8.Finish();
   if (Deliver(index, tail)) {

@@ -39,6 +39,10 @@ struct JobSpec {
   bool include_stop_str_in_output = false;    // keep the matched stop string / stop token's text
   bool skip_special_tokens = true;            // special tokens add no text
   std::vector<TokenId> eos_token_ids;         // the model's EOS ids (they end a sequence unless ignore_eos)
+  // echo: per prompt, its text, output before each of its choices' completions (with
+  // base.prompt_logprobs >= 0, with the prompt tokens' logprob entries first). Empty: no echo.
+  std::vector<std::string> echo_texts;
+  bool echo_only = false;  // max_tokens 0: the echo is the whole output; the sampled token is dropped
 };
 
 struct JobEvents {
@@ -88,6 +92,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     std::vector<ChoiceLogprob> undelivered;  // logprob entries no text event carried yet
     int64_t text_offset = 0;                 // characters of the tokens' texts so far (text_offset)
     std::optional<NodeStageTimes> stage_times;  // the first the engine reported
+    std::vector<TokenLogprobs> prompt_logprobs;  // echo: from the engine, before the first tokens
+    bool echoed = false;                         // the echo went out
   };
 
   GenerationJob(EngineClient* engine, const TextCodec* codec, Post post, JobSpec spec, JobEvents events);
@@ -95,6 +101,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void OnTokens(int32_t index, const std::vector<TokenId>& token_ids, const std::vector<TokenLogprobs>& logprobs);
   // The logprob entry of token `id`, appended to the choice's output and undelivered list.
   void AddLogprob(int32_t index, TokenId id, const TokenLogprobs& logprobs);
+  // Outputs the echo of choice `index`'s prompt (and its logprob entries); false after an error.
+  bool Echo(int32_t index);
   void OnFinish(int32_t index, const GenerateResult& result);
   void OnCached(int32_t index, int32_t num_cached_prompt_tokens);
   void OnError(int32_t index, const Status& status);

@@ -8,6 +8,7 @@
 #include "router/priority_class.h"
 #include "router/request_fields.h"
 #include "router/request_reader.h"
+#include "router/response_format.h"
 
 namespace tandem::router {
 namespace {
@@ -68,8 +69,9 @@ Error ReadStop(const json& body, const RequestLimits& limits, ApiRequest* out) {
 
 Error ReadLengths(const json& body, const RequestLimits& limits, ApiRequest* out) {
   std::optional<int64_t> max_tokens, max_completion_tokens, min_tokens, n, best_of;
-  if (Error e = ReadInt(body, "max_tokens", 1, kMaxInt32, &max_tokens)) return e;
-  if (Error e = ReadInt(body, "max_completion_tokens", 1, kMaxInt32, &max_completion_tokens)) return e;
+  // 0 only with echo (the prompt's logprobs alone); the endpoints check that.
+  if (Error e = ReadInt(body, "max_tokens", 0, kMaxInt32, &max_tokens)) return e;
+  if (Error e = ReadInt(body, "max_completion_tokens", 0, kMaxInt32, &max_completion_tokens)) return e;
   if (max_completion_tokens) max_tokens = max_completion_tokens;
   if (max_tokens) out->max_tokens = static_cast<int32_t>(*max_tokens);
   if (Error e = ReadInt(body, "min_tokens", 0, kMaxInt32, &min_tokens)) return e;
@@ -233,6 +235,7 @@ Error ReadCommon(const json& body, RequestBody body_kind, const RequestLimits& l
   if (Error e = ReadLogprobs(body, out->kind, out)) return e;
   if (Error e = ReadLogitBias(body, limits, out)) return e;
   if (Error e = ReadBool(body, "include_timing", &out->include_timing)) return e;
+  if (Error e = ReadResponseFormat(body, &out->structured_output)) return e;
   return ReadStop(body, limits, out);
 }
 
@@ -275,12 +278,22 @@ Error ReadPrompts(const json& body, const RequestLimits& limits, ApiRequest* out
   return std::nullopt;
 }
 
+// max_tokens 0 asks for no completion: only an echoed prompt makes a response of it.
+Error CheckZeroMaxTokens(const ApiRequest& r) {
+  if (r.max_tokens == 0 && !r.echo) {
+    return BadRequest("max_tokens must be at least 1 (0 only with echo on completions)", "max_tokens");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> ParseCompletionRequest(const json& body, const RequestLimits& limits, ApiRequest* out) {
   out->kind = ApiKind::kCompletion;
   out->add_special_tokens = true;
   if (Error e = ReadCommon(body, kCompletionsBody, limits, out)) return e;
+  if (Error e = ReadBool(body, "echo", &out->echo)) return e;
+  if (Error e = CheckZeroMaxTokens(*out)) return e;
   if (Error e = ReadPrompts(body, limits, out)) return e;
   if (static_cast<int64_t>(out->prompts.size()) * out->n > limits.max_prompts) {
     return BadRequest("number of prompts times n exceeds " + std::to_string(limits.max_prompts), "n");
@@ -292,6 +305,13 @@ std::optional<ApiError> ParseChatRequest(const json& body, const RequestLimits& 
   out->kind = ApiKind::kChat;
   out->add_special_tokens = false;  // the chat template writes the special tokens itself
   if (Error e = ReadCommon(body, kChatBody, limits, out)) return e;
+  bool echo = false;
+  if (Error e = ReadBool(body, "echo", &echo)) return e;
+  if (echo) {
+    return BadRequest("echo is not supported by this server on chat completions (completions only)", "echo",
+                      "unsupported_parameter");
+  }
+  if (Error e = CheckZeroMaxTokens(*out)) return e;
   if (Error e = ReadChatMessages(body, limits.max_messages, &out->messages, &out->ignored_fields)) return e;
   if (Error e = ReadBool(body, "add_generation_prompt", &out->add_generation_prompt)) return e;
   if (Error e = ReadChatTemplateKwargs(body, &out->chat_template_kwargs)) return e;

@@ -38,7 +38,7 @@ struct ApiRequest {
   bool add_generation_prompt = true;    // kChat
   nlohmann::json chat_template_kwargs;  // kChat: object of extra template variables, or null
   bool add_special_tokens = true;       // text prompts: BOS etc.; chat default false (the template has them)
-  std::optional<int32_t> max_tokens;    // max_tokens / max_completion_tokens; >= 1
+  std::optional<int32_t> max_tokens;    // max_tokens / max_completion_tokens; >= 1 (0 with echo)
   int32_t min_tokens = 0;               // <= max_tokens when that is given
   bool ignore_eos = false;
   std::vector<std::string> stop;  // non-empty strings
@@ -49,6 +49,8 @@ struct ApiRequest {
   SamplingParams sampling;
   std::vector<std::pair<TokenId, float>> logit_bias;  // ids distinct, in [0, vocab); bias in [-100, 100]
   int32_t logprobs = -1;  // -1: none; k in [0, kMaxTopLogprobs]: each token's logprob and the top k
+  bool echo = false;              // completions: the prompt before the completion (and its logprobs)
+  std::string structured_output;  // response_format / guided_json as the nodes enforce it; empty: free text
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
   bool include_timing = false;              // usage.timing and the server-timing header (an extension)

@@ -99,6 +99,12 @@ json LogprobsJson(ApiKind kind, const std::vector<ChoiceLogprob>& entries) {
   for (const ChoiceLogprob& e : entries) {
     const std::string token = SanitizeUtf8(e.token.bytes);
     tokens.push_back(token);
+    offsets.push_back(e.text_offset);
+    if (!e.has_logprob) {  // an echoed prompt's first token: nothing came before it
+      token_logprobs.push_back(nullptr);
+      top_logprobs.push_back(nullptr);
+      continue;
+    }
     token_logprobs.push_back(ShownLogprob(e.token.logprob));
     // As the legacy API does: the sampled token is always among its top entries.
     json top = json::object();
@@ -108,7 +114,6 @@ json LogprobsJson(ApiKind kind, const std::vector<ChoiceLogprob>& entries) {
     }
     if (!top.contains(token)) top[token] = ShownLogprob(e.token.logprob);
     top_logprobs.push_back(std::move(top));
-    offsets.push_back(e.text_offset);
   }
   return {{"tokens", std::move(tokens)},
           {"token_logprobs", std::move(token_logprobs)},

@@ -58,6 +58,7 @@ struct ChoiceLogprob {
   LogprobToken token;
   std::vector<LogprobToken> top;
   int64_t text_offset = 0;
+  bool has_logprob = true;  // false for an echoed prompt's first token: null logprob, null top
 };
 
 struct ChoiceOutput {

@@ -63,20 +63,6 @@ ReadError ChoiceOff(const RequestField& f, const json& v) {
   if (s == "required") return Unsupported(f);
   return TypeError(f, "\"none\", \"auto\", \"required\" or an object naming a function");
 }
-ReadError ResponseFormatText(const RequestField& f, const json& v) {
-  const json* type = v.is_object() ? FindField(v, "type") : nullptr;
-  if (type == nullptr || !type->is_string()) {
-    ReadError e = TypeError(f, "an object with a string \"type\"");
-    e->param = std::string(f.name) + (v.is_object() ? ".type" : "");
-    return e;
-  }
-  const std::string& s = type->get_ref<const std::string&>();
-  if (s == "text") return std::nullopt;
-  if (s == "json_object" || s == "json_schema" || s == "structural_tag") return Unsupported(f);
-  ReadError e = TypeError(f, "of type \"text\", \"json_object\" or \"json_schema\"");
-  e->param = std::string(f.name) + ".type";
-  return e;
-}
 ReadError OnlyTextModality(const RequestField& f, const json& v) {
   if (!v.is_array()) return TypeError(f, "a list of strings");
   for (const json& m : v) {
@@ -140,6 +126,13 @@ constexpr RequestField kFields[] = {
     {"logit_bias", kImpl, kGenerate, nullptr, "token id -> bias in [-100, 100], added to the logits before sampling"},
     {"include_timing", kImpl, kGenerate, nullptr,
      "an extension: where the request's time went, in usage.timing and the server-timing header"},
+    {"echo", kImpl, kGenerate, nullptr,
+     "completions: the prompt before the completion (with logprobs, the prompt tokens' too; the first one's is "
+     "null); max_tokens 0 returns the prompt alone. Chat: a 400"},
+    {"response_format", kImpl, kGenerate, nullptr,
+     "text, json_object or json_schema (a subset of JSON Schema: common/grammar/README.md), enforced by "
+     "constrained decoding"},
+    {"guided_json", kImpl, kGenerate, nullptr, "vLLM's form of json_schema: a JSON Schema object or its JSON text"},
     {"priority", kImpl, kGenerate, nullptr,
      "an integer, lower = more urgent (default: the API key's, else 0); <= 0 interactive, > 0 batch class"},
     // --- accepted metadata: type-checked, no effect is expected ---------------------------------------------------
@@ -154,9 +147,6 @@ constexpr RequestField kFields[] = {
     {"tool_choice", kNo, kGenerate, ChoiceOff, "tool calling is not implemented (\"none\" and \"auto\" pass)"},
     {"functions", kNo, kGenerate, OnlyEmptyList, "function calling is not implemented"},
     {"function_call", kNo, kGenerate, ChoiceOff, "function calling is not implemented (\"none\" and \"auto\" pass)"},
-    {"response_format", kNo, kGenerate, ResponseFormatText,
-     "structured output is not implemented; only {\"type\": \"text\"} is accepted"},
-    {"guided_json", kNo, kGenerate, AnyValue, "guided decoding is not implemented"},
     {"guided_regex", kNo, kGenerate, AnyValue, "guided decoding is not implemented"},
     {"guided_choice", kNo, kGenerate, AnyValue, "guided decoding is not implemented"},
     {"guided_grammar", kNo, kGenerate, AnyValue, "guided decoding is not implemented"},
@@ -166,7 +156,6 @@ constexpr RequestField kFields[] = {
     {"structured_outputs", kNo, kGenerate, AnyValue, "guided decoding is not implemented"},
     {"prompt_logprobs", kNo, kGenerate, AnyValue, "prompt logprobs are not implemented"},
     {"return_tokens_as_token_ids", kNo, kGenerate, OnlyFalse, "logprobs show token text, not ids"},
-    {"echo", kNo, kGenerate, OnlyFalse, "echo is not implemented (false passes)"},
     {"suffix", kNo, kGenerate, OnlyEmptyString, "suffix (insertion) is not implemented"},
     {"allowed_token_ids", kNo, kGenerate, AnyValue, "allowed_token_ids is not implemented"},
     {"bad_words", kNo, kGenerate, OnlyEmptyList, "bad_words is not implemented"},

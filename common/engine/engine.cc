@@ -39,6 +39,8 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
       eos_token_ids_.push_back(id);
     }
   }
+  structured_output_ =
+      std::make_unique<StructuredOutput>(config_.model_dir, model_config_.vocab_size, eos_token_ids_);
   int& max_len = config_.scheduler.max_model_len;
   if (max_len <= 0 || max_len > model_config_.max_position_embeddings) {
     max_len = model_config_.max_position_embeddings;
@@ -50,7 +52,8 @@ Status Engine::Init(std::unique_ptr<runtime::Backend> backend) {
   runtime::RuntimeOptions options;
   options.max_num_tokens = config_.scheduler.max_num_batched_tokens;
   options.max_num_seqs = config_.scheduler.max_num_seqs;
-  options.max_logits_rows = config_.scheduler.max_num_seqs;
+  // A row per sequence, plus the prompt positions of prompt logprobs.
+  options.max_logits_rows = config_.scheduler.max_num_seqs + config_.scheduler.max_prompt_logits_tokens;
   options.max_model_len = max_len;
   options.kv_block_size = config_.block_size;
   // Graph-replaying backends get decode batches padded to bucket sizes.
@@ -122,6 +125,7 @@ StatusOr<scheduler::SequenceParams> Engine::Admit(const EngineRequest& request, 
   params.prompt_tokens = request.prompt_tokens;
   params.priority = request.priority;
   params.hold_kv_after_finish = request.hold_kv_after_finish;
+  params.prompt_logits = request.sampling.prompt_logprobs >= 0;
   TANDEM_ASSIGN_OR_RETURN(params.max_tokens,
                           runtime::EffectiveMaxTokens(request.sampling, static_cast<int>(request.prompt_tokens.size()),
                                                       config_.scheduler.max_model_len));
@@ -130,6 +134,9 @@ StatusOr<scheduler::SequenceParams> Engine::Admit(const EngineRequest& request, 
     params.stop_token_ids.insert(params.stop_token_ids.end(), eos_token_ids_.begin(), eos_token_ids_.end());
   }
   RequestState state;
+  if (!request.sampling.structured_output.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(state.matcher, structured_output_->NewMatcher(request.sampling));
+  }
   state.sampling = request.sampling;
   state.seed = request.sampling.seed ? *request.sampling.seed : std::random_device{}();
   state.arrived_at = arrived_at;
@@ -240,10 +247,11 @@ void Engine::Reserve(EngineRequest request, int64_t lease_ms,
   cv_.notify_one();
 }
 
-void Engine::CompleteReservation(RequestId id, TokenId first_token, runtime::SampledLogprobs first_token_logprobs) {
+void Engine::CompleteReservation(RequestId id, TokenId first_token, runtime::SampledLogprobs first_token_logprobs,
+                                 std::vector<runtime::SampledLogprobs> prompt_logprobs) {
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back([this, id, first_token,
-                     logprobs = std::move(first_token_logprobs)](std::vector<EngineOutput>* outputs) mutable {
+  events_.push_back([this, id, first_token, logprobs = std::move(first_token_logprobs),
+                     prompt = std::move(prompt_logprobs)](std::vector<EngineOutput>* outputs) mutable {
     auto finished = scheduler_->CompleteReservation(id, first_token);
     if (!finished.ok()) {
       TANDEM_LOG_WARN("complete reservation {}: {}", id, finished.status().ToString());
@@ -256,6 +264,7 @@ void Engine::CompleteReservation(RequestId id, TokenId first_token, runtime::Sam
       state->second.first_token_at = state->second.last_token_at = clock_.NowNanos();
       state->second.remote_first_token = true;
       if (state->second.sampling.logprobs >= 0) out.logprobs.push_back(std::move(logprobs));
+      if (state->second.sampling.prompt_logprobs >= 0) out.prompt_logprobs = std::move(prompt);
       out.times = TimesOf(id);
     }
     if (const scheduler::Sequence* seq = scheduler_->Find(id)) out.num_cached_tokens = seq->num_cached_prompt_tokens;

@@ -26,6 +26,7 @@
 #include "common/base/clock.h"
 #include "common/engine/backend_kv_storage.h"
 #include "common/engine/engine_config.h"
+#include "common/engine/structured_output.h"
 #include "common/kv_cache/cache_report_buffer.h"
 #include "common/model/model_config.h"
 #include "common/runtime/backend.h"
@@ -75,6 +76,9 @@ struct EngineOutput {
   RequestTimes times;  // with finished, and with a request's first token (its queue and prefill parts)
   // One per token when the request's sampling.logprobs >= 0, else empty.
   std::vector<runtime::SampledLogprobs> logprobs;
+  // With a request's first token when its sampling.prompt_logprobs >= 0: one per prompt
+  // token after the first (that token's logprob given the tokens before it).
+  std::vector<runtime::SampledLogprobs> prompt_logprobs;
 };
 
 using OutputSink = std::function<void(std::vector<EngineOutput>&&)>;
@@ -110,7 +114,9 @@ class Engine {
   // Holds device blocks for KV computed elsewhere; `done` runs on the engine thread.
   void Reserve(EngineRequest request, int64_t lease_ms, std::function<void(StatusOr<scheduler::Reservation>)> done);
   // The reserved KV has landed; the request joins the running batch.
-  void CompleteReservation(RequestId id, TokenId first_token, runtime::SampledLogprobs first_token_logprobs = {});
+  // `prompt_logprobs`: the remote prefill's, passed on with the first token when asked for.
+  void CompleteReservation(RequestId id, TokenId first_token, runtime::SampledLogprobs first_token_logprobs = {},
+                           std::vector<runtime::SampledLogprobs> prompt_logprobs = {});
   // Runs `fn` on the engine thread before the next step.
   void Post(std::function<void()> fn);
   // A copy of the counters as of the last step.
@@ -157,6 +163,12 @@ class Engine {
     Nanos first_token_at = 0;
     Nanos last_token_at = 0;
     bool remote_first_token = false;
+    // Structured output (sampling.structured_output): the grammar's position, which has
+    // accepted the first `matched_tokens` output tokens; null for free text.
+    std::unique_ptr<grammar::GrammarMatcher> matcher;
+    size_t matched_tokens = 0;
+    // Prompt logprobs computed so far (positions 1 .. size()), sent with the first token.
+    std::vector<runtime::SampledLogprobs> prompt_logprobs;
   };
 
   Engine(const EngineConfig& config, const Clock& clock);
@@ -173,6 +185,15 @@ class Engine {
   // the tokens; a row with no token left aborts only its request.
   Status SampleStep(const scheduler::SchedulerOutput& step, runtime::Tensor logits, std::vector<EngineOutput>* outputs);
   void EmitFinished(const scheduler::SchedulerOutput& step, std::vector<EngineOutput>* outputs);
+  // The allowed-token mask of a structured-output row into `mask` (MaskWords words): the
+  // matcher first accepts the output tokens it has not seen (the last step's, a remote first
+  // token, a moved request's). A token the grammar refuses fails the row (mask all zero).
+  Status FillTokenMask(RequestState& state, std::span<const TokenId> output_tokens, std::span<uint32_t> mask);
+  // The prompt logprobs of an all_logits chunk from its logits rows (one per new token).
+  Status RecordPromptLogprobs(const scheduler::ScheduledSequence& s, runtime::Tensor rows);
+  // Backend::SampleTokens over `rows` of `logits` (one call per run of consecutive rows).
+  Status SampleRows(runtime::Tensor logits, std::span<const int64_t> rows, std::span<const runtime::SampleRequest> requests,
+                    std::span<runtime::SampledToken> out);
   // Hands `outputs` to the sink (if any) and leaves it empty.
   void Flush(std::vector<EngineOutput>* outputs);
   void Loop();
@@ -186,6 +207,8 @@ class Engine {
   std::unique_ptr<runtime::PagedKvCache> device_kv_;
   std::unique_ptr<kv_cache::KvTierStorage> storage_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<StructuredOutput> structured_output_;
+  std::vector<uint32_t> masks_;  // this step's structured-output masks, one per such row
   std::unordered_map<RequestId, RequestState> requests_;
   // Requests whose end was already emitted (aborted mid-step); their scheduler
   // finish record is swallowed so each request ends exactly once.

@@ -28,6 +28,8 @@ StatusOr<runtime::SamplingParams> SamplingFromProto(const proto::SamplingParams&
   if (s.logit_bias_size() > runtime::kMaxLogitBias) return InvalidArgumentError("logit_bias: too many tokens");
   for (const proto::LogitBias& b : s.logit_bias()) p.logit_bias.emplace_back(b.token_id(), b.bias());
   if (s.logprobs()) p.logprobs = s.top_logprobs();
+  p.structured_output = s.structured_output();
+  if (s.prompt_logprobs()) p.prompt_logprobs = s.top_prompt_logprobs();
   TANDEM_RETURN_IF_ERROR(p.Validate());
   return p;
 }

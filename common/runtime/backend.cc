@@ -114,6 +114,35 @@ Status Backend::SampleTokens(Tensor logits, std::span<const SampleRequest> reque
   return Status::Ok();
 }
 
+Status Backend::CheckPromptLogprobsArgs(const Tensor& logits, Device device, std::span<const TokenId> tokens, int k,
+                                        std::span<const SampledLogprobs> out) {
+  if (!logits.defined() || logits.dtype != DType::kF32 || logits.device != device || logits.ndim != 2 ||
+      logits.shape[1] <= 0 || logits.shape[0] != static_cast<int64_t>(tokens.size()) || out.size() != tokens.size() ||
+      k < 0 || k > kMaxTopLogprobs) {
+    return InvalidArgumentError(fmt::format("PromptLogprobs: logits {} for {} tokens, {} outputs, k {}",
+                                            logits.DebugString(), tokens.size(), out.size(), k));
+  }
+  return Status::Ok();
+}
+
+Status Backend::PromptLogprobs(Tensor logits, std::span<const TokenId> tokens, int k, std::span<SampledLogprobs> out) {
+  TANDEM_RETURN_IF_ERROR(CheckPromptLogprobsArgs(logits, device(), tokens, k, out));
+  if (tokens.empty()) return Status::Ok();
+  const size_t vocab = static_cast<size_t>(logits.shape[1]);
+  std::span<const float> all;
+  if (device() == Device::kCpu) {
+    all = std::span<const float>(logits.As<const float>(), tokens.size() * vocab);
+  } else {
+    host_logits_.resize(tokens.size() * vocab);
+    TANDEM_RETURN_IF_ERROR(CopyToHost(logits, host_logits_.data(), logits.NumBytes()));
+    all = host_logits_;
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    out[i] = Sampler::RowLogprobs(all.subspan(i * vocab, vocab), 0.0f, tokens[i], k);
+  }
+  return Status::Ok();
+}
+
 Buffer::Buffer(Buffer&& other) noexcept
     : tensor_(std::exchange(other.tensor_, Tensor())), owner_(std::exchange(other.owner_, nullptr)) {}
 

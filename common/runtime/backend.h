@@ -161,6 +161,13 @@ class Backend : public Ops {
   // same distribution (the random numbers may differ from Sampler's).
   virtual Status SampleTokens(Tensor logits, std::span<const SampleRequest> requests, std::span<SampledToken> out);
 
+  // Prompt logprobs: per row of `logits` (F32 [rows, vocab] on this device, contiguous),
+  // the raw log-softmax's value at tokens[row] (the prompt's next token) and its `k` most
+  // likely tokens', as Sampler::RowLogprobs computes them at temperature 0. The default copies
+  // the rows to the host. REQUIRES: rows == tokens.size() == out.size(), 0 <= k <= 20.
+  virtual Status PromptLogprobs(Tensor logits, std::span<const TokenId> tokens, int k,
+                                std::span<SampledLogprobs> out);
+
  protected:
   // Linear `p` with silu_mul as a separate op, for backends (or shapes) without the fused
   // form: product(q) computes q, a LinearParams without silu_mul (into p.scratch with
@@ -173,6 +180,10 @@ class Backend : public Ops {
   // `device`, out.size() == requests.size() and every request has params.
   static Status CheckSampleArgs(const Tensor& logits, Device device, std::span<const SampleRequest> requests,
                                 std::span<const SampledToken> out);
+  // InvalidArgument unless `logits` is F32 [tokens.size(), vocab > 0] on `device`, out has
+  // as many entries and k is in [0, kMaxTopLogprobs].
+  static Status CheckPromptLogprobsArgs(const Tensor& logits, Device device, std::span<const TokenId> tokens, int k,
+                                        std::span<const SampledLogprobs> out);
 
  private:
   // State of the default SampleTokens.

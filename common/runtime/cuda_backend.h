@@ -121,6 +121,8 @@ class CudaBackend final : public Backend {
   // in steady state), and one int32 per row comes back; waits for it.
   // FailedPrecondition inside a graph step.
   Status SampleTokens(Tensor logits, std::span<const SampleRequest> requests, std::span<SampledToken> out) override;
+  Status PromptLogprobs(Tensor logits, std::span<const TokenId> tokens, int k,
+                        std::span<SampledLogprobs> out) override;
 
   // Blocks until all queued work is done.
   Status Synchronize();

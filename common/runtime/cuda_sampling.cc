@@ -312,4 +312,57 @@ Status CudaBackend::SampleTokens(Tensor logits, std::span<const SampleRequest> r
   return Status::Ok();
 }
 
+// Prompt logprobs reuse the logprobs kernel with each row's next prompt token as its
+// "sampled" token and no temperature: staging holds tokens | num_top, then the entries come back.
+Status CudaBackend::PromptLogprobs(Tensor logits, std::span<const TokenId> tokens, int k,
+                                   std::span<SampledLogprobs> out) {
+  if (recording_) return FailedPreconditionError("PromptLogprobs inside a graph step");
+  TANDEM_RETURN_IF_ERROR(CheckPromptLogprobsArgs(logits, Device::kCuda, tokens, k, out));
+  if (tokens.empty()) return Status::Ok();
+  if (logits.shape[0] > std::numeric_limits<int32_t>::max() || logits.shape[1] > std::numeric_limits<int32_t>::max()) {
+    return InvalidArgumentError(fmt::format("PromptLogprobs: logits {} too large", logits.DebugString()));
+  }
+  const int rows = static_cast<int>(logits.shape[0]), vocab = static_cast<int>(logits.shape[1]);
+  const int top = std::min(k, vocab);
+  if (sampling_ == nullptr) sampling_.reset(new SamplingState());
+  const size_t ids_bytes = AlignUp(rows * sizeof(int32_t));
+  const size_t entries_at = 2 * ids_bytes;
+  const size_t total = entries_at + static_cast<size_t>(rows) * (1 + top) * sizeof(kernels::LogprobEntry);
+  TANDEM_RETURN_IF_ERROR(sampling_->Reserve(total));
+  char* host = sampling_->staging.as<char>();
+  char* dev = sampling_->device.as<char>();
+  for (int i = 0; i < rows; ++i) {
+    reinterpret_cast<int32_t*>(host)[i] = tokens[i];
+    reinterpret_cast<int32_t*>(host + ids_bytes)[i] = top;
+  }
+  auto launch = [&]() -> Status {
+    TANDEM_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev, host, entries_at, cudaMemcpyHostToDevice, stream_));
+    kernels::LogprobsParams lp;
+    lp.logits = logits.As<float>();
+    lp.logits_stride = vocab;
+    lp.tokens = reinterpret_cast<const int32_t*>(dev);
+    lp.num_top = reinterpret_cast<const int32_t*>(dev + ids_bytes);
+    lp.max_top = top;
+    lp.out = reinterpret_cast<kernels::LogprobEntry*>(dev + entries_at);
+    lp.num_rows = rows;
+    lp.vocab = vocab;
+    TANDEM_RETURN_IF_ERROR(kernels::LaunchLogprobs(lp, stream_));
+    TANDEM_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(host + entries_at, dev + entries_at, total - entries_at, cudaMemcpyDeviceToHost, stream_));
+    return Status::Ok();
+  };
+  Status launched = launch();
+  // Wait even after a failed launch: the next call rewrites the staging a queued copy may still read.
+  Status synced = cuda::CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  TANDEM_RETURN_IF_ERROR(launched);
+  TANDEM_RETURN_IF_ERROR(synced);
+  const auto* entries = reinterpret_cast<const kernels::LogprobEntry*>(host + entries_at);
+  for (int i = 0; i < rows; ++i) {
+    const kernels::LogprobEntry* row = entries + static_cast<int64_t>(i) * (1 + top);
+    out[i] = SampledLogprobs{row[0].logprob, {}};
+    for (int j = 1; j <= top; ++j) out[i].top.push_back(TokenLogprob{row[j].token, row[j].logprob});
+  }
+  return Status::Ok();
+}
+
 }  // namespace tandem::runtime

@@ -136,27 +136,35 @@ StatusOr<TokenId> Sampler::Sample(std::span<const float> logits, const SampleReq
 }
 
 SampledLogprobs Sampler::Logprobs(const SamplingParams& params, TokenId token) {
-  const double inv_t = params.temperature > 0.0f ? 1.0 / static_cast<double>(params.temperature) : 1.0;
-  const int32_t best = Argmax(work_);
-  TANDEM_CHECK(best >= 0 && params.logprobs >= 0) << "Logprobs without a sampled row";
-  const double max_scaled = work_[best] * inv_t;
+  TANDEM_CHECK(Argmax(work_) >= 0 && params.logprobs >= 0) << "Logprobs without a sampled row";
+  return RowLogprobs(work_, params.temperature, token, params.logprobs);
+}
+
+SampledLogprobs Sampler::RowLogprobs(std::span<const float> logits, float temperature, TokenId token, int k) {
+  const double inv_t = temperature > 0.0f ? 1.0 / static_cast<double>(temperature) : 1.0;
+  SampledLogprobs out;
+  const int32_t best = Argmax(logits);
+  if (best < 0) {
+    out.logprob = kNegInf;
+    return out;
+  }
+  const double max_scaled = logits[best] * inv_t;
   double sum = 0.0;
-  for (float l : work_) {
+  for (float l : logits) {
     if (l != kNegInf) sum += std::exp(l * inv_t - max_scaled);
   }
   const double log_z = max_scaled + std::log(sum);
   auto logprob = [&](TokenId t) {
-    return work_[t] == kNegInf ? kNegInf : static_cast<float>(work_[t] * inv_t - log_z);
+    return logits[t] == kNegInf ? kNegInf : static_cast<float>(logits[t] * inv_t - log_z);
   };
-  SampledLogprobs out;
-  out.logprob = token >= 0 && static_cast<size_t>(token) < work_.size() ? logprob(token) : kNegInf;
-  const size_t k = std::min<size_t>(static_cast<size_t>(params.logprobs), work_.size());
-  order_.resize(work_.size());
-  std::iota(order_.begin(), order_.end(), 0);
-  std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [&](int32_t a, int32_t b) {
-    return work_[a] > work_[b] || (work_[a] == work_[b] && a < b);
+  out.logprob = token >= 0 && static_cast<size_t>(token) < logits.size() ? logprob(token) : kNegInf;
+  const size_t top = std::min<size_t>(static_cast<size_t>(std::max(k, 0)), logits.size());
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   });
-  for (size_t i = 0; i < k; ++i) out.top.push_back(TokenLogprob{order_[i], logprob(order_[i])});
+  for (size_t i = 0; i < top; ++i) out.top.push_back(TokenLogprob{order[i], logprob(order[i])});
   return out;
 }
 

@@ -51,6 +51,10 @@ class Sampler {
   // succeeded and params.logprobs >= 0.
   SampledLogprobs Logprobs(const SamplingParams& params, TokenId token);
 
+  // The logprob of `token` and the `k` most likely tokens' in `logits` divided by
+  // `temperature` when > 0 (-inf stays -inf). Prompt logprobs use the raw logits (0).
+  static SampledLogprobs RowLogprobs(std::span<const float> logits, float temperature, TokenId token, int k);
+
   // Sample for each row of `logits` [requests.size(), vocab] (row-major).
   StatusOr<std::vector<TokenId>> SampleBatch(std::span<const float> logits, int vocab_size,
                                              std::span<const SampleRequest> requests);

@@ -42,6 +42,14 @@ Status SamplingParams::Validate() const {
   if (logprobs < -1 || logprobs > kMaxTopLogprobs) {
     return InvalidArgumentError(fmt::format("logprobs must be in [-1, {}], got {}", kMaxTopLogprobs, logprobs));
   }
+  if (prompt_logprobs < -1 || prompt_logprobs > kMaxTopLogprobs) {
+    return InvalidArgumentError(
+        fmt::format("prompt_logprobs must be in [-1, {}], got {}", kMaxTopLogprobs, prompt_logprobs));
+  }
+  if (structured_output.size() > kMaxStructuredOutputBytes) {
+    return InvalidArgumentError(fmt::format("structured_output must be at most {} bytes, got {}",
+                                            kMaxStructuredOutputBytes, structured_output.size()));
+  }
   if (logit_bias.size() > static_cast<size_t>(kMaxLogitBias)) {
     return InvalidArgumentError(fmt::format("logit_bias: at most {} tokens, got {}", kMaxLogitBias, logit_bias.size()));
   }

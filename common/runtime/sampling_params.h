@@ -36,6 +36,7 @@ namespace tandem::runtime {
 
 inline constexpr int kMaxTopLogprobs = 20;
 inline constexpr int kMaxLogitBias = 1024;
+inline constexpr size_t kMaxStructuredOutputBytes = 64 << 10;
 
 struct SamplingParams {
   // Softmax temperature; 0 means greedy. Range [0, 100].
@@ -60,6 +61,14 @@ struct SamplingParams {
   // Logprobs of each sampled token: -1 none; k in [0, kMaxTopLogprobs]: the sampled
   // token's logprob and the k most likely tokens' (highest first, lowest id on ties).
   int logprobs = -1;
+  // Structured output: the response format the output must follow, {"type":"json_object"} or
+  // {"type":"json_schema","schema":{...}} (common/grammar/README.md); at most
+  // kMaxStructuredOutputBytes. Empty: free text. The engine compiles it against its vocabulary.
+  std::string structured_output;
+  // Prompt logprobs (echo with logprobs): -1 none; k in [0, kMaxTopLogprobs]: for every
+  // prompt position after the first, the raw log-softmax of the logits before it at the
+  // prompt's token and its k most likely tokens (no penalties, no temperature).
+  int prompt_logprobs = -1;
   // Extra token ids that end generation (in addition to the model's eos ids).
   std::vector<TokenId> stop_token_ids;
   // When true, the model's eos ids do not stop generation (stop_token_ids still do).

@@ -33,6 +33,9 @@ Status Scheduler::Validate(const SequenceParams& p) const {
     return AlreadyExistsError(fmt::format("request {} already exists", p.id));
   }
   if (p.prompt_tokens.empty()) return InvalidArgumentError("empty prompt");
+  if (p.prompt_logits && config_.max_prompt_logits_tokens == 0) {
+    return InvalidArgumentError("prompt logprobs are off on this node (max_prompt_logits_tokens 0)");
+  }
   if (p.max_tokens <= 0) {
     return InvalidArgumentError(fmt::format("max_tokens must be >= 1, got {}", p.max_tokens));
   }

@@ -129,8 +129,8 @@ class Scheduler {
   bool TryAdmit(Sequence* seq, StepState* step, SchedulerOutput* out);
   // Whether `blocks` more device blocks can be taken while one block per batch slot in use stays available.
   bool HasRoomFor(int blocks) const;
-  // Tokens of `seq` to compute next with `budget` tokens left (a prefill chunk or 1).
-  int NextChunk(const Sequence& seq, int budget) const;
+  // Tokens of `seq` to compute next within the step's budgets (a prefill chunk or 1).
+  int NextChunk(const Sequence& seq, const StepState& step) const;
   // Allocates and emits the next chunk of `seq`; false when blocks are short.
   bool TrySchedule(Sequence* seq, StepState* step, SchedulerOutput* out);
   int AcquireCachedPrefix(Sequence* seq);

@@ -12,6 +12,7 @@ Status SchedulerConfig::Validate() const {
   TANDEM_RETURN_IF_ERROR(positive("max_num_batched_tokens", max_num_batched_tokens));
   TANDEM_RETURN_IF_ERROR(positive("max_num_seqs", max_num_seqs));
   TANDEM_RETURN_IF_ERROR(positive("max_prefill_chunk_tokens", max_prefill_chunk_tokens));
+  if (max_prompt_logits_tokens < 0) return InvalidArgumentError("scheduler: max_prompt_logits_tokens must be >= 0");
   TANDEM_RETURN_IF_ERROR(positive("max_model_len", max_model_len));
   TANDEM_RETURN_IF_ERROR(positive("max_waiting_requests", max_waiting_requests));
   TANDEM_RETURN_IF_ERROR(positive("default_lease_ms", default_lease_ms));

@@ -23,6 +23,10 @@ struct SchedulerConfig {
   // Longest prefill chunk of one sequence per step; long prompts are split into
   // chunks of this size and mixed with decodes. Lower = smoother inter-token latency.
   int max_prefill_chunk_tokens = 2048;
+  // Prompt tokens per step whose logits rows are kept for prompt logprobs (echo with
+  // logprobs); each costs a row of vocab floats in the logits buffer (128K vocab: 512 KB).
+  // 0 refuses requests for prompt logprobs.
+  int max_prompt_logits_tokens = 64;
   // Longest sequence (prompt + generated) accepted; normally the model's context length.
   int max_model_len = 32768;
   // Requests allowed to wait at once; more are rejected (backpressure).

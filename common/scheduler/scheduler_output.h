@@ -31,6 +31,7 @@ struct ScheduledSequence {
   std::span<const BlockId> block_table;  // device blocks covering start_position + num_new_tokens
   bool needs_logits = false;             // last prefill chunk or a decode: sample one token
   bool is_prefill = false;               // start_position < prompt length (includes recompute)
+  bool all_logits = false;               // a logits row for every new token (prompt logprobs)
 };
 
 struct FinishedSequence {

@@ -14,6 +14,7 @@ using kv_cache::KvTier;
 
 struct Scheduler::StepState {
   int budget = 0;          // tokens left this step
+  int logits_budget = 0;   // prompt tokens that may still get a logits row this step (prompt logprobs)
   bool preempted = false;  // a preemption happened: admit and resume nothing
 };
 
@@ -26,6 +27,7 @@ SchedulerOutput Scheduler::Schedule() {
   for (Sequence* seq : running_) RegisterComputedBlocks(seq, seq->num_computed_tokens);
   StepState step;
   step.budget = config_.max_num_batched_tokens;
+  step.logits_budget = config_.max_prompt_logits_tokens;
   out.scheduled.reserve(running_.size() + 8);
   ScheduleRunning(&step, &out);
   // A step that had to preempt gives nothing back: what it freed goes to the growth of the running.
@@ -68,15 +70,16 @@ void Scheduler::RegisterComputedBlocks(Sequence* seq, int num_tokens) {
   seq->num_registered_blocks = full;
 }
 
-int Scheduler::NextChunk(const Sequence& seq, int budget) const {
-  int n = std::min(seq.num_tokens() - seq.num_computed_tokens, budget);
+int Scheduler::NextChunk(const Sequence& seq, const StepState& step) const {
+  int n = std::min(seq.num_tokens() - seq.num_computed_tokens, step.budget);
   if (n > 1) n = std::min(n, config_.max_prefill_chunk_tokens);
+  if (seq.NeedsPromptLogits()) n = std::min(n, step.logits_budget);
   return n;
 }
 
 bool Scheduler::TrySchedule(Sequence* seq, StepState* step, SchedulerOutput* out) {
   const int start = seq->num_computed_tokens;
-  const int n = NextChunk(*seq, step->budget);
+  const int n = NextChunk(*seq, *step);
   if (n <= 0) return true;
   if (!kv_.AllocateSlots(start + n, &seq->block_table)) return false;
   ScheduledSequence s;
@@ -87,6 +90,8 @@ bool Scheduler::TrySchedule(Sequence* seq, StepState* step, SchedulerOutput* out
   s.block_table = seq->block_table;
   s.needs_logits = start + n == seq->num_tokens();
   s.is_prefill = start < seq->num_prompt_tokens();
+  s.all_logits = seq->NeedsPromptLogits();
+  if (s.all_logits) step->logits_budget -= n;
   out->scheduled.push_back(s);
   out->num_batched_tokens += n;
   seq->num_computed_tokens += n;
@@ -166,7 +171,7 @@ void Scheduler::AdmitQueued(StepState* step, SchedulerOutput* out) {
 }
 
 bool Scheduler::TryResume(Sequence* seq, StepState* step, SchedulerOutput* out) {
-  const int n = NextChunk(*seq, step->budget);
+  const int n = NextChunk(*seq, *step);
   const int needed =
       std::max<int>(kv_.BlocksForTokens(seq->num_computed_tokens + n), static_cast<int>(seq->block_table.size()));
   if (!HasRoomFor(needed)) return false;
@@ -181,7 +186,7 @@ bool Scheduler::TryResume(Sequence* seq, StepState* step, SchedulerOutput* out) 
 
 int Scheduler::AcquireCachedPrefix(Sequence* seq) {
   const auto& cfg = kv_.config();
-  if (!cfg.enable_prefix_caching) return 0;
+  if (!cfg.enable_prefix_caching || seq->NeedsPromptLogits()) return 0;
   // Leave at least one token to compute: its logits give the next token.
   const int max_blocks = (seq->num_tokens() - 1) / cfg.block_size;
   // Hash only as far as the chain hits (plus the first miss): a new prompt costs
@@ -201,7 +206,7 @@ int Scheduler::AcquireCachedPrefix(Sequence* seq) {
 
 bool Scheduler::TryAdmit(Sequence* seq, StepState* step, SchedulerOutput* out) {
   const int hit_tokens = AcquireCachedPrefix(seq) * kv_.config().block_size;
-  const int n = NextChunk(*seq, step->budget);
+  const int n = NextChunk(*seq, *step);
   const int needed = kv_.BlocksForTokens(seq->num_computed_tokens + n) - static_cast<int>(seq->block_table.size());
   if (!HasRoomFor(needed) || !TrySchedule(seq, step, out)) {
     // Give the prefix back so it can be evicted meanwhile.

@@ -49,6 +49,10 @@ struct SequenceParams {
   // Scheduler::ReleaseHeld or Cancel: someone still reads the KV (a prefill node
   // sending it to decode). Full blocks still enter the prefix cache.
   bool hold_kv_after_finish = false;
+  // Every prompt position's logits are wanted (prompt logprobs): the prompt is computed
+  // whole (no prefix-cache hits) in chunks whose logits rows fit the step's
+  // SchedulerConfig::max_prompt_logits_tokens.
+  bool prompt_logits = false;
 };
 
 struct Sequence {
@@ -78,6 +82,8 @@ struct Sequence {
 
   int num_prompt_tokens() const { return static_cast<int>(params.prompt_tokens.size()); }
   int num_generated_tokens() const { return static_cast<int>(tokens.size()) - num_prompt_tokens(); }
+  // The next chunk needs a logits row per token (its prompt logprobs are not out yet).
+  bool NeedsPromptLogits() const { return params.prompt_logits && num_generated_tokens() == 0; }
   int num_tokens() const { return static_cast<int>(tokens.size()); }
 };
 

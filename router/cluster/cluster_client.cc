@@ -208,6 +208,9 @@ void ClusterClient::Execute(const std::shared_ptr<Entry>& entry, HandoffAction& 
     }
     case HandoffActionKind::kDeliverTokens:
       if (action.stage_times && entry->callbacks.on_stage_times) entry->callbacks.on_stage_times(*action.stage_times);
+      if (!action.prompt_logprobs.empty() && entry->callbacks.on_prompt_logprobs) {
+        entry->callbacks.on_prompt_logprobs(std::move(action.prompt_logprobs));
+      }
       if (entry->callbacks.on_tokens) entry->callbacks.on_tokens(std::move(action.tokens), std::move(action.logprobs));
       return;
     case HandoffActionKind::kDeliverCached:

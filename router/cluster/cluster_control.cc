@@ -87,6 +87,17 @@ void ClusterClient::OnNodeMessage(const std::shared_ptr<net::RpcConnection>& con
   }
 }
 
+namespace {
+
+TokenLogprobs FromProto(const proto::TokenLogprobs& logprobs) {
+  TokenLogprobs out;
+  out.logprob = logprobs.logprob();
+  for (const proto::TokenLogprob& t : logprobs.top()) out.top.push_back({t.token_id(), t.logprob()});
+  return out;
+}
+
+}  // namespace
+
 void ClusterClient::OnTokens(const net::RpcConnection* conn, const proto::Tokens& tokens) {
   const NodeId node_id = registry_.NodeIdOf(conn);
   if (node_id == 0) return;
@@ -97,11 +108,8 @@ void ClusterClient::OnTokens(const net::RpcConnection* conn, const proto::Tokens
     event.node = node_id;
     event.epoch = entry.epoch();
     event.tokens.assign(entry.token_ids().begin(), entry.token_ids().end());
-    for (const proto::TokenLogprobs& logprobs : entry.logprobs()) {
-      TokenLogprobs& out = event.logprobs.emplace_back();
-      out.logprob = logprobs.logprob();
-      for (const proto::TokenLogprob& t : logprobs.top()) out.top.push_back({t.token_id(), t.logprob()});
-    }
+    for (const proto::TokenLogprobs& logprobs : entry.logprobs()) event.logprobs.push_back(FromProto(logprobs));
+    for (const proto::TokenLogprobs& p : entry.prompt_logprobs()) event.prompt_logprobs.push_back(FromProto(p));
     if (entry.has_stage_times()) {
       const proto::StageTimes& t = entry.stage_times();
       event.stage_times =

@@ -191,6 +191,7 @@ void Handoff::OnTokens(const HandoffEvent& e) {
     HandoffAction deliver = Action(Kind::kDeliverTokens);
     deliver.tokens = e.tokens;
     deliver.logprobs = e.logprobs;
+    deliver.prompt_logprobs = e.prompt_logprobs;
     deliver.stage_times = e.stage_times;
     Emit(std::move(deliver));
   }

@@ -77,6 +77,7 @@ struct HandoffEvent {
   std::shared_ptr<const proto::ReserveReply> reply;        // kReserved
   std::vector<TokenId> tokens;                             // kTokens
   std::vector<TokenLogprobs> logprobs;                     // kTokens: one per token when asked for
+  std::vector<TokenLogprobs> prompt_logprobs;              // kTokens: with the first token, when asked for
   std::optional<NodeStageTimes> stage_times;               // kTokens: the entry's, with the first token
   proto::FinishReason finish = proto::FINISH_REASON_NONE;  // kTokens
   int32_t cached_tokens = 0;                               // kTokens: the entry's num_cached_tokens
@@ -111,6 +112,7 @@ struct HandoffAction {
   std::shared_ptr<const proto::ReserveReply> reply;  // kSendPrefill
   std::vector<TokenId> tokens;                       // kSendLocal: generated so far; kDeliverTokens
   std::vector<TokenLogprobs> logprobs;               // kDeliverTokens, when the request asked for them
+  std::vector<TokenLogprobs> prompt_logprobs;        // kDeliverTokens: with the first tokens, when asked for
   std::optional<NodeStageTimes> stage_times;         // kDeliverTokens: the entry's node stage times
   int32_t cached_tokens = 0;                         // kDeliverCached
   GenerateResult result;                             // kFinish

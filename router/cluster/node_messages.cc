@@ -33,6 +33,11 @@ proto::SamplingParams ToProtoSampling(const GenerateRequest& request) {
     s.set_logprobs(true);
     s.set_top_logprobs(request.logprobs);
   }
+  s.set_structured_output(request.structured_output);
+  if (request.prompt_logprobs >= 0) {
+    s.set_prompt_logprobs(true);
+    s.set_top_prompt_logprobs(request.prompt_logprobs);
+  }
   return s;
 }
 

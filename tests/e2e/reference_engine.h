@@ -15,11 +15,13 @@ namespace tandem::e2e {
 
 // The tokens `sampling` generates after `prompt` (every sampled token, a final
 // stop token included), and the engine's finish reason ("stop" or "length");
-// with sampling.logprobs >= 0, each token's logprobs in *logprobs.
+// with sampling.logprobs >= 0, each token's logprobs in *logprobs; with sampling.prompt_logprobs
+// >= 0, the prompt's in *prompt_logprobs.
 inline std::vector<TokenId> ReferenceRun(const std::string& model_dir, const std::vector<TokenId>& prompt,
                                          const runtime::SamplingParams& sampling,
                                          std::string* finish_reason = nullptr,
-                                         std::vector<runtime::SampledLogprobs>* logprobs = nullptr) {
+                                         std::vector<runtime::SampledLogprobs>* logprobs = nullptr,
+                                         std::vector<runtime::SampledLogprobs>* prompt_logprobs = nullptr) {
   engine::EngineConfig config;
   config.model_dir = model_dir;
   config.model_name = "tiny";
@@ -38,6 +40,7 @@ inline std::vector<TokenId> ReferenceRun(const std::string& model_dir, const std
     for (auto& o : outputs) {
       out.insert(out.end(), o.tokens.begin(), o.tokens.end());
       if (logprobs != nullptr) logprobs->insert(logprobs->end(), o.logprobs.begin(), o.logprobs.end());
+      if (prompt_logprobs != nullptr && !o.prompt_logprobs.empty()) *prompt_logprobs = o.prompt_logprobs;
       if (o.finished && finish_reason != nullptr) *finish_reason = scheduler::FinishReasonName(o.finish_reason);
       done = done || o.finished;
     }

@@ -163,6 +163,14 @@ class FakeEngineClient : public EngineClient {
       if (produced == static_cast<int32_t>(batch.size()) && script.stage_times && cb.on_stage_times) {
         cb.on_stage_times(*script.stage_times);
       }
+      if (produced == static_cast<int32_t>(batch.size()) && request.prompt_logprobs >= 0 && cb.on_prompt_logprobs &&
+          !script.drop_logprobs) {
+        std::vector<TokenLogprobs> prompt;  // one per prompt token after the first
+        for (size_t t = 1; t < request.prompt_token_ids.size(); ++t) {
+          prompt.push_back(FakeLogprobs(request.prompt_token_ids[t], request.prompt_logprobs));
+        }
+        cb.on_prompt_logprobs(std::move(prompt));
+      }
       cb.on_tokens(batch, std::move(logprobs));
       if (stop || produced >= request.max_tokens) {
         cb.on_finish({stop ? FinishReason::kStop : FinishReason::kLength, script.cached_tokens});

@@ -181,6 +181,81 @@ TEST_F(HttpApiTest, LogprobsInChatAndCompletionShapes) {
   EXPECT_EQ(engine_.submitted().back().logprobs, -1);
 }
 
+// echo: the prompt text before the completion; with logprobs the prompt's tokens first (the
+// first one's logprob and top null), from the engine's prompt logprobs; max_tokens 0 gives
+// the prompt alone (the engine's one token dropped, no completion tokens), streamed or not.
+TEST_F(HttpApiTest, EchoWithPromptLogprobs) {
+  StartServer();
+  engine_.SetScript({{kHello, kWorld, kEos}, 1});
+  json completion = {{"prompt", "hi"}, {"echo", true}, {"logprobs", 1}, {"max_tokens", 2}};
+  HttpResult r = Post(port_, "/v1/completions", completion);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(engine_.submitted().back().prompt_logprobs, 1);
+  json choice = r.Json()["choices"][0];
+  EXPECT_EQ(choice["text"], "hiHello world");
+  const json lp = choice["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::array({"<bos>", "h", "i", "Hello", " world"}));
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][1].get<float>(), FakeLogprobs('h', 1).logprob);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][2].get<float>(), FakeLogprobs('i', 1).logprob);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][3].get<float>(), FakeLogprobs(kHello, 1).logprob);
+  EXPECT_EQ(lp["text_offset"], json::array({0, 5, 6, 7, 12}));
+  EXPECT_EQ(r.Json()["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(r.Json()["usage"]["prompt_tokens"], 3);
+
+  // Streamed: the same tokens and text, the prompt's first.
+  completion["stream"] = true;
+  r = Post(port_, "/v1/completions", completion);
+  ASSERT_EQ(r.status, 200);
+  std::string text;
+  json tokens = json::array();
+  for (const std::string& event : SseEvents(r.body)) {
+    if (event == "[DONE]") continue;
+    const json chunk = json::parse(event);
+    text += chunk["choices"][0]["text"].get<std::string>();
+    if (chunk["choices"][0]["logprobs"].is_null()) continue;
+    for (const json& t : chunk["choices"][0]["logprobs"]["tokens"]) tokens.push_back(t);
+  }
+  EXPECT_EQ(text, "hiHello world");
+  EXPECT_EQ(tokens, lp["tokens"]);
+
+  // max_tokens 0: the prompt alone.
+  r = Post(port_, "/v1/completions", {{"prompt", "hi"}, {"echo", true}, {"logprobs", 0}, {"max_tokens", 0}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  choice = r.Json()["choices"][0];
+  EXPECT_EQ(choice["text"], "hi");
+  EXPECT_EQ(choice["logprobs"]["tokens"], json::array({"<bos>", "h", "i"}));
+  EXPECT_EQ(choice["finish_reason"], "length");
+  EXPECT_EQ(r.Json()["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(engine_.submitted().back().max_tokens, 1);
+
+  // Echo without logprobs asks the engine for none; a token-id prompt echoes its text.
+  r = Post(port_, "/v1/completions", {{"prompt", json::array({'o', 'k'})}, {"echo", true}, {"max_tokens", 1}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], "okHello");
+  EXPECT_EQ(engine_.submitted().back().prompt_logprobs, -1);
+
+  // max_tokens 0 without echo, and echo on chat, are 400s naming the field.
+  r = Post(port_, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 0}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["param"], "max_tokens");
+  r = Post(port_, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"echo", true}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.Json()["error"]["param"], "echo");
+}
+
+// A node that ignores prompt logprobs (an older build) fails the request rather than
+// answering without them.
+TEST_F(HttpApiTest, EchoWithoutThePromptLogprobsFails) {
+  StartServer();
+  Script script{{kHello, kEos}, 1};
+  script.drop_logprobs = true;
+  engine_.SetScript(script);
+  HttpResult r = Post(port_, "/v1/completions", {{"prompt", "hi"}, {"echo", true}, {"logprobs", 0}});
+  EXPECT_EQ(r.status, 500) << r.body;
+}
+
 TEST_F(HttpApiTest, LogprobsStopAtTheTokenThatCompletesAStopString) {
   StartServer();
   engine_.SetScript({ByteTokens("abcSTOPdef"), 2});

@@ -49,8 +49,6 @@ const std::vector<UnsupportedCase>& UnsupportedCases() {
       {"tool_choice", "required", {"none", "auto"}},
       {"functions", json::array({{{"name", "f"}}}), {json::array()}},
       {"function_call", {{"name", "f"}}, {"none", "auto"}},
-      {"response_format", {{"type", "json_object"}}, {{{"type", "text"}}}},
-      {"guided_json", {{"type", "object"}}, {}},
       {"guided_regex", "a+", {}},
       {"guided_choice", json::array({"a", "b"}), {}},
       {"guided_grammar", "root ::= \"a\"", {}},
@@ -60,7 +58,6 @@ const std::vector<UnsupportedCase>& UnsupportedCases() {
       {"structured_outputs", {{"json", {{"type", "object"}}}}, {}},
       {"prompt_logprobs", 1, {}},
       {"return_tokens_as_token_ids", true, {false}},
-      {"echo", true, {false}},
       {"suffix", "end", {""}},
       {"allowed_token_ids", json::array({1, 2}), {}},
       {"bad_words", json::array({"x"}), {json::array()}},
@@ -193,6 +190,9 @@ TEST(RequestFieldsTest, TypeErrorsNameTheField) {
   e = Parse(With(kChat, "response_format", {{"type", "yaml"}}), ApiKind::kChat);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->param, "response_format.type");
+  e = Parse(With(kChat, "response_format", {{"type", "json_schema"}}), ApiKind::kChat);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "response_format.json_schema");
   // Metadata of the right type is accepted and changes nothing.
   json meta = kChat;
   meta["user"] = "u-1";
@@ -407,6 +407,73 @@ TEST(OpenAiRequestTest, IgnoredFieldsHeaderValueIsPrintableAndBounded) {
   EXPECT_EQ(value.substr(value.size() - 8), ", 4 more");
   EXPECT_NE(value.find("f15"), std::string::npos);
   EXPECT_EQ(value.find("f16"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::router
+
+namespace tandem::router {
+namespace {
+
+TEST(ResponseFormatTest, BecomesTheSpecTheNodesEnforce) {
+  ApiRequest r;
+  ASSERT_FALSE(ParseChatRequest(With(kChat, "response_format", {{"type", "text"}}), RequestLimits{}, &r));
+  EXPECT_EQ(r.structured_output, "");
+  ApiRequest o;
+  ASSERT_FALSE(ParseChatRequest(With(kChat, "response_format", {{"type", "json_object"}}), RequestLimits{}, &o));
+  EXPECT_EQ(json::parse(o.structured_output), json({{"type", "json_object"}}));
+  const json schema = {{"type", "object"},
+                       {"properties", {{"name", {{"type", "string"}}}, {"age", {{"type", "integer"}}}}},
+                       {"required", json::array({"name"})}};
+  ApiRequest s;
+  ASSERT_FALSE(ParseChatRequest(
+      With(kChat, "response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "p"}, {"schema", schema}}}}),
+      RequestLimits{}, &s));
+  EXPECT_EQ(json::parse(s.structured_output), json({{"type", "json_schema"}, {"schema", schema}}));
+  // vLLM's guided_json, as an object and as JSON text, on completions too.
+  json completion = {{"prompt", "x"}, {"guided_json", schema}};
+  ApiRequest g;
+  ASSERT_FALSE(ParseCompletionRequest(completion, RequestLimits{}, &g));
+  EXPECT_EQ(g.structured_output, s.structured_output);
+  completion["guided_json"] = schema.dump();
+  ApiRequest t;
+  ASSERT_FALSE(ParseCompletionRequest(completion, RequestLimits{}, &t));
+  EXPECT_EQ(t.structured_output, s.structured_output);
+}
+
+TEST(ResponseFormatTest, BadSchemasAre400sNamingTheField) {
+  auto format = [](json schema) {
+    return json{{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", std::move(schema)}}}};
+  };
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"type", "json_schema"}, {"json_schema", "x"}}, "response_format.json_schema"},
+      {{{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}, "response_format.json_schema.schema"},
+      {{{"type", "json_schema"}, {"json_schema", {{"name", 3}, {"schema", {{"type", "object"}}}}}},
+       "response_format.json_schema.name"},
+      {format({{"type", "string"}, {"pattern", "a+"}}), "response_format.json_schema"},
+      {format({{"type", "teapot"}}), "response_format.json_schema"},
+      {format({{"type", "object"}, {"required", "name"}}), "response_format.json_schema"},
+      {format({{"$ref", "#/$defs/missing"}}), "response_format.json_schema"},
+      {format({{"type", "array"}, {"minItems", 3}, {"maxItems", 1}}), "response_format.json_schema"},
+  };
+  for (const auto& [value, param] : cases) {
+    ApiRequest r;
+    std::optional<ApiError> e = ParseChatRequest(With(kChat, "response_format", value), RequestLimits{}, &r);
+    ASSERT_TRUE(e.has_value()) << value.dump();
+    EXPECT_EQ(e->http_status, 400);
+    EXPECT_EQ(e->param, param) << value.dump() << ": " << e->message;
+    EXPECT_TRUE(r.structured_output.empty());
+  }
+  ApiRequest both;
+  json body = With(kChat, "response_format", {{"type", "json_object"}});
+  body["guided_json"] = {{"type", "object"}};
+  std::optional<ApiError> e = ParseChatRequest(body, RequestLimits{}, &both);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "guided_json");
+  ApiRequest text;
+  e = ParseChatRequest(With(kChat, "guided_json", "{not json"), RequestLimits{}, &text);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "guided_json");
 }
 
 }  // namespace
