@@ -78,6 +78,7 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
     ChatRenderOptions options;
     options.add_generation_prompt = request.add_generation_prompt;
     options.template_kwargs = request.chat_template_kwargs;
+    options.tools = request.tools.tools;
     StatusOr<std::string> text = codec.RenderChat(request.messages, options);
     if (!text.ok()) return ApiErrorFromStatus(text.status(), "messages");
     StatusOr<std::vector<TokenId>> ids = codec.Encode(*text, request.add_special_tokens);
