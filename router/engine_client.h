@@ -54,14 +54,18 @@ struct GenerateRequest {
   bool ignore_eos = false;              // keep going past EOS until max_tokens
   std::vector<std::pair<TokenId, float>> logit_bias;  // ids distinct, in [0, vocab); bias in [-100, 100]
   int32_t logprobs = -1;                // -1: none; k in [0, 20]: each token's logprob and the top k
+  // Constrained decoding: "" = none, else JSON text {"type": "json_schema", "schema": {...}}
+  // the nodes enforce on the output (tool_choice required / a named function set it).
+  std::string structured_output;
   std::string tenant_id;                // the cache salt is derived from it
   PriorityClass priority = PriorityClass::kInteractive;  // the nodes' queue and preemption order
   Nanos deadline_ns = 0;                // Clock::Real() time; 0 = none
 };
 
 enum class FinishReason {
-  kStop,    // EOS or a stop token id was sampled (that token is in the last batch)
-  kLength,  // max_tokens tokens were generated
+  kStop,       // EOS or a stop token id was sampled (that token is in the last batch)
+  kLength,     // max_tokens tokens were generated
+  kToolCalls,  // the router's own: a chat choice that ended in tool calls (never from an engine)
 };
 
 struct GenerateResult {
