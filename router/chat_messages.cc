@@ -2,10 +2,76 @@
 
 #include <algorithm>
 
+#include "router/openai_request.h"
+
 namespace tandem::router {
 namespace {
 
 using nlohmann::json;
+
+constexpr size_t kMaxToolCallsPerMessage = 128;
+constexpr int32_t kMaxArgumentsDepth = 32;
+
+// One entry of an assistant message's tool_calls, as the templates read it:
+// {"id"?, "type": "function", "function": {"name", "arguments": <object>}}. The
+// client sends arguments as a JSON string (OpenAI) or an object; as vLLM does, a
+// string is parsed into the object the templates expect (`arguments | tojson`,
+// `arguments | items`); empty means {}.
+ReadError ReadToolCall(const json& call, const std::string& param, json* out) {
+  if (!call.is_object()) return BadRequest(param + " must be an object", param);
+  if (const json* type = FindField(call, "type"); type != nullptr && *type != "function") {
+    return BadRequest(param + ".type must be \"function\"", param + ".type");
+  }
+  const json* function = FindField(call, "function");
+  if (function == nullptr || !function->is_object()) {
+    return BadRequest(param + ".function must be an object", param + ".function");
+  }
+  const json* name = FindField(*function, "name");
+  if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+    return BadRequest(param + ".function.name must be a non-empty string", param + ".function.name");
+  }
+  const std::string args_param = param + ".function.arguments";
+  json arguments = json::object();
+  if (const json* args = FindField(*function, "arguments")) {
+    if (args->is_object()) {
+      arguments = *args;
+    } else if (!args->is_string()) {
+      return BadRequest(args_param + " must be a JSON string of an object", args_param);
+    } else if (!args->get_ref<const std::string&>().empty()) {
+      if (ParseJsonBody(args->get_ref<const std::string&>(), kMaxArgumentsDepth, &arguments)) {
+        return BadRequest(args_param + " must be a JSON object (as a string)", args_param);
+      }
+    }
+  }
+  json normalized = {{"type", "function"}, {"function", {{"name", *name}, {"arguments", std::move(arguments)}}}};
+  if (const json* id = FindField(call, "id")) {
+    if (!id->is_string()) return BadRequest(param + ".id must be a string", param + ".id");
+    normalized["id"] = *id;
+  }
+  *out = std::move(normalized);
+  return std::nullopt;
+}
+
+// An assistant message's non-empty tool_calls into normalized["tool_calls"]
+// (left out when empty: Llama 3.1's template tests `'tool_calls' in message`).
+ReadError ReadToolCalls(const json& m, const std::string& param, const std::string& role, json* normalized) {
+  const json* calls = FindField(m, "tool_calls");
+  if (calls == nullptr) return std::nullopt;
+  if (!calls->is_array()) return BadRequest(param + " must be a list", param);
+  if (calls->empty()) return std::nullopt;
+  if (role != "assistant") return BadRequest(param + " is only allowed on assistant messages", param);
+  if (calls->size() > kMaxToolCallsPerMessage) {
+    return BadRequest(param + " has more than " + std::to_string(kMaxToolCallsPerMessage) + " entries", param);
+  }
+  json out = json::array();
+  for (size_t j = 0; j < calls->size(); ++j) {
+    json call;
+    if (ReadError e = ReadToolCall((*calls)[j], param + "[" + std::to_string(j) + "]", &call)) return e;
+    out.push_back(std::move(call));
+  }
+  (*normalized)["tool_calls"] = std::move(out);
+  return std::nullopt;
+}
 
 ReadError ReadContent(const json& message, const std::string& param, const std::string& role, std::string* out) {
   const json* content = FindField(message, "content");
@@ -53,16 +119,10 @@ ReadError ReadMessage(const json& m, const std::string& param, json* out, std::v
   if (role_name != "system" && role_name != "user" && role_name != "assistant" && role_name != "tool") {
     return BadRequest(param + ".role must be one of system, user, assistant, tool", param + ".role");
   }
-  if (const json* calls = FindField(m, "tool_calls")) {
-    if (!calls->is_array()) return BadRequest(param + ".tool_calls must be a list", param + ".tool_calls");
-    if (!calls->empty()) {
-      return BadRequest(param + ".tool_calls is not supported by this server: tool calling is not implemented",
-                        param + ".tool_calls", "unsupported_parameter");
-    }
-  }
   std::string content;
   if (ReadError e = ReadContent(m, param + ".content", role_name, &content)) return e;
   json normalized = {{"role", role_name}, {"content", std::move(content)}};
+  if (ReadError e = ReadToolCalls(m, param + ".tool_calls", role_name, &normalized)) return e;
   for (const char* extra : {"name", "tool_call_id"}) {
     if (const json* x = FindField(m, extra)) {
       if (!x->is_string()) return BadRequest(param + "." + extra + " must be a string", param + "." + extra);
@@ -101,7 +161,7 @@ ReadError ReadChatTemplateKwargs(const json& body, json* out) {
   const json* v = FindField(body, "chat_template_kwargs");
   if (v == nullptr) return std::nullopt;
   if (!v->is_object()) return BadRequest("chat_template_kwargs must be an object", "chat_template_kwargs");
-  // The router sets these itself; `tools` would render tool definitions, and tool calling is not implemented.
+  // The router sets these itself (`tools` from the request's `tools`).
   for (const char* reserved : {"messages", "add_generation_prompt", "bos_token", "eos_token", "tools"}) {
     if (v->contains(reserved)) {
       return BadRequest(std::string("chat_template_kwargs may not set ") + reserved,

@@ -13,11 +13,15 @@
 
 namespace tandem::router {
 
-// Reads body["messages"] into *out: [{role, content[, name, tool_call_id]}],
-// content joined from text parts, `developer` as `system`. At most
-// max_messages. Keys a message may carry that the template never sees are
-// appended to *ignored as "messages[].<key>" (once each); a non-empty
-// `tool_calls` is a 400 (tool calling is not implemented).
+// Reads body["messages"] into *out: [{role, content[, name, tool_call_id,
+// tool_calls]}], content joined from text parts (null or missing on an assistant
+// message: ""), `developer` as `system`. At most max_messages. An assistant
+// message's tool_calls become [{id?, type: "function", function: {name,
+// arguments: <object>}}] (a JSON-string arguments is parsed, as vLLM does for
+// the templates); tool_calls on another role, or arguments that are not a JSON
+// object, are a 400 naming messages[i].tool_calls[j]... Keys a message may carry
+// that the template never sees are appended to *ignored as "messages[].<key>"
+// (once each).
 ReadError ReadChatMessages(const nlohmann::json& body, int32_t max_messages, nlohmann::json* out,
                            std::vector<std::string>* ignored);
 

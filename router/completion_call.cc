@@ -6,6 +6,7 @@
 
 #include "common/base/logging.h"
 #include "router/request_fields.h"
+#include "router/response_format.h"
 #include "router/sse_writer.h"
 
 namespace tandem::router {
@@ -75,9 +76,14 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
   const int32_t context_tokens = context_->deps.model.max_context_tokens;
   const char* prompt_param = kind_ == ApiKind::kChat ? "messages" : "prompt";
   if (kind_ == ApiKind::kChat) {
+    if (auto error =
+            tool_calls_.Configure(request.tools, context_->deps.model.tool_call_format, &spec_.base.structured_output)) {
+      return error;
+    }
     ChatRenderOptions options;
     options.add_generation_prompt = request.add_generation_prompt;
     options.template_kwargs = request.chat_template_kwargs;
+    options.tools = request.tools.tools;
     StatusOr<std::string> text = codec.RenderChat(request.messages, options);
     if (!text.ok()) return ApiErrorFromStatus(text.status(), "messages");
     StatusOr<std::vector<TokenId>> ids = codec.Encode(*text, request.add_special_tokens);
@@ -129,7 +135,18 @@ std::optional<ApiError> CompletionCall::Tokenize(const ApiRequest& request) {
   base.ignore_eos = request.ignore_eos;
   base.logit_bias = request.logit_bias;
   base.logprobs = request.logprobs;
-  base.structured_output = request.structured_output;
+  // tool_choice required / a named function set base.structured_output (Tokenize); a
+  // response_format or guided_json cannot constrain the same output too.
+  if (!request.structured_output.empty()) {
+    if (!base.structured_output.empty()) {
+      return BadRequest("tool_choice required or a named function cannot be combined with response_format or "
+                        "guided_json",
+                        "tool_choice");
+    }
+    base.structured_output = request.structured_output;
+  } else if (!base.structured_output.empty()) {
+    if (std::optional<ApiError> e = CheckStructuredOutput(base.structured_output, "tool_choice")) return e;
+  }
   if (request.echo) {
     // The prompt's logprobs come from the prefill; max_tokens 0 still samples one token, dropped.
     base.prompt_logprobs = request.logprobs;
@@ -223,7 +240,14 @@ void CompletionCall::StartJob() {
   meta_.model = context_->ModelName();
   auto self = shared_from_this();
   JobEvents events;
-  if (request_.stream) {
+  if (request_.stream && tool_calls_.active()) {
+    events.on_text = [self](int32_t index, const std::string& text, std::vector<ChoiceLogprob> entries) {
+      self->StreamToolText(index, text, std::move(entries));
+    };
+    events.on_choice_done = [self](int32_t index, FinishReason reason, std::vector<ChoiceLogprob> entries) {
+      self->StreamToolEnd(index, reason, std::move(entries));
+    };
+  } else if (request_.stream) {
     const bool usage_null = request_.include_usage;
     const bool logprobs = request_.logprobs >= 0;
     events.on_text = [self, usage_null, logprobs](int32_t index, const std::string& text,
@@ -300,9 +324,42 @@ void CompletionCall::OnJobDone(const Status& status) {
     sink->EndStream(/*close_connection=*/false);
   } else {
     if (request_.include_timing) sink->AddHeader("server-timing", ServerTimingHeader(Timing(now)));
-    sink->Respond(200, DumpJson(CompletionBody(meta_, job_->outputs(), usage, request_.logprobs >= 0)), -1);
+    std::vector<ChoiceOutput> outputs = job_->outputs();
+    tool_calls_.Apply(&outputs);
+    sink->Respond(200, DumpJson(CompletionBody(meta_, outputs, usage, request_.logprobs >= 0)), -1);
   }
   sink_.reset();
+}
+
+void CompletionCall::StreamToolText(int32_t index, const std::string& text, std::vector<ChoiceLogprob> entries) {
+  if (held_logprobs_.size() <= static_cast<size_t>(index)) held_logprobs_.resize(index + 1);
+  std::vector<ChoiceLogprob>& held = held_logprobs_[index];
+  held.insert(held.end(), std::make_move_iterator(entries.begin()), std::make_move_iterator(entries.end()));
+  std::vector<nlohmann::json> deltas = tool_calls_.Feed(index, text);
+  if (deltas.empty()) return;
+  BeginStream();
+  const bool logprobs = request_.logprobs >= 0;
+  for (nlohmann::json& delta : deltas) {
+    std::vector<ChoiceLogprob> carried = std::exchange(held, {});
+    sink_->WriteStream(SseJsonEvent(ChatDeltaChunk(meta_, index, std::move(delta), std::nullopt,
+                                                   request_.include_usage, logprobs ? &carried : nullptr)));
+  }
+}
+
+void CompletionCall::StreamToolEnd(int32_t index, FinishReason reason, std::vector<ChoiceLogprob> entries) {
+  if (held_logprobs_.size() <= static_cast<size_t>(index)) held_logprobs_.resize(index + 1);
+  std::vector<ChoiceLogprob> held = std::exchange(held_logprobs_[index], {});
+  held.insert(held.end(), std::make_move_iterator(entries.begin()), std::make_move_iterator(entries.end()));
+  BeginStream();
+  const bool logprobs = request_.logprobs >= 0;
+  for (nlohmann::json& delta : tool_calls_.Finish(index)) {
+    std::vector<ChoiceLogprob> carried = std::exchange(held, {});
+    sink_->WriteStream(SseJsonEvent(ChatDeltaChunk(meta_, index, std::move(delta), std::nullopt,
+                                                   request_.include_usage, logprobs ? &carried : nullptr)));
+  }
+  sink_->WriteStream(SseJsonEvent(ChatDeltaChunk(meta_, index, nlohmann::json::object(),
+                                                 tool_calls_.ShownFinishReason(index, reason), request_.include_usage,
+                                                 logprobs ? &held : nullptr)));
 }
 
 void CompletionCall::Fail(const ApiError& error, int retry_after_s) {

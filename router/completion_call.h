@@ -16,6 +16,7 @@
 #include <string>
 
 #include "router/api_error.h"
+#include "router/chat_tool_calls.h"
 #include "router/generation_job.h"
 #include "router/openai_request.h"
 #include "router/router_context.h"
@@ -66,6 +67,10 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   // Leaves kRunning/kQueued: returns the slot, stops timers.
   void Finish();
   void RecordTokens(int32_t index, int32_t count);
+  // A stream's text or end for choice `index` when tool calls are parsed: the
+  // deltas the parser releases, with the logprob entries no chunk carried yet.
+  void StreamToolText(int32_t index, const std::string& text, std::vector<ChoiceLogprob> entries);
+  void StreamToolEnd(int32_t index, FinishReason reason, std::vector<ChoiceLogprob> entries);
   void UpdateLoad() const;
   // Where the request's time went so far (include_timing); `end_ns` 0 while it runs.
   RequestTiming Timing(Nanos end_ns) const;
@@ -82,6 +87,8 @@ class CompletionCall : public std::enable_shared_from_this<CompletionCall> {
   ApiRequest request_;
   JobSpec spec_;
   ResponseMeta meta_;
+  ChatToolCalls tool_calls_;                               // chat: tools parsed out of the output
+  std::vector<std::vector<ChoiceLogprob>> held_logprobs_;  // per choice: entries of text the parser holds
   std::shared_ptr<GenerationJob> job_;
   Nanos arrival_ns_ = 0;   // Run() began
   Nanos queued_ns_ = 0;    // admission was asked

@@ -64,7 +64,8 @@ struct GenerateRequest {
   std::vector<std::pair<TokenId, float>> logit_bias;  // ids distinct, in [0, vocab); bias in [-100, 100]
   int32_t logprobs = -1;                // -1: none; k in [0, 20]: each token's logprob and the top k
   // Structured output the nodes enforce: {"type":"json_object"} or {"type":"json_schema","schema":{...}}
-  // (common/grammar); empty: free text.
+  // (common/grammar): response_format, guided_json, or a tool_choice of required / a named function.
+  // Empty: free text.
   std::string structured_output;
   int32_t prompt_logprobs = -1;         // -1: none; k in [0, 20]: the prompt's logprobs (echo), top k each
   bool trace_timing = false;            // the nodes log its stage times at info
@@ -74,8 +75,9 @@ struct GenerateRequest {
 };
 
 enum class FinishReason {
-  kStop,    // EOS or a stop token id was sampled (that token is in the last batch)
-  kLength,  // max_tokens tokens were generated
+  kStop,       // EOS or a stop token id was sampled (that token is in the last batch)
+  kLength,     // max_tokens tokens were generated
+  kToolCalls,  // the router's own: a chat choice that ended in tool calls (never from an engine)
 };
 
 struct GenerateResult {

@@ -100,6 +100,13 @@ int Run(int argc, char** argv) {
     }
   }
   TokenizerTextCodec codec(tokenizer->get(), chat_template.get(), render);
+  auto tool_call_format =
+      ResolveToolCallFormat(options.http.tool_call_parser, chat_template ? chat_template->source() : "");
+  if (!tool_call_format.ok()) {
+    std::fprintf(stderr, "tandem-router: %s\n", tool_call_format.status().ToString().c_str());
+    return 2;
+  }
+  TANDEM_LOG_INFO("tool calls (tool_choice auto) are parsed as {}", ToolCallFormatName(*tool_call_format));
 
   metrics::MetricsRegistry registry;
   net::EventLoop loop(options.cluster.num_control_threads);
@@ -117,7 +124,7 @@ int Run(int argc, char** argv) {
   std::string model_id = std::filesystem::path(dir).filename().string();
   if (model_id.empty()) model_id = std::filesystem::path(dir).parent_path().filename().string();
   deps.model = {model_id, context, (*tokenizer)->VocabSize(), static_cast<int64_t>(std::time(nullptr)),
-                std::move(eos_token_ids)};
+                std::move(eos_token_ids), *tool_call_format};
   deps.is_ready = [cluster_client] { return cluster_client->Ready(); };
   deps.metrics = &registry;
   deps.metrics_text = [&registry] { return registry.RenderText(); };

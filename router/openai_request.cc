@@ -315,7 +315,7 @@ std::optional<ApiError> ParseChatRequest(const json& body, const RequestLimits& 
   if (Error e = ReadChatMessages(body, limits.max_messages, &out->messages, &out->ignored_fields)) return e;
   if (Error e = ReadBool(body, "add_generation_prompt", &out->add_generation_prompt)) return e;
   if (Error e = ReadChatTemplateKwargs(body, &out->chat_template_kwargs)) return e;
-  return std::nullopt;
+  return ReadToolRequest(body, &out->tools);
 }
 
 }  // namespace tandem::router

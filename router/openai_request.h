@@ -18,6 +18,7 @@
 #include "common/base/ids.h"
 #include "router/api_error.h"
 #include "router/engine_client.h"
+#include "router/tool_request.h"
 
 namespace tandem::router {
 
@@ -34,9 +35,10 @@ struct ApiRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::string model;                    // as requested; empty = not given
   std::vector<PromptInput> prompts;     // kCompletion: >= 1
-  nlohmann::json messages;              // kChat: normalized [{role, content[, name, tool_call_id]}]
+  nlohmann::json messages;              // kChat: normalized [{role, content[, name, tool_call_id, tool_calls]}]
   bool add_generation_prompt = true;    // kChat
   nlohmann::json chat_template_kwargs;  // kChat: object of extra template variables, or null
+  ToolRequest tools;                    // kChat: tools, tool_choice, parallel_tool_calls
   bool add_special_tokens = true;       // text prompts: BOS etc.; chat default false (the template has them)
   std::optional<int32_t> max_tokens;    // max_tokens / max_completion_tokens; >= 1 (0 with echo)
   int32_t min_tokens = 0;               // <= max_tokens when that is given

@@ -18,7 +18,14 @@ std::string ResponseIdFor(ApiKind kind, const std::string& request_id) {
   return (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + request_id;
 }
 
-const char* FinishReasonName(FinishReason reason) { return reason == FinishReason::kStop ? "stop" : "length"; }
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kToolCalls: return "tool_calls";
+    case FinishReason::kLength: break;
+  }
+  return "length";
+}
 
 json UsageJson(const Usage& usage) {
   json out = {{"prompt_tokens", usage.prompt_tokens},
@@ -129,7 +136,10 @@ json CompletionBody(const ResponseMeta& meta, const std::vector<ChoiceOutput>& c
   for (size_t i = 0; i < choices.size(); ++i) {
     json choice = {{"index", i}};
     if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+      const ChoiceOutput& c = choices[i];
+      const bool no_content = !c.tool_calls.empty() && c.text.empty();
+      choice["message"] = {{"role", "assistant"}, {"content", no_content ? json(nullptr) : json(c.text)}};
+      if (!c.tool_calls.empty()) choice["message"]["tool_calls"] = ToolCallsJson(c.tool_calls);
     } else {
       choice["text"] = choices[i].text;
     }
@@ -156,6 +166,17 @@ json StreamChunk(const ResponseMeta& meta, int32_t index, const std::string& tex
   } else {
     choice["text"] = text;
   }
+  choice["logprobs"] = logprobs != nullptr ? LogprobsJson(meta.kind, *logprobs) : json(nullptr);
+  choice["finish_reason"] = finish_reason ? json(FinishReasonName(*finish_reason)) : json(nullptr);
+  chunk["choices"] = json::array({std::move(choice)});
+  if (usage_null) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json ChatDeltaChunk(const ResponseMeta& meta, int32_t index, json delta, std::optional<FinishReason> finish_reason,
+                    bool usage_null, const std::vector<ChoiceLogprob>* logprobs) {
+  json chunk = Envelope(meta, "chat.completion.chunk");
+  json choice = {{"index", index}, {"delta", std::move(delta)}};
   choice["logprobs"] = logprobs != nullptr ? LogprobsJson(meta.kind, *logprobs) : json(nullptr);
   choice["finish_reason"] = finish_reason ? json(FinishReasonName(*finish_reason)) : json(nullptr);
   chunk["choices"] = json::array({std::move(choice)});

@@ -12,6 +12,7 @@
 
 #include "router/engine_client.h"
 #include "router/openai_request.h"
+#include "router/tool_call_output.h"
 
 namespace tandem::router {
 
@@ -67,6 +68,9 @@ struct ChoiceOutput {
   // Every sampled token's, when the request asked for logprobs and is not streamed (a stream
   // sends them with its text events instead).
   std::vector<ChoiceLogprob> logprobs;
+  // Chat with tools: the calls parsed out of the output (`text` is then the content
+  // outside them; message.content is null when it is empty).
+  std::vector<ToolCallOutput> tool_calls;
 };
 
 // "cmpl-<32 hex>" or "chatcmpl-<32 hex>".
@@ -92,6 +96,12 @@ nlohmann::json LogprobsJson(ApiKind kind, const std::vector<ChoiceLogprob>& entr
 nlohmann::json StreamChunk(const ResponseMeta& meta, int32_t index, const std::string& text,
                            std::optional<FinishReason> finish_reason, bool with_role, bool usage_null,
                            const std::vector<ChoiceLogprob>* logprobs = nullptr);
+
+// A chat chunk for choice `index` with the given `delta` object (content or
+// tool_calls), as StreamChunk otherwise.
+nlohmann::json ChatDeltaChunk(const ResponseMeta& meta, int32_t index, nlohmann::json delta,
+                              std::optional<FinishReason> finish_reason, bool usage_null,
+                              const std::vector<ChoiceLogprob>* logprobs = nullptr);
 
 // The final include_usage chunk: empty choices, the usage object.
 nlohmann::json UsageChunk(const ResponseMeta& meta, const Usage& usage);

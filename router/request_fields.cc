@@ -53,8 +53,8 @@ ReadError OnlyEmptyString(const RequestField& f, const json& v) {
   if (!v.is_string()) return TypeError(f, "a string");
   return v.get_ref<const std::string&>().empty() ? std::nullopt : Unsupported(f);
 }
-// tool_choice / function_call: "none", or "auto" (no tools are accepted, so it
-// chooses nothing); "required" and a named function would need tool calling.
+// function_call (the deprecated form of tool_choice): "none", or "auto" (no
+// functions are accepted, so it chooses nothing); the rest needs `functions`.
 ReadError ChoiceOff(const RequestField& f, const json& v) {
   if (v.is_object()) return Unsupported(f);
   if (!v.is_string()) return TypeError(f, "\"none\", \"auto\", \"required\" or an object naming a function");
@@ -135,16 +135,18 @@ constexpr RequestField kFields[] = {
     {"guided_json", kImpl, kGenerate, nullptr, "vLLM's form of json_schema: a JSON Schema object or its JSON text"},
     {"priority", kImpl, kGenerate, nullptr,
      "an integer, lower = more urgent (default: the API key's, else 0); <= 0 interactive, > 0 batch class"},
+    {"tools", kImpl, kChatBody, nullptr,
+     "function tools: passed to the chat template; the output is parsed into tool_calls (tool_parser.h)"},
+    {"tool_choice", kImpl, kChatBody, nullptr,
+     "none, auto (parsed from the output), required or a named function (forced by structured output)"},
+    {"parallel_tool_calls", kImpl, kChatBody, nullptr, "false: at most one tool call"},
     // --- accepted metadata: type-checked, no effect is expected ---------------------------------------------------
     {"user", kMeta, kGenerate, IsString, "end-user id, for the client's records"},
     {"metadata", kMeta, kGenerate, IsObject, "client key/values (OpenAI stores them with `store`)"},
     {"safety_identifier", kMeta, kGenerate, IsString, "end-user id, for the client's records"},
     {"prompt_cache_key", kMeta, kGenerate, IsString, "a caching hint; the prefix cache needs none"},
     {"prediction", kMeta, kGenerate, IsObject, "predicted output: a latency hint; the output does not depend on it"},
-    {"parallel_tool_calls", kMeta, kGenerate, IsBool, "only meaningful with tools, which are refused"},
     // --- unsupported: a 400 unless the value is the no-op ---------------------------------------------------------
-    {"tools", kNo, kGenerate, OnlyEmptyList, "tool calling is not implemented"},
-    {"tool_choice", kNo, kGenerate, ChoiceOff, "tool calling is not implemented (\"none\" and \"auto\" pass)"},
     {"functions", kNo, kGenerate, OnlyEmptyList, "function calling is not implemented"},
     {"function_call", kNo, kGenerate, ChoiceOff, "function calling is not implemented (\"none\" and \"auto\" pass)"},
     {"guided_regex", kNo, kGenerate, AnyValue, "guided decoding is not implemented"},

@@ -10,12 +10,9 @@ using nlohmann::json;
 // Compiles `spec` so that its errors reach the client as a 400 on `param`.
 ReadError Check(const json& spec, const std::string& param, std::string* out) {
   *out = spec.dump();
-  StatusOr<std::shared_ptr<const grammar::Grammar>> compiled = grammar::Grammar::Compile(*out);
-  if (!compiled.ok()) {
-    out->clear();
-    return BadRequest(param + ": " + compiled.status().message(), param);
-  }
-  return std::nullopt;
+  ReadError e = CheckStructuredOutput(*out, param);
+  if (e) out->clear();
+  return e;
 }
 
 ReadError ReadOpenAiFormat(const json& v, std::string* out) {
@@ -64,6 +61,12 @@ ReadError ReadGuidedJson(const json& v, std::string* out) {
 }
 
 }  // namespace
+
+ReadError CheckStructuredOutput(const std::string& spec, const std::string& param) {
+  StatusOr<std::shared_ptr<const grammar::Grammar>> compiled = grammar::Grammar::Compile(spec);
+  if (!compiled.ok()) return BadRequest(param + ": " + compiled.status().message(), param);
+  return std::nullopt;
+}
 
 ReadError ReadResponseFormat(const json& body, std::string* spec) {
   spec->clear();

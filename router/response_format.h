@@ -17,4 +17,8 @@ namespace tandem::router {
 // structure). `spec` stays empty for free text.
 ReadError ReadResponseFormat(const nlohmann::json& body, std::string* spec);
 
+// A 400 on `param` when the grammar refuses `spec` (e.g. a tool's parameters schema with a
+// keyword structured output does not support).
+ReadError CheckStructuredOutput(const std::string& spec, const std::string& param);
+
 }  // namespace tandem::router

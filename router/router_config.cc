@@ -55,6 +55,9 @@ void RouterConfig::Bind(config::ConfigBinder& b) {
   b.Field("max_stop_strings", max_stop_strings, "most stop strings per request");
   b.Field("max_stop_string_bytes", max_stop_string_bytes, "longest stop string, bytes");
   b.Field("served_model_name", served_model_name, "model name on the API (empty: the model directory's name)");
+  b.Field("tool_call_parser", tool_call_parser,
+          "tool-call format of the model's output for tool_choice auto: auto (from the chat template), hermes, "
+          "llama3_json or none");
   b.Records("api_keys", api_keys, {{"key", &ApiKeyEntry::key}, {"tenant", &ApiKeyEntry::tenant}},
             "API keys and their tenants, key=K,tenant=T per key, optionally priority=P (the default of requests "
             "without one) and min_priority=M (the most urgent they get) (none: open access)",
@@ -65,6 +68,10 @@ void RouterConfig::Bind(config::ConfigBinder& b) {
 
 Status RouterConfig::Validate() const {
   if (listen_host.empty()) return InvalidArgumentError("router config: listen_host is empty");
+  if (tool_call_parser != "auto" && tool_call_parser != "hermes" && tool_call_parser != "llama3_json" &&
+      tool_call_parser != "none") {
+    return InvalidArgumentError("router config: tool_call_parser must be auto, hermes, llama3_json or none");
+  }
   TANDEM_RETURN_IF_ERROR(CheckRange("listen_port", listen_port, 0, 65535));
   TANDEM_RETURN_IF_ERROR(CheckRange("num_io_threads", num_io_threads, 1, 256));
   TANDEM_RETURN_IF_ERROR(CheckRange("max_body_bytes", max_body_bytes, 1024, int64_t{1} << 32));

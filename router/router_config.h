@@ -85,6 +85,12 @@ struct RouterConfig {
 
   // Model name served on the API. Empty = the model id given to HttpServer.
   std::string served_model_name;
+  // How chat output is parsed into tool_calls for tool_choice "auto": "auto" picks
+  // the format from the model's chat template (`<tool_call>`: hermes;
+  // `<|python_tag|>` or a "parameters" key: llama3_json), or "hermes",
+  // "llama3_json", "none" (then "auto" tool choice is a 400, as in vLLM without
+  // --tool-call-parser). required / named choices need no parser.
+  std::string tool_call_parser = "auto";
 
   // API keys. Empty = open access (every request uses tenant "default"); the
   // router logs a warning at startup when open.

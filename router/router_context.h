@@ -18,6 +18,7 @@
 #include "router/router_config.h"
 #include "router/router_metrics.h"
 #include "router/text_codec.h"
+#include "router/tool_parser.h"
 
 namespace tandem::router {
 
@@ -30,6 +31,10 @@ struct ServedModel {
   // The model's EOS ids (config.json + generation_config.json): a sequence the
   // engine ends with one adds no text for it (unless include_stop_str_in_output).
   std::vector<TokenId> eos_token_ids;
+  // How chat output is parsed into tool calls for tool_choice "auto"
+  // (RouterConfig::tool_call_parser resolved against the chat template); kNone:
+  // "auto" with tools is a 400.
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;
 };
 
 // Everything the server needs from the rest of the process. Pointers are not

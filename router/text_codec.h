@@ -32,6 +32,7 @@ class TextDecoder {
 struct ChatRenderOptions {
   bool add_generation_prompt = true;  // end with the assistant turn header
   nlohmann::json template_kwargs;     // null, or an object of extra template variables
+  nlohmann::json tools;               // null, or the template's `tools`: [{"type": "function", "function": {...}}]
 };
 
 class TextCodec {
@@ -40,7 +41,8 @@ class TextCodec {
   // Text (valid UTF-8) to ids. add_special: prepend BOS etc. as the model expects.
   virtual StatusOr<std::vector<TokenId>> Encode(std::string_view text, bool add_special) const = 0;
   // Renders normalized chat messages: a JSON array of objects with string
-  // "role" and string "content" (plus optional "name", "tool_call_id").
+  // "role" and string "content" (plus optional "name", "tool_call_id", and
+  // "tool_calls" with object arguments; chat_messages.h).
   // A template error is InvalidArgument with the template's message.
   virtual StatusOr<std::string> RenderChat(const nlohmann::json& messages, const ChatRenderOptions& options) const = 0;
   // A decoder for one output sequence; skip_special_tokens drops special tokens' text.

@@ -36,6 +36,7 @@ StatusOr<std::string> TokenizerTextCodec::RenderChat(const nlohmann::json& messa
   }
   tokenizer::ChatRenderOptions render = base_options_;
   render.add_generation_prompt = options.add_generation_prompt;
+  render.tools = options.tools;
   if (options.template_kwargs.is_object()) {
     if (!render.extra_context.is_object()) render.extra_context = nlohmann::json::object();
     for (const auto& [key, value] : options.template_kwargs.items()) render.extra_context[key] = value;

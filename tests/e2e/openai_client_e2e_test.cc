@@ -4,7 +4,7 @@
 // computes the expectations independently (chat template + tokenizer for the
 // prompt token counts, the in-process engine for the greedy text, the decode
 // prefix-cache rule for cached tokens) and the script checks every chunk
-// against them. Also: models.retrieve, a request with `tools` refused (the SDK
+// against them. Also: models.retrieve, a bad tool definition refused (the SDK
 // throws BadRequestError), unknown fields named in x-tandem-ignored-fields,
 // min_tokens against a stop token id, include_stop_str_in_output, and /tokenize
 // + /detokenize against the test's tokenizer (and the JS reference tokenizer
@@ -68,16 +68,16 @@ std::string MissingPrerequisite() {
   return "";
 }
 
-// Copies the check script into `work` next to a node_modules link (ESM imports
-// ignore NODE_PATH), runs it, and returns its exit status; output in *log.
-int RunClientCheck(const fs::path& work, const std::vector<std::string>& args, std::string* log) {
+// Copies a check script of tests/router into `work` next to a node_modules link (ESM
+// imports ignore NODE_PATH), runs it, and returns its exit status; output in *log.
+int RunClientCheck(const fs::path& work, const std::vector<std::string>& args, std::string* log,
+                   const std::string& script = "openai_client_check.mjs") {
   fs::create_directories(work);
   std::error_code ec;
   fs::remove(work / "node_modules", ec);
   fs::create_directory_symlink(NodeModulesDir(), work / "node_modules");
-  fs::copy_file(fs::path(SourceDir()) / "tests/router/openai_client_check.mjs", work / "openai_client_check.mjs",
-                fs::copy_options::overwrite_existing);
-  std::string command = "cd '" + work.string() + "' && timeout 120 node openai_client_check.mjs";
+  fs::copy_file(fs::path(SourceDir()) / "tests/router" / script, work / script, fs::copy_options::overwrite_existing);
+  std::string command = "cd '" + work.string() + "' && timeout 120 node " + script;
   for (const std::string& a : args) command += " '" + a + "'";
   command += " > client.log 2>&1";
   int rc = std::system(command.c_str());
@@ -94,7 +94,9 @@ class OpenAiClientE2eTest : public ::testing::Test {
     if (!missing_->empty()) return;
     ASSERT_TRUE(MakeTinyModel((*root_ / "tiny").string()));
     // API keys on, so the script can check 401 for a wrong key.
-    std::ofstream(*root_ / "router.yaml") << "api_keys:\n  - key: " << kApiKey << "\n    tenant: team-a\n";
+    // The tiny model's template shows no tool-call format: hermes parses its output.
+    std::ofstream(*root_ / "router.yaml") << "api_keys:\n  - key: " << kApiKey
+                                          << "\n    tenant: team-a\ntool_call_parser: hermes\n";
     LocalClusterOptions options;
     options.router_args = {"--config", (*root_ / "router.yaml").string()};
     cluster_ = new LocalCluster(root_->string(), options);
@@ -452,6 +454,41 @@ TEST_F(OpenAiClientE2eTest, StreamsChatAndCompletionsThroughTheRealClusterWithEx
   EXPECT_EQ(rc, 0) << "openai client check failed:\n" << log << "\nexpectations:\n" << spec.dump(2);
   EXPECT_NE(log.find("openai client check: OK"), std::string::npos) << log;
   std::cout << log;
+}
+
+// Tools with tool_choice auto through the SDK against the real cluster: the tiny model's
+// random text gives no calls or well-formed ones, with a consistent finish_reason.
+// (required / named wait for the nodes to enforce GenerateRequest::structured_output.)
+TEST_F(OpenAiClientE2eTest, ToolsThroughTheRealClusterHaveConsistentShapes) {
+  std::string log;
+  int rc = RunClientCheck(*root_ / "tools-client", {std::to_string(cluster_->http_port()), kApiKey, "cluster"}, &log,
+                          "openai_tools_check.mjs");
+  EXPECT_EQ(rc, 0) << "openai tools check failed:\n" << log;
+  EXPECT_NE(log.find("openai tools check (cluster): OK"), std::string::npos) << log;
+}
+
+// Tool calls in each format from router_fake_server's scripted engine, whole and
+// through the SDK's stream accumulation.
+TEST_F(OpenAiClientE2eTest, FakeEngineToolCallsInEachFormatReachTheSdk) {
+  for (const std::string format : {"hermes", "llama3_json"}) {
+    ProcessGroup procs(root_->string());
+    procs.Start("fake-" + format, {BinaryDir() + "/tests/router/router_fake_server", "--api-key", kApiKey,
+                                   "--tool-call-parser", format});
+    std::smatch port;
+    const std::regex port_line(R"(PORT (\d+))");
+    for (int i = 0; i < 100; ++i) {
+      const std::string out = procs.FullLog("fake-" + format);
+      if (std::regex_search(out, port, port_line)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const std::string out = procs.FullLog("fake-" + format);
+    ASSERT_TRUE(std::regex_search(out, port, port_line)) << "router_fake_server did not start: " << out;
+    std::string log;
+    int rc = RunClientCheck(*root_ / ("tools-" + format), {port[1].str(), kApiKey, format}, &log,
+                            "openai_tools_check.mjs");
+    EXPECT_EQ(rc, 0) << format << ":\n" << log;
+    EXPECT_NE(log.find("openai tools check (" + format + "): OK"), std::string::npos) << log;
+  }
 }
 
 // The same script over router_fake_server (the HTTP layer over a fake backend).

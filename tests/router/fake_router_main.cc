@@ -1,7 +1,9 @@
 // router_fake_server: the real HttpServer over FakeEngineClient + FakeTextCodec, for
 // checking wire compatibility with outside clients (the npm `openai` package,
 // curl, promtool on /metrics). Prints "PORT <n>" and serves until stdin closes.
-//   router_fake_server [--api-key KEY]
+//   router_fake_server [--api-key KEY] [--tool-call-parser hermes|llama3_json]
+// A chat prompt containing "call a tool" is answered with a get_weather call for
+// Paris in the parser's format (openai_tools_check.mjs).
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -14,15 +16,32 @@
 int main(int argc, char** argv) {
   using namespace tandem::router;
   testing::FakeEngineClient engine;
-  engine.SetScript({{testing::kWordBase, testing::kWordBase + 1, testing::kEos}, 1, 2});
-  testing::FakeTextCodec codec;
+  ToolCallFormat tool_format = ToolCallFormat::kHermes;
   RouterConfig config;
   config.listen_port = 0;
-  if (argc == 3 && std::string(argv[1]) == "--api-key") config.api_keys = {{argv[2], "tenant-a"}};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--api-key") config.api_keys = {{argv[i + 1], "tenant-a"}};
+    if (flag == "--tool-call-parser") tool_format = *ResolveToolCallFormat(argv[i + 1], "");
+  }
+  const std::string call = tool_format == ToolCallFormat::kHermes
+                               ? "Sure.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+                               : "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}";
+  engine.SetScriptFn([call](const GenerateRequest& request) {
+    const std::string prompt(request.prompt_token_ids.begin(), request.prompt_token_ids.end());
+    if (prompt.find("call a tool") == std::string::npos) {
+      return testing::Script{{testing::kWordBase, testing::kWordBase + 1, testing::kEos}, 1, 2};
+    }
+    std::vector<tandem::TokenId> tokens = testing::ByteTokens(call);
+    tokens.push_back(testing::kEos);
+    return testing::Script{tokens, 4, 0};
+  });
+  testing::FakeTextCodec codec;
   RouterDeps deps;
   deps.engine = &engine;
   deps.codec = &codec;
-  deps.model = {"tiny", 64, testing::kFakeVocab, 1700000000, {testing::kEos}};
+  deps.model = {"tiny", 256, testing::kFakeVocab, 1700000000, {testing::kEos}};
+  deps.model.tool_call_format = tool_format;
   tandem::metrics::MetricsRegistry registry;
   deps.metrics = &registry;
   deps.metrics_text = [&registry] { return registry.RenderText(); };

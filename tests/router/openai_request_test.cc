@@ -45,8 +45,6 @@ struct UnsupportedCase {
 
 const std::vector<UnsupportedCase>& UnsupportedCases() {
   static const std::vector<UnsupportedCase> cases = {
-      {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}}), {json::array()}},
-      {"tool_choice", "required", {"none", "auto"}},
       {"functions", json::array({{{"name", "f"}}}), {json::array()}},
       {"function_call", {{"name", "f"}}, {"none", "auto"}},
       {"guided_regex", "a+", {}},
@@ -371,9 +369,10 @@ TEST(OpenAiRequestTest, RequestIdChatTemplateKwargsAndToolCalls) {
   calls["messages"].push_back({{"role", "assistant"}, {"tool_calls", json::array({{{"id", "c1"}}})}});
   e = Parse(calls, ApiKind::kChat);
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->param, "messages[1].tool_calls");
+  EXPECT_EQ(e->param, "messages[1].tool_calls[0].function");
   calls["messages"][1]["tool_calls"] = json::array();
-  EXPECT_FALSE(Parse(calls, ApiKind::kChat));
+  ASSERT_FALSE(Parse(calls, ApiKind::kChat, &r));
+  EXPECT_FALSE(r.messages[1].contains("tool_calls")) << "an empty list is left out for the templates";
 }
 
 TEST(OpenAiRequestTest, UnknownFieldsAreListedAndKnownOnesAreNot) {

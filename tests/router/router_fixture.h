@@ -31,7 +31,8 @@ class RouterFixture : public ::testing::Test {
     RouterDeps deps;
     deps.engine = &engine_;
     deps.codec = &codec_;
-    deps.model = {"tiny", kContext, kFakeVocab, 1700000000, {kEos}};
+    deps.model = {"tiny", context_tokens_, kFakeVocab, 1700000000, {kEos}};
+    deps.model.tool_call_format = tool_call_format_;
     deps.is_ready = [this] { return ready_.load(); };
     deps.metrics_text = [this] { return registry_.RenderText(); };
     deps.metrics = &registry_;
@@ -58,6 +59,8 @@ class RouterFixture : public ::testing::Test {
   FakeEngineClient engine_;
   FakeTextCodec codec_;
   std::atomic<bool> ready_{true};
+  ToolCallFormat tool_call_format_ = ToolCallFormat::kHermes;  // set before StartServer()
+  int32_t context_tokens_ = kContext;                           // set before StartServer()
   std::unique_ptr<HttpServer> server_;
   uint16_t port_ = 0;
 };

@@ -58,6 +58,25 @@ TEST_F(TokenizerTextCodecTest, TemplateKwargsReachTheTemplate) {
   EXPECT_EQ(*codec.RenderChat(messages, {true}), "[user]hi");
 }
 
+TEST_F(TokenizerTextCodecTest, ToolsAndToolCallsReachTheTemplate) {
+  auto tmpl = tokenizer::ChatTemplate::FromSource(
+      "{% if tools is defined %}{% for t in tools %}<{{ t.function.name }}>{% endfor %}{% endif %}"
+      "{% for m in messages %}[{{ m.role }}]{{ m.content }}"
+      "{% for c in m.tool_calls or [] %}{{ c.function.name }}{{ c.function.arguments | tojson }}{% endfor %}"
+      "{% endfor %}");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
+  TokenizerTextCodec codec(tokenizer_.get(), &*tmpl);
+  nlohmann::json messages = {
+      {{"role", "user"}, {"content", "hi"}},
+      {{"role", "assistant"},
+       {"content", ""},
+       {"tool_calls", {{{"type", "function"}, {"function", {{"name", "f"}, {"arguments", {{"a", 1}}}}}}}}}};
+  ChatRenderOptions options{false, nullptr, {{{"type", "function"}, {"function", {{"name", "f"}}}}}};
+  EXPECT_EQ(*codec.RenderChat(messages, options), "<f>[user]hi[assistant]f{\"a\": 1}");
+  options.tools = nullptr;
+  EXPECT_EQ(*codec.RenderChat(messages, options), "[user]hi[assistant]f{\"a\": 1}") << "no tools: undefined";
+}
+
 TEST_F(TokenizerTextCodecTest, TemplateErrorsAreInvalidArgument) {
   auto raising = tokenizer::ChatTemplate::FromSource("{{ raise_exception('roles must alternate') }}");
   ASSERT_TRUE(raising.ok());

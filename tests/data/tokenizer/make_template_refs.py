@@ -80,12 +80,42 @@ CONVERSATIONS = {
     "not_alternating": [U1, U2],
     "empty_content": [{"role": "user", "content": ""}],
 }
-# Conversations only some templates understand.
+# Tool conversations as the router sends them (router/chat_messages.h): tools as
+# {type, function: {name, description?, parameters?}}, assistant tool_calls with
+# object arguments (a client's JSON string is parsed first, as vLLM does), tool
+# messages with tool_call_id.
+TOOLS2 = TOOLS + [{"type": "function", "function": {"name": "get_time"}}]
+CALL_ID = {"role": "assistant", "content": "", "tool_calls": [
+    {"id": "call_a1", "type": "function",
+     "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}
+PARALLEL = {"role": "assistant", "content": "Let me check.", "tool_calls": [
+    {"id": "call_a1", "type": "function",
+     "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+    {"id": "call_b2", "type": "function", "function": {"name": "get_time", "arguments": {}}}]}
+TOOL_ID = {"role": "tool", "tool_call_id": "call_a1", "content": "{\"temp\": 21}"}
+TOOL_ID2 = {"role": "tool", "tool_call_id": "call_b2", "content": "noon"}
+ANSWER = {"role": "assistant", "content": "21 degrees at noon."}
+BUILTIN_CALL = {"role": "assistant", "content": "", "tool_calls": [
+    {"id": "call_c3", "type": "function",
+     "function": {"name": "brave_search", "arguments": {"query": "weather Paris"}}}]}
+
+# Conversations only some templates understand: name -> (messages, tools[, extras]).
 TOOL_CONVERSATIONS = {
     "qwen3": {"tool_flow": ([SYS, U1, CALL, TOOL_MSG, TOOL_MSG2], TOOLS),
-              "tool_flow_no_system": ([U1, CALL, TOOL_MSG], TOOLS)},
+              "tool_flow_no_system": ([U1, CALL, TOOL_MSG], TOOLS),
+              "tools_only": ([U1], TOOLS2),
+              "parallel_calls": ([SYS, U1, PARALLEL, TOOL_ID, TOOL_ID2, ANSWER, U2], TOOLS2)},
     "deepseek_v3": {"tool_flow": ([SYS, U1, CALL_STR, TOOL_MSG, TOOL_MSG2,
                                    {"role": "assistant", "content": "21 and 25."}], None)},
+    "llama3_1_tools": {
+        "tools_only": ([SYS, U1], TOOLS2, [{}, {"tools_in_user_message": False}]),
+        "tool_flow": ([SYS, U1, CALL_ID, TOOL_ID, ANSWER, U2], TOOLS, [{}, {"tools_in_user_message": False}]),
+        "tool_flow_no_system": ([U1, CALL_ID, TOOL_ID], TOOLS),
+        "parallel_calls": ([U1, PARALLEL, TOOL_ID, TOOL_ID2], TOOLS2),
+        "no_user_message": ([SYS], TOOLS),
+        "builtin_tools": ([SYS, U1, BUILTIN_CALL, TOOL_ID], None,
+                          [{"builtin_tools": ["brave_search", "wolfram_alpha", "code_interpreter"]}]),
+    },
 }
 EXTRA = {"qwen3": [{}, {"enable_thinking": False}]}
 
@@ -127,13 +157,18 @@ def main():
         templates.append((m, src, bos, eos))
     for path in sorted(glob.glob(os.path.join(templates_dir, "*.jinja"))):
         with open(path, encoding="utf-8") as f:
-            templates.append((os.path.basename(path)[:-6], f.read(), "<s>", "</s>"))
+            name = os.path.basename(path)[:-6]
+            if name.startswith("llama3"):
+                templates.append((name, f.read(), "<|begin_of_text|>", "<|eot_id|>"))
+            else:
+                templates.append((name, f.read(), "<s>", "</s>"))
     cases = []
     for name, src, bos, eos in templates:
         convs = {k: (v, None) for k, v in CONVERSATIONS.items()}
         convs.update(TOOL_CONVERSATIONS.get(name, {}))
-        for conv_name, (messages, tools) in convs.items():
-            for extra in EXTRA.get(name, [{}]):
+        for conv_name, conv in convs.items():
+            messages, tools = conv[0], conv[1]
+            for extra in (conv[2] if len(conv) > 2 else EXTRA.get(name, [{}])):
                 for agp in (True, False):
                     case = {"template": name, "conversation": conv_name, "source": src,
                             "messages": sorted_keys(messages), "tools": sorted_keys(tools),
