@@ -458,7 +458,7 @@ TEST_F(OpenAiClientE2eTest, StreamsChatAndCompletionsThroughTheRealClusterWithEx
 
 // Tools with tool_choice auto through the SDK against the real cluster: the tiny model's
 // random text gives no calls or well-formed ones, with a consistent finish_reason.
-// (required / named wait for the nodes to enforce GenerateRequest::structured_output.)
+// (required / named, forced by structured output: structured_output_e2e_test.)
 TEST_F(OpenAiClientE2eTest, ToolsThroughTheRealClusterHaveConsistentShapes) {
   std::string log;
   int rc = RunClientCheck(*root_ / "tools-client", {std::to_string(cluster_->http_port()), kApiKey, "cluster"}, &log,

@@ -4,6 +4,8 @@
 // cases.json: { "model": "tiny",
 //   "schemas": [ { "name", "api": "chat" | "completion", "stream": bool, "request": {...create() body...},
 //                  "schema": {...} | null (json_object: any object) } ],
+//   "tools": [ { "name", "request": {...chat.completions.create() body with tools...},
+//                "parameters": { "<tool name>": {...its parameters schema...} } } ],
 //   "echo": [ { "name", "request": {...completions.create() body...}, "expect": {
 //                 "text", "completion_tokens", "tokens": [bytes...] per token,
 //                 "token_logprobs": [null | number], "top": [null | [{ "bytes", "logprob" }]] } } ] }
@@ -41,6 +43,36 @@ async function complete(c) {
     if (choice.finish_reason) finish = choice.finish_reason;
   }
   return { text, finish };
+}
+
+// tool_choice required / named: the calls must name a tool and their arguments validate
+// against its parameters schema.
+async function checkTools(c) {
+  const r = await client.chat.completions.create({ model: cases.model, ...c.request });
+  const choice = r.choices[0];
+  if (choice.finish_reason === 'length') {
+    length++;
+    return;
+  }
+  stopped++;
+  const calls = choice.message.tool_calls ?? [];
+  if (calls.length === 0) return failures.push(`${c.name}: no tool_calls (${choice.finish_reason}): ${choice.message.content}`);
+  for (const call of calls) {
+    const schema = c.parameters[call.function.name];
+    if (!schema) {
+      failures.push(`${c.name}: unknown tool ${call.function.name}`);
+      continue;
+    }
+    let args;
+    try {
+      args = JSON.parse(call.function.arguments);
+    } catch (e) {
+      failures.push(`${c.name}: arguments not JSON: ${call.function.arguments}`);
+      continue;
+    }
+    const validate = ajv.compile(schema);
+    if (!validate(args)) failures.push(`${c.name}: ${ajv.errorsText(validate.errors)}: ${call.function.arguments}`);
+  }
 }
 
 async function checkSchema(c) {
@@ -99,7 +131,7 @@ async function checkEcho(c) {
 }
 
 try {
-  await Promise.all(cases.schemas.map(checkSchema));
+  await Promise.all([...cases.schemas.map(checkSchema), ...(cases.tools ?? []).map(checkTools)]);
   for (const c of cases.echo) await checkEcho(c);
 } catch (e) {
   failures.push(`client error: ${e.message}`);

@@ -177,6 +177,36 @@ TEST_F(StructuredOutputE2eTest, EveryStoppedCompletionValidatesAgainstItsSchema)
   EXPECT_GE(summary["stopped"].get<int>(), total * 3 / 4) << "most documents complete within 200 tokens";
 }
 
+// tool_choice required and a named function are forced by structured output: every call
+// names a tool and its arguments validate against the tool's parameters (ajv).
+TEST_F(StructuredOutputE2eTest, RequiredAndNamedToolChoicesGiveValidCalls) {
+  const json weather = json::parse(R"({"type": "object", "properties": {"city": {"type": "string", "maxLength": 10},
+      "unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"]})");
+  const json add = json::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+      "required": ["a", "b"]})");
+  const json tools = {{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", weather}}}},
+                      {{"type", "function"}, {"function", {{"name", "add"}, {"parameters", add}}}}};
+  json cases = {{"model", "tiny"}, {"schemas", json::array()}, {"echo", json::array()}, {"tools", json::array()}};
+  for (int seed = 1; seed <= 4; ++seed) {
+    json request = {{"messages", {{{"role", "user"}, {"content", "Use a tool."}}}},
+                    {"tools", tools},
+                    {"max_tokens", 200},
+                    {"seed", seed}};
+    request["tool_choice"] = "required";
+    request["parallel_tool_calls"] = seed % 2 == 0;
+    cases["tools"].push_back({{"name", "required/" + std::to_string(seed)},
+                              {"request", request},
+                              {"parameters", {{"get_weather", weather}, {"add", add}}}});
+    request["tool_choice"] = {{"type", "function"}, {"function", {{"name", "add"}}}};
+    cases["tools"].push_back(
+        {{"name", "named/" + std::to_string(seed)}, {"request", request}, {"parameters", {{"add", add}}}});
+  }
+  const json summary = RunCheck(cases);
+  std::cout << "tool choices through the cluster: " << summary.dump() << "\n";
+  EXPECT_TRUE(summary["failures"].empty()) << summary.dump(2);
+  EXPECT_GE(summary["stopped"].get<int>(), 6) << "most forced calls complete within 200 tokens";
+}
+
 TEST_F(StructuredOutputE2eTest, EchoedPromptLogprobsEqualTheReference) {
   auto tokenizer = tokenizer::Tokenizer::FromFile(cluster_->model_dir() + "/tokenizer.json");
   ASSERT_TRUE(tokenizer.ok());
