@@ -132,6 +132,9 @@ StatusOr<BenchCommandLine> ParseBenchFlags(int argc, const char* const* argv) {
   app.add_flag("--no-router-metrics", no_router_metrics,
                "do not read the endpoint's own /metrics (it is read by default, as \"router\")");
   app.add_option("--json-out", o.json_out, "also write the summary as JSON to this file");
+  app.add_option("--requests-out", o.requests_out,
+                 "write one JSON line per request (send_s, prompt_tokens, output_tokens, ok, ttft_s, e2e_s, "
+                 "completion_tokens) to this file");
   app.add_flag("--json-line", o.json_line, "print the summary as one JSON line, summary_json={...}, last on stdout");
   try {
     app.parse(argc, argv);

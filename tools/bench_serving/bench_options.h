@@ -60,6 +60,9 @@ struct BenchOptions {
   GoodputLimits limits{500, 50};
   // Also write the summary as (pretty) JSON to this file; empty = no file.
   std::string json_out;
+  // Write one JSON line per request (RecordJsonLine: send time, lengths, TTFT, e2e) to
+  // this file, in send order; empty = no file.
+  std::string requests_out;
   // Print the summary as one JSON line (`summary_json={...}`) last on stdout.
   bool json_line = false;
   // /metrics pages to diff; the endpoint's own page ("router") comes first unless disabled.

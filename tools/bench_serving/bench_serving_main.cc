@@ -188,7 +188,12 @@ int Run(const BenchOptions& o) {
   std::vector<StatusOr<MetricsSnapshot>> before = Scrape(o.metrics_sources);
   std::vector<RequestRecord> records(prompts.size());
   auto start = std::chrono::steady_clock::now();
-  auto send = [&](size_t i) { records[i] = SendStreaming(o.endpoint, MakeBody(o, prompts[i], i)); };
+  auto send = [&](size_t i) {
+    const double send_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    records[i] = SendStreaming(o.endpoint, MakeBody(o, prompts[i], i));
+    records[i].send_s = send_s;
+    records[i].requested_tokens = prompts[i].output_len;
+  };
   std::vector<std::thread> threads;
   if (o.request_rate > 0) {
     std::exponential_distribution<double> gap(o.request_rate);
@@ -220,6 +225,10 @@ int Run(const BenchOptions& o) {
   }
   nlohmann::json j = SummaryJson(o, prompts, s, server);
   if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
+  if (!o.requests_out.empty()) {
+    std::ofstream out(o.requests_out);
+    for (size_t i = 0; i < records.size(); ++i) out << RecordJsonLine(records[i], prompts[i].input_len);
+  }
   std::printf("%s", FormatSummary(s).c_str());
   if (!server.empty()) std::printf("\n%s", FormatServerReport(server).c_str());
   if (o.json_line) std::printf("summary_json=%s\n", j.dump().c_str());

@@ -11,6 +11,16 @@ double RequestRecord::TpotSeconds() const {
   return (e2e_s - ttft_s) / (completion_tokens - 1);
 }
 
+std::string RecordJsonLine(const RequestRecord& r, int prompt_tokens) {
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "{\"send_s\": %.6f, \"prompt_tokens\": %d, \"output_tokens\": %d, \"ok\": %s, \"ttft_s\": %.6f, "
+                "\"e2e_s\": %.6f, \"completion_tokens\": %d}\n",
+                r.send_s, prompt_tokens, r.requested_tokens, r.ok ? "true" : "false", r.ttft_s, r.e2e_s,
+                r.completion_tokens);
+  return line;
+}
+
 double Percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());

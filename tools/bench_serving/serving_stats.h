@@ -13,6 +13,8 @@ struct RequestRecord {
   std::string error;          // why it failed, when !ok
   int prompt_tokens = 0;      // from usage
   int completion_tokens = 0;  // from usage
+  double send_s = 0;          // when it was sent, from the run's start
+  int requested_tokens = 0;   // max_tokens asked for (ignore_eos: the completion's length)
   double ttft_s = 0;          // send -> first content chunk
   double e2e_s = 0;           // send -> [DONE]
   std::vector<double> itl_s;  // gaps between content chunks
@@ -41,6 +43,11 @@ struct Summary {
   double goodput = 0;             // requests meeting the limits / s
   LatencyMs ttft_ms, tpot_ms, itl_ms, e2e_ms;
 };
+
+// One record as a JSON line: {"send_s", "prompt_tokens", "output_tokens" (asked),
+// "ok", "ttft_s", "e2e_s", "completion_tokens"} — what a replay or a model of the
+// run needs (tools/validate feeds it to the planner's simulator as a trace).
+std::string RecordJsonLine(const RequestRecord& record, int prompt_tokens);
 
 // Nearest-rank percentile (p in [0, 100]) of values; 0 for an empty list.
 double Percentile(std::vector<double> values, double p);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <limits>
 #include <string_view>
 #include <utility>
 
@@ -87,7 +88,7 @@ RequestRecord SendStreaming(const Endpoint& endpoint, const std::string& body) {
 
     beast::flat_buffer buffer;
     http::response_parser<http::buffer_body> parser;
-    parser.body_limit(boost::none);
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // a stream has no size limit (boost::none compares as 0 in Boost 1.74)
     http::read_header(stream, buffer, parser);
     int status = parser.get().result_int();
     std::string pending;

@@ -47,5 +47,20 @@ TEST(ServingStatsTest, TpotThroughputAndGoodput) {
       << FormatSummary(s);
 }
 
+TEST(ServingStatsTest, RecordJsonLineHasTheTraceFields) {
+  RequestRecord r;
+  r.ok = true;
+  r.send_s = 1.25;
+  r.requested_tokens = 32;
+  r.completion_tokens = 32;
+  r.ttft_s = 0.0125;
+  r.e2e_s = 0.5;
+  EXPECT_EQ(RecordJsonLine(r, 300),
+            "{\"send_s\": 1.250000, \"prompt_tokens\": 300, \"output_tokens\": 32, \"ok\": true, "
+            "\"ttft_s\": 0.012500, \"e2e_s\": 0.500000, \"completion_tokens\": 32}\n");
+  r.ok = false;
+  EXPECT_NE(RecordJsonLine(r, 300).find("\"ok\": false"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tandem::bench

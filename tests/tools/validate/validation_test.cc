@@ -1,0 +1,111 @@
+#include "tools/validate/validation.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/planner/sample_profile.h"
+#include "tools/validate/validate_report.h"
+
+namespace tandem::tools {
+namespace {
+
+std::string Line(double send, int prompt, int output, bool ok, double ttft, double e2e) {
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "{\"send_s\": %g, \"prompt_tokens\": %d, \"output_tokens\": %d, \"ok\": %s, \"ttft_s\": %g, "
+                "\"e2e_s\": %g, \"completion_tokens\": %d}\n",
+                send, prompt, output, ok ? "true" : "false", ttft, e2e, ok ? output : 0);
+  return text;
+}
+
+TEST(ValidationTest, ParsesRecordsSortedBySendTimeAndRefusesBadLines) {
+  auto records = ParseRequestRecords(Line(0.2, 10, 5, true, 0.1, 0.5) + "\n" + Line(0.1, 20, 5, true, 0.1, 0.5));
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  ASSERT_EQ(records->size(), 2u);
+  EXPECT_EQ((*records)[0].prompt_tokens, 20);  // sent first
+  EXPECT_FALSE(ParseRequestRecords(Line(0, 10, 5, true, 0.1, 0.5)).ok());            // one request
+  EXPECT_FALSE(ParseRequestRecords(Line(0, 10, 5, true, 0.1, 0.5) + "{\"send_s\": 1}\n").ok());  // fields missing
+  EXPECT_FALSE(ParseRequestRecords(Line(0, 10, 5, true, 0.1, 0.5) + "not json\n").ok());
+  EXPECT_FALSE(ParseRequestRecords(Line(0, 0, 5, true, 0.1, 0.5) + Line(1, 10, 5, true, 0.1, 0.5)).ok());
+}
+
+TEST(ValidationTest, MeasuredStatsCountFailuresAsMisses) {
+  auto records = ParseRequestRecords(Line(0, 10, 11, true, 0.1, 0.6) + Line(1, 10, 11, true, 0.3, 0.8) +
+                                     Line(2, 10, 11, false, 0, 0.1));
+  ASSERT_TRUE(records.ok());
+  const planner::Slo slo{.ttft_seconds = 0.2, .tpot_seconds = 0.1, .attainment = 0.9};
+  const PointStats s = MeasuredStats(*records, slo);
+  EXPECT_EQ(s.requests, 3);
+  EXPECT_EQ(s.completed, 2);
+  EXPECT_DOUBLE_EQ(s.offered_rate, 1.0);
+  EXPECT_DOUBLE_EQ(s.e2e_mean, 0.7);
+  EXPECT_DOUBLE_EQ(s.ttft_p50, 0.1);
+  EXPECT_DOUBLE_EQ(s.ttft_p90, 0.3);
+  EXPECT_DOUBLE_EQ(s.tpot_p50, 0.05);
+  EXPECT_DOUBLE_EQ(s.attainment, 1.0 / 3);  // the slow TTFT and the failure miss
+  EXPECT_DOUBLE_EQ(s.goodput, 1.0 / 3);
+}
+
+TEST(ValidationTest, PredictionOfALightLoadIsThePrefillTransferAndDecodeTimes) {
+  StatusOr<planner::CostModel> cost = planner::CostModel::Build(planner::testing::SampleProfile(), planner::testing::SampleProfile(), "");
+  ASSERT_TRUE(cost.ok()) << cost.status().ToString();
+  // Two requests far apart: no queueing, so each is its own prefill, handoff and decode steps.
+  auto records = ParseRequestRecords(Line(0, 512, 8, true, 1, 1) + Line(100, 512, 8, true, 1, 1));
+  ASSERT_TRUE(records.ok());
+  const planner::Slo slo{.ttft_seconds = 10, .tpot_seconds = 1, .attainment = 0.9};
+  const PointStats p = PredictedStats({.prefill_nodes = 1, .decode_nodes = 1}, *cost, *records, slo, 1);
+  const double ttft = cost->PrefillSeconds(512) + cost->TransferSeconds(512);
+  EXPECT_NEAR(p.ttft_p50, ttft, 1e-9);
+  EXPECT_GT(p.e2e_mean, ttft);
+  EXPECT_NEAR(p.e2e_mean - ttft, 7 * p.tpot_p50, 1e-9);
+  EXPECT_EQ(p.completed, 2);
+  EXPECT_DOUBLE_EQ(p.attainment, 1);
+}
+
+TEST(ValidationTest, KneeInterpolatesTheCrossingOrSaysItIsOutsideTheSweep) {
+  Knee k = FindKnee({10, 20, 30}, {1.0, 0.95, 0.75}, 0.9);
+  EXPECT_TRUE(k.bracketed);
+  EXPECT_NEAR(k.rate, 22.5, 1e-9);
+  k = FindKnee({30, 10, 20}, {0.75, 1.0, 0.95}, 0.9);  // any order
+  EXPECT_NEAR(k.rate, 22.5, 1e-9);
+  k = FindKnee({10, 20}, {1.0, 0.99}, 0.9);
+  EXPECT_FALSE(k.bracketed);
+  EXPECT_FALSE(k.below_sweep);
+  EXPECT_EQ(k.rate, 20);
+  k = FindKnee({10, 20}, {0.5, 0.1}, 0.9);
+  EXPECT_TRUE(k.below_sweep);
+  EXPECT_EQ(k.rate, 10);
+}
+
+TEST(ValidationTest, SummaryAveragesAbsoluteErrorsAndRanksByGoodputPerNode) {
+  auto point = [](double predicted_e2e, double measured_e2e) {
+    SweepPoint p;
+    p.predicted.e2e_mean = predicted_e2e;
+    p.measured.e2e_mean = measured_e2e;
+    p.predicted.ttft_p90 = p.measured.ttft_p90 = 1;
+    return p;
+  };
+  LayoutSweep a{.layout = {.prefill_nodes = 1, .decode_nodes = 1}, .predicted_knee = 20,
+                .measured_knee = {.rate = 16, .bracketed = true}, .points = {point(1.1, 1), point(0.9, 1)}};
+  LayoutSweep b{.layout = {.colocated_nodes = 1}, .predicted_knee = 12,
+                .measured_knee = {.rate = 12, .bracketed = true}, .points = {point(1, 1)}};
+  LayoutSweep c{.layout = {.prefill_nodes = 2, .decode_nodes = 2}, .predicted_knee = 30,
+                .measured_knee = {.rate = 20, .bracketed = false}, .points = {point(1.3, 1)}};
+  const ValidationSummary s = Summarize({a, b, c});
+  EXPECT_EQ(s.points, 4);
+  EXPECT_NEAR(s.mean_e2e_error, (0.1 + 0.1 + 0 + 0.3) / 4, 1e-12);
+  EXPECT_DOUBLE_EQ(s.mean_ttft_p90_error, 0);
+  EXPECT_EQ(s.light_points, 4);  // fraction 0 in these points
+  EXPECT_NEAR(s.light_e2e_error, s.mean_e2e_error, 1e-12);
+  EXPECT_NEAR(s.max_knee_error, 0.25, 1e-12);  // a's; c's knee is not bracketed
+  EXPECT_EQ(s.bracketed_knees, 2);
+  EXPECT_EQ(s.predicted_top2, (std::vector<std::string>{"1C", "1P1D"}));  // 12 and 10 per node
+  EXPECT_EQ(s.measured_best, "1C");
+  EXPECT_TRUE(s.best_in_top2);
+  EXPECT_NE(FormatSummary(s).find("MISS"), std::string::npos);  // knee 25 % > 15 %
+  EXPECT_NE(FormatSweeps({a}).find("| 0.00 (0.00) |"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::tools

@@ -1,0 +1,312 @@
+// tandem-validate: checks tandem-plan's predictions against the real local
+// cluster (issue 24 item 3, docs/planner.md "Validation"). It profiles this
+// machine's node with tandem-profile (or takes --profile), asks the planner for
+// each layout's goodput knee, starts the layout as real processes with the
+// launch configuration tandem-plan prints, drives it with tandem-bench-serving
+// (Poisson arrivals) at rates from light load to past the knee, and prints
+// predicted against measured per layout and rate, then the must-show summary.
+//
+//   tandem-validate --layouts 1P1D,1P2D,2P1D,2P2D,1C --rate-fractions 0.3,0.6,0.9,1.2,1.5
+//   tandem-validate --short --max-mean-e2e-error 0.6      # the CI form
+//
+// Exit status: 0; 1 when a run fails or an error bound given is exceeded; 2 on bad flags.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "planner/plan.h"
+#include "planner/profile_io.h"
+#include "tools/plan/launch_config.h"
+#include "tools/validate/layout_cluster.h"
+#include "tools/validate/validate_report.h"
+
+namespace tandem::tools {
+namespace {
+
+struct ValidateOptions {
+  std::string out_dir = "validate-out";   // profile, logs, per-run records, validation.json
+  std::string profile;                    // a profile to use; empty: measure one now
+  std::string model_dir;                  // empty: write the built-in tiny model
+  std::vector<std::string> layouts = {"1P1D", "1P2D", "2P1D", "2P2D", "1C"};
+  std::vector<double> rate_fractions = {0.3, 0.6, 0.9, 1.2, 1.5};  // of each layout's predicted knee
+  int prompt_tokens = 512;                // uniform in len·(1 ± range_ratio), as tandem-bench-serving draws
+  int output_tokens = 64;
+  double range_ratio = 0.5;
+  double slo_ttft_ms = 300;
+  double slo_tpot_ms = 15;
+  double attainment_percent = 90;
+  double seconds_per_point = 8;           // requests per point: rate × this, within [min, max]
+  int min_requests = 40;
+  int max_requests = 400;
+  int repeats = 1;                        // runs per point; each statistic is their median
+  uint64_t seed = 1;
+  bool short_form = false;                // CI: 1P1D and 1C, two rates, a quick profile
+  // > 0: exit 1 when the mean |E2E error| of the points at or below the predicted knee is
+  // above it (past the knee a backlog's growth makes any latency noisy: not a CI bound).
+  double max_mean_e2e_error = 0;
+  std::string binary_dir;                 // empty: the build tree this program is in
+  std::string source_dir = TANDEM_SOURCE_DIR;
+};
+
+std::string Dirname(std::string path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::string BinaryDirOfThisProgram() {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return ".";
+  exe[n] = 0;
+  return Dirname(Dirname(Dirname(exe)));  // <build>/tools/validate/tandem-validate
+}
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+Status RunCommand(const std::string& command) {
+  if (std::system(command.c_str()) != 0) return UnavailableError("failed: " + command);
+  return Status::Ok();
+}
+
+double LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double one = 0;
+  in >> one;
+  return one;
+}
+
+StatusOr<planner::Layout> ParseLayout(const std::string& name) {
+  int a = 0, b = 0;
+  char c = 0, d = 0, tail = 0;
+  if (std::sscanf(name.c_str(), "%dP%dD%c", &a, &b, &tail) == 2 && a > 0 && b > 0) {
+    return planner::Layout{.prefill_nodes = a, .decode_nodes = b};
+  }
+  if (std::sscanf(name.c_str(), "%d%c%c", &a, &c, &d) == 2 && c == 'C' && a > 0) {
+    return planner::Layout{.colocated_nodes = a};
+  }
+  return InvalidArgumentError("layout '" + name + "': expected xPyD (e.g. 2P1D) or NC (colocated, e.g. 2C)");
+}
+
+StatusOr<std::string> MeasureProfile(const ValidateOptions& o, const std::string& model_dir) {
+  const std::string path = o.out_dir + "/profile.json";
+  const int max_prompt = static_cast<int>(o.prompt_tokens * (1 + o.range_ratio));
+  std::string grid = o.short_form ? " --quick"
+                                  : " --prefill-max-tokens " + std::to_string(std::max(1024, max_prompt)) +
+                                        " --decode-max-batch 64 --decode-max-context 1024 --transfer-max-blocks 64";
+  TANDEM_RETURN_IF_ERROR(RunCommand(o.binary_dir + "/tools/profile/tandem-profile --model-dir " + Quote(model_dir) +
+                                    grid + " --transfer-transports ucx --output " + Quote(path) + " > " +
+                                    Quote(o.out_dir + "/profile.log") + " 2>&1"));
+  return path;
+}
+
+// One load-generator run against the router; the requests it recorded.
+// Its log (<records>.log) has the server side too: the router's and every node's
+// histograms (prefill time, queue, KV transfer, ...) diffed over the run.
+StatusOr<std::vector<MeasuredRequest>> RunLoad(const ValidateOptions& o, const LayoutCluster& cluster, double rate,
+                                               int requests, uint64_t seed, const std::string& records) {
+  char command[2048];
+  std::snprintf(command, sizeof(command),
+                "%s/tools/bench_serving/tandem-bench-serving --port %d --model tiny --num-prompts %d "
+                "--request-rate %.4f --input-len %d --output-len %d --range-ratio %g --vocab-size 500 --seed %llu "
+                "--timeout-s 120%s --requests-out %s > %s.log 2>&1",
+                o.binary_dir.c_str(), cluster.http_port(), requests, rate, o.prompt_tokens, o.output_tokens, o.range_ratio,
+                static_cast<unsigned long long>(seed), cluster.NodeMetricsFlags().c_str(), Quote(records).c_str(),
+                Quote(records).c_str());
+  std::system(command);  // failed requests are in the records (they miss the SLO)
+  std::ifstream in(records);
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseRequestRecords(text.str());
+}
+
+StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layout& layout,
+                                  const planner::Profile& profile, const planner::CostModel& cost,
+                                  const planner::Workload& workload, const planner::Slo& slo,
+                                  const std::string& model_dir) {
+  LayoutSweep sweep;
+  sweep.layout = layout;
+  const planner::WorkloadStats stats = planner::ComputeWorkloadStats(workload, cost.decode_limits().block_size);
+  const planner::ScreenResult screen = planner::ScreenLayout(layout, cost, stats, slo, workload.rate);
+  sweep.predicted_knee =
+      planner::FindMaxGoodput(layout, cost, workload, slo, screen.max_rate, planner::SimOptions{.seed = o.seed}).goodput;
+  std::printf("%s: predicted goodput knee %.2f req/s; starting the cluster\n", layout.Name().c_str(),
+              sweep.predicted_knee);
+  std::fflush(stdout);
+  if (sweep.predicted_knee <= 0) return FailedPreconditionError(layout.Name() + ": the planner predicts no goodput");
+  const std::string log_dir = o.out_dir + "/" + layout.Name();
+  mkdir(log_dir.c_str(), 0755);
+  const LayoutClusterOptions cluster_options{.binary_dir = o.binary_dir, .source_dir = o.source_dir,
+                                             .model_dir = model_dir, .log_dir = log_dir};
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<LayoutCluster> cluster,
+                          LayoutCluster::Start(LaunchGroups(layout, profile, profile, cost.transfer_path()),
+                                               cluster_options));
+  // Warm-up: first requests pay for lazy setup (connections, UCX endpoints).
+  (void)RunLoad(o, *cluster, 0.5 * sweep.predicted_knee, 10, o.seed + 999, log_dir + "/warmup.jsonl");
+  std::vector<double> rates, attainments;
+  for (double fraction : o.rate_fractions) {
+    SweepPoint point;
+    point.fraction = fraction;
+    point.target_rate = fraction * sweep.predicted_knee;
+    const int requests = std::clamp(static_cast<int>(point.target_rate * o.seconds_per_point), o.min_requests,
+                                    o.max_requests);
+    std::vector<PointStats> measured, predicted;
+    for (int r = 0; r < o.repeats; ++r) {
+      point.load_average = std::max(point.load_average, LoadAverage());
+      char name[128];
+      std::snprintf(name, sizeof(name), "/rate%.3f-run%d.jsonl", point.target_rate, r);
+      // A seed per run: the load generator's prompt contents follow (seed, index, length),
+      // and a prompt seen before would be a prefix-cache hit, not a prefill.
+      const uint64_t seed = o.seed + 1000 * (sweep.points.size() + 1) + static_cast<uint64_t>(r);
+      TANDEM_ASSIGN_OR_RETURN(std::vector<MeasuredRequest> records,
+                              RunLoad(o, *cluster, point.target_rate, requests, seed, log_dir + name));
+      measured.push_back(MeasuredStats(records, slo));
+      predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed));
+    }
+    point.measured = MedianStats(measured);
+    point.predicted = MedianStats(predicted);
+    std::printf("  %.2f req/s: E2E %.1f ms predicted, %.1f measured; attainment %.2f / %.2f; load %.1f\n",
+                point.target_rate, point.predicted.e2e_mean * 1e3, point.measured.e2e_mean * 1e3,
+                point.predicted.attainment, point.measured.attainment, point.load_average);
+    std::fflush(stdout);
+    rates.push_back(point.measured.offered_rate);
+    attainments.push_back(point.measured.attainment);
+    sweep.points.push_back(point);
+  }
+  sweep.measured_knee = FindKnee(rates, attainments, slo.attainment);
+  return sweep;
+}
+
+std::string ContextJson(const ValidateOptions& o, const planner::Profile& profile, const std::string& profile_path) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  nlohmann::json j = {{"profile", profile_path},
+                      {"profile_commit", profile.commit},
+                      {"device", profile.device.name},
+                      {"hardware_threads", profile.device.compute_units},
+                      {"host", host},
+                      {"workload",
+                       {{"prompt_tokens", o.prompt_tokens},
+                        {"output_tokens", o.output_tokens},
+                        {"range_ratio", o.range_ratio}}},
+                      {"slo", {{"ttft_ms", o.slo_ttft_ms}, {"tpot_ms", o.slo_tpot_ms},
+                               {"attainment_percent", o.attainment_percent}}},
+                      {"rate_fractions", o.rate_fractions},
+                      {"repeats", o.repeats},
+                      {"short", o.short_form}};
+  return j.dump();
+}
+
+StatusOr<int> Run(ValidateOptions o) {
+  if (o.binary_dir.empty()) o.binary_dir = BinaryDirOfThisProgram();
+  if (o.short_form) {
+    o.layouts = {"1P1D", "1C"};
+    o.rate_fractions = {0.4, 1.4};
+    // The full form's lengths: with short prompts the serving path's fixed costs (HTTP, RPCs,
+    // wake-ups), which no profile prices, dwarf the compute (7x at 256 / 32 tokens).
+    o.seconds_per_point = 5;
+    o.max_requests = 120;
+  }
+  std::vector<planner::Layout> layouts;
+  for (const std::string& name : o.layouts) {
+    TANDEM_ASSIGN_OR_RETURN(planner::Layout layout, ParseLayout(name));
+    layouts.push_back(layout);
+  }
+  if (o.rate_fractions.empty() || o.repeats < 1 || o.range_ratio < 0 || o.range_ratio >= 1) {
+    return InvalidArgumentError("need rate fractions, repeats >= 1 and a range ratio in [0, 1)");
+  }
+  mkdir(o.out_dir.c_str(), 0755);
+  std::string model_dir = o.model_dir;
+  if (model_dir.empty()) {
+    model_dir = o.out_dir + "/tiny";
+    TANDEM_RETURN_IF_ERROR(RunCommand(o.binary_dir + "/tools/make_model/tandem-make-model --preset tiny -f -o " +
+                                      Quote(model_dir) + " > /dev/null"));
+  }
+  std::string profile_path = o.profile;
+  if (profile_path.empty()) {
+    std::printf("profiling this machine's node (tandem-profile, log in %s/profile.log); load average %.1f\n",
+                o.out_dir.c_str(), LoadAverage());
+    std::fflush(stdout);
+    TANDEM_ASSIGN_OR_RETURN(profile_path, MeasureProfile(o, model_dir));
+  }
+  TANDEM_ASSIGN_OR_RETURN(planner::Profile profile, planner::LoadProfile(profile_path));
+  TANDEM_ASSIGN_OR_RETURN(planner::CostModel cost, planner::CostModel::Build(profile, profile, "ucx"));
+  planner::Workload workload;
+  workload.rate = 1;
+  workload.prompt = {.kind = planner::LengthKind::kUniform,
+                     .min = std::max(1, static_cast<int>(o.prompt_tokens * (1 - o.range_ratio))),
+                     .max = std::max(1, static_cast<int>(o.prompt_tokens * (1 + o.range_ratio)))};
+  workload.output = {.kind = planner::LengthKind::kUniform,
+                     .min = std::max(1, static_cast<int>(o.output_tokens * (1 - o.range_ratio))),
+                     .max = std::max(1, static_cast<int>(o.output_tokens * (1 + o.range_ratio)))};
+  const planner::Slo slo{.ttft_seconds = o.slo_ttft_ms / 1e3, .tpot_seconds = o.slo_tpot_ms / 1e3,
+                         .attainment = o.attainment_percent / 100};
+  TANDEM_RETURN_IF_ERROR(workload.Validate());
+  TANDEM_RETURN_IF_ERROR(slo.Validate());
+  std::vector<LayoutSweep> sweeps;
+  for (const planner::Layout& layout : layouts) {
+    TANDEM_ASSIGN_OR_RETURN(LayoutSweep sweep, SweepLayout(o, layout, profile, cost, workload, slo, model_dir));
+    sweeps.push_back(std::move(sweep));
+  }
+  const ValidationSummary summary = Summarize(sweeps);
+  std::printf("%s\n\n%s", FormatSweeps(sweeps).c_str(), FormatSummary(summary).c_str());
+  const std::string json_path = o.out_dir + "/validation.json";
+  std::ofstream(json_path) << ValidationJson(sweeps, summary, ContextJson(o, profile, profile_path));
+  std::printf("wrote %s\n", json_path.c_str());
+  if (o.max_mean_e2e_error > 0 && !(summary.light_e2e_error <= o.max_mean_e2e_error)) {
+    std::fprintf(stderr,
+                 "tandem-validate: mean E2E error %.1f %% at or below the predicted knees is above the bound %.1f %%\n",
+                 summary.light_e2e_error * 100, o.max_mean_e2e_error * 100);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tandem::tools
+
+int main(int argc, char** argv) {
+  tandem::tools::ValidateOptions o;
+  CLI::App app("tandem-validate: tandem-plan's predictions against the real local cluster (docs/planner.md)");
+  app.add_option("--out-dir", o.out_dir, "profile, logs, per-run request records, validation.json")
+      ->capture_default_str();
+  app.add_option("--profile", o.profile, "use this profile (default: measure one now with tandem-profile)");
+  app.add_option("--model-dir", o.model_dir, "model of every node (default: the built-in tiny model, written now)");
+  app.add_option("--layouts", o.layouts, "layouts to run: xPyD or NC")->delimiter(',')->capture_default_str();
+  app.add_option("--rate-fractions", o.rate_fractions, "rates as fractions of each layout's predicted knee")
+      ->delimiter(',')->capture_default_str();
+  app.add_option("--prompt-tokens", o.prompt_tokens, "prompt length (uniform within ± range ratio)")
+      ->capture_default_str();
+  app.add_option("--output-tokens", o.output_tokens, "output length (uniform within ± range ratio)")
+      ->capture_default_str();
+  app.add_option("--range-ratio", o.range_ratio, "length spread, [0, 1)")->capture_default_str();
+  app.add_option("--slo-ttft-ms", o.slo_ttft_ms, "SLO: TTFT")->capture_default_str();
+  app.add_option("--slo-tpot-ms", o.slo_tpot_ms, "SLO: TPOT")->capture_default_str();
+  app.add_option("--slo-attainment-percent", o.attainment_percent, "SLO: requests within both")
+      ->capture_default_str();
+  app.add_option("--seconds-per-point", o.seconds_per_point, "arrivals per point: rate × this")->capture_default_str();
+  app.add_option("--min-requests", o.min_requests, "requests per point, at least")->capture_default_str();
+  app.add_option("--max-requests", o.max_requests, "requests per point, at most")->capture_default_str();
+  app.add_option("--repeats", o.repeats, "runs per point (medians)")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the load and the simulation")->capture_default_str();
+  app.add_flag("--short", o.short_form, "the CI form: 1P1D and 1C, two rates, a --quick profile");
+  app.add_option("--max-mean-e2e-error", o.max_mean_e2e_error,
+                 "exit 1 when the mean |relative error| of mean E2E at or below the predicted knees is above this "
+                 "(e.g. 0.8)");
+  app.add_option("--binary-dir", o.binary_dir, "the build tree (default: the one this program is in)");
+  app.add_option("--source-dir", o.source_dir, "the source tree (deploy/*.yaml)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  tandem::StatusOr<int> result = tandem::tools::Run(o);
+  if (!result.ok()) {
+    std::fprintf(stderr, "tandem-validate: %s\n", result.status().ToString().c_str());
+    return 1;
+  }
+  return *result;
+}

@@ -1,0 +1,182 @@
+#include "tools/validate/validate_report.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace tandem::tools {
+namespace {
+
+std::string Format(const char* format, double a, double b, double error) {
+  char text[96];
+  if (std::isfinite(error)) {
+    std::snprintf(text, sizeof(text), format, a, b, error * 100);
+  } else {
+    std::snprintf(text, sizeof(text), format, a, b, 0.0);
+    std::string s = text;
+    const size_t open = s.rfind('(');
+    return open == std::string::npos ? s : s.substr(0, open) + "(inf)";
+  }
+  return text;
+}
+
+// predicted / measured (error %), milliseconds.
+std::string Ms(double predicted_s, double measured_s) {
+  return Format("%.2f / %.2f (%+.0f %%)", predicted_s * 1e3, measured_s * 1e3,
+                RelativeError(predicted_s, measured_s));
+}
+
+std::string KneeText(const Knee& k) {
+  char text[64];
+  if (k.bracketed) {
+    std::snprintf(text, sizeof(text), "%.2f", k.rate);
+  } else {
+    std::snprintf(text, sizeof(text), k.below_sweep ? "< %.2f" : "> %.2f", k.rate);
+  }
+  return text;
+}
+
+nlohmann::json StatsJson(const PointStats& s) {
+  return {{"requests", s.requests},   {"completed", s.completed}, {"offered_rate", s.offered_rate},
+          {"e2e_mean_s", s.e2e_mean}, {"ttft_p50_s", s.ttft_p50}, {"ttft_p90_s", s.ttft_p90},
+          {"tpot_p50_s", s.tpot_p50}, {"attainment", s.attainment}, {"goodput", s.goodput}};
+}
+
+double Finite(double v) { return std::isfinite(v) ? v : 1e9; }
+
+}  // namespace
+
+ValidationSummary Summarize(const std::vector<LayoutSweep>& sweeps) {
+  ValidationSummary s;
+  double e2e = 0, ttft = 0;
+  std::vector<std::pair<double, std::string>> predicted, measured;
+  for (const LayoutSweep& sweep : sweeps) {
+    for (const SweepPoint& p : sweep.points) {
+      ++s.points;
+      const double e2e_error = std::abs(Finite(RelativeError(p.predicted.e2e_mean, p.measured.e2e_mean)));
+      e2e += e2e_error;
+      if (p.fraction <= 1) {
+        ++s.light_points;
+        s.light_e2e_error += e2e_error;
+      }
+      ttft += std::abs(Finite(RelativeError(p.predicted.ttft_p90, p.measured.ttft_p90)));
+      s.max_load_average = std::max(s.max_load_average, p.load_average);
+    }
+    if (sweep.measured_knee.bracketed) {
+      ++s.bracketed_knees;
+      s.max_knee_error = std::max(
+          s.max_knee_error, std::abs(RelativeError(sweep.predicted_knee, sweep.measured_knee.rate)));
+    }
+    const double nodes = sweep.layout.Gpus();
+    predicted.push_back({-sweep.predicted_knee / nodes, sweep.layout.Name()});
+    measured.push_back({-sweep.measured_knee.rate / nodes, sweep.layout.Name()});
+  }
+  if (s.light_points > 0) s.light_e2e_error /= s.light_points;
+  if (s.points > 0) {
+    s.mean_e2e_error = e2e / s.points;
+    s.mean_ttft_p90_error = ttft / s.points;
+  }
+  std::stable_sort(predicted.begin(), predicted.end());
+  std::stable_sort(measured.begin(), measured.end());
+  for (size_t i = 0; i < std::min<size_t>(2, predicted.size()); ++i) s.predicted_top2.push_back(predicted[i].second);
+  if (!measured.empty()) s.measured_best = measured.front().second;
+  s.best_in_top2 = std::find(s.predicted_top2.begin(), s.predicted_top2.end(), s.measured_best) !=
+                   s.predicted_top2.end();
+  return s;
+}
+
+std::string FormatSweeps(const std::vector<LayoutSweep>& sweeps) {
+  std::string out;
+  char line[512];
+  for (const LayoutSweep& sweep : sweeps) {
+    std::snprintf(line, sizeof(line), "\n%s: goodput knee predicted %.2f req/s, measured %s req/s", 
+                  sweep.layout.Name().c_str(), sweep.predicted_knee, KneeText(sweep.measured_knee).c_str());
+    out += line;
+    if (sweep.measured_knee.bracketed) {
+      std::snprintf(line, sizeof(line), " (%+.0f %%)",
+                    RelativeError(sweep.predicted_knee, sweep.measured_knee.rate) * 100);
+      out += line;
+    }
+    out += "\npredicted / measured (error); ms\n\n"
+           "| rate req/s | load | mean E2E | TTFT p50 | TTFT p90 | TPOT p50 | attainment | goodput req/s |\n"
+           "|---|---|---|---|---|---|---|---|\n";
+    for (const SweepPoint& p : sweep.points) {
+      std::snprintf(line, sizeof(line), "| %.2f (%.2f) | %.1f | %s | %s | %s | %s | %.2f / %.2f | %s |\n",
+                    p.target_rate, p.measured.offered_rate, p.load_average,
+                    Ms(p.predicted.e2e_mean, p.measured.e2e_mean).c_str(),
+                    Ms(p.predicted.ttft_p50, p.measured.ttft_p50).c_str(),
+                    Ms(p.predicted.ttft_p90, p.measured.ttft_p90).c_str(),
+                    Ms(p.predicted.tpot_p50, p.measured.tpot_p50).c_str(), p.predicted.attainment,
+                    p.measured.attainment,
+                    Format("%.2f / %.2f (%+.0f %%)", p.predicted.goodput, p.measured.goodput,
+                           RelativeError(p.predicted.goodput, p.measured.goodput))
+                        .c_str());
+      out += line;
+    }
+  }
+  return out;
+}
+
+std::string FormatSummary(const ValidationSummary& s) {
+  char text[2048];
+  std::string top2;
+  for (const std::string& name : s.predicted_top2) top2 += (top2.empty() ? "" : ", ") + name;
+  std::snprintf(text, sizeof(text),
+                "summary over %d points (issue 24's bounds in brackets):\n"
+                "  mean E2E error            %5.1f %%  [<= 12 %%]  %s (%.1f %% over the %d points at or below the "
+                "predicted knee)\n"
+                "  p90 TTFT error            %5.1f %%  [<= 25 %%]  %s\n"
+                "  goodput knee error (max)  %5.1f %%  [<= 15 %%]  %s (%d knee%s bracketed by the sweep)\n"
+                "  measured best %s; planner's top 2 by goodput per node: %s  %s\n"
+                "  host load average up to %.1f during the sweep\n",
+                s.points, s.mean_e2e_error * 100, s.mean_e2e_error <= 0.12 ? "ok" : "MISS", s.light_e2e_error * 100,
+                s.light_points,
+                s.mean_ttft_p90_error * 100, s.mean_ttft_p90_error <= 0.25 ? "ok" : "MISS", s.max_knee_error * 100,
+                s.bracketed_knees == 0 ? "n/a" : s.max_knee_error <= 0.15 ? "ok" : "MISS", s.bracketed_knees,
+                s.bracketed_knees == 1 ? "" : "s", s.measured_best.c_str(), top2.c_str(),
+                s.best_in_top2 ? "ok" : "MISS", s.max_load_average);
+  return text;
+}
+
+std::string ValidationJson(const std::vector<LayoutSweep>& sweeps, const ValidationSummary& s,
+                           const std::string& context_json) {
+  nlohmann::json layouts = nlohmann::json::array();
+  for (const LayoutSweep& sweep : sweeps) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const SweepPoint& p : sweep.points) {
+      points.push_back({{"target_rate", p.target_rate},
+                        {"fraction_of_predicted_knee", p.fraction},
+                        {"load_average", p.load_average},
+                        {"predicted", StatsJson(p.predicted)},
+                        {"measured", StatsJson(p.measured)}});
+    }
+    layouts.push_back({{"layout", sweep.layout.Name()},
+                       {"nodes", sweep.layout.Gpus()},
+                       {"predicted_knee", sweep.predicted_knee},
+                       {"measured_knee",
+                        {{"rate", sweep.measured_knee.rate},
+                         {"bracketed", sweep.measured_knee.bracketed},
+                         {"below_sweep", sweep.measured_knee.below_sweep}}},
+                       {"points", points}});
+  }
+  nlohmann::json summary = {{"points", s.points},
+                            {"mean_e2e_error", s.mean_e2e_error},
+                            {"mean_ttft_p90_error", s.mean_ttft_p90_error},
+                            {"light_points", s.light_points},
+                            {"light_e2e_error", s.light_e2e_error},
+                            {"max_knee_error", s.max_knee_error},
+                            {"bracketed_knees", s.bracketed_knees},
+                            {"predicted_top2", s.predicted_top2},
+                            {"measured_best", s.measured_best},
+                            {"best_in_top2", s.best_in_top2},
+                            {"max_load_average", s.max_load_average}};
+  nlohmann::json j = {{"format", "tandem-validate"},
+                      {"context", nlohmann::json::parse(context_json, nullptr, false)},
+                      {"layouts", layouts},
+                      {"summary", summary}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace tandem::tools

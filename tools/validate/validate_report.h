@@ -1,0 +1,54 @@
+// What tandem-validate prints and writes: a table per layout (predicted against
+// measured per rate, with relative errors), the summary of issue 24's must-show
+// numbers, and the whole sweep as JSON.
+// Thread rule: free functions over values.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "planner/layout.h"
+#include "tools/validate/validation.h"
+
+namespace tandem::tools {
+
+struct SweepPoint {
+  double target_rate = 0;        // req/s asked of the load generator
+  double fraction = 0;           // of the layout's predicted knee
+  PointStats measured;           // median over the repeats
+  PointStats predicted;          // median over the repeats (each on its run's requests)
+  double load_average = 0;       // the host's 1-minute load average before the point (max over repeats)
+};
+
+struct LayoutSweep {
+  planner::Layout layout;
+  double predicted_knee = 0;     // the planner's goodput: max Poisson rate at the SLO attainment
+  Knee measured_knee;            // where the sweep's measured attainment crosses it
+  std::vector<SweepPoint> points;
+};
+
+struct ValidationSummary {
+  int points = 0;
+  double mean_e2e_error = 0;        // mean |relative error| of mean E2E over every point
+  double mean_ttft_p90_error = 0;   // mean |relative error| of p90 TTFT over every point
+  int light_points = 0;             // points at or below the predicted knee (fraction <= 1)
+  double light_e2e_error = 0;       // mean |relative error| of mean E2E over them (the CI bound's)
+  double max_knee_error = 0;        // largest |relative error| of a bracketed knee
+  int bracketed_knees = 0;
+  std::vector<std::string> predicted_top2;  // by predicted goodput per node
+  std::string measured_best;                // by measured knee per node
+  bool best_in_top2 = false;
+  double max_load_average = 0;
+};
+
+ValidationSummary Summarize(const std::vector<LayoutSweep>& sweeps);
+
+// One Markdown table per layout.
+std::string FormatSweeps(const std::vector<LayoutSweep>& sweeps);
+// The must-show lines against issue 24's bounds.
+std::string FormatSummary(const ValidationSummary& summary);
+// Everything, with `context` (the workload, SLO, profile, machine) under "context".
+std::string ValidationJson(const std::vector<LayoutSweep>& sweeps, const ValidationSummary& summary,
+                           const std::string& context_json);
+
+}  // namespace tandem::tools

@@ -1,0 +1,165 @@
+#include "tools/validate/validation.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "planner/simulator.h"
+
+namespace tandem::tools {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr size_t kMaxRecords = 1'000'000;
+
+double Quantile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+double OfferedRate(const std::vector<MeasuredRequest>& requests) {
+  const double span = requests.back().send_s - requests.front().send_s;
+  return span > 0 ? static_cast<double>(requests.size() - 1) / span : 0;
+}
+
+}  // namespace
+
+StatusOr<std::vector<MeasuredRequest>> ParseRequestRecords(std::string_view text) {
+  std::vector<MeasuredRequest> out;
+  std::istringstream in{std::string(text)};
+  int line_number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = "request record line " + std::to_string(line_number);
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return InvalidArgumentError(where + ": not a JSON object");
+    MeasuredRequest r;
+    try {
+      r.send_s = j.at("send_s").get<double>();
+      r.prompt_tokens = j.at("prompt_tokens").get<int>();
+      r.output_tokens = j.at("output_tokens").get<int>();
+      r.ok = j.at("ok").get<bool>();
+      r.ttft_s = j.at("ttft_s").get<double>();
+      r.e2e_s = j.at("e2e_s").get<double>();
+      r.completion_tokens = j.at("completion_tokens").get<int>();
+    } catch (const nlohmann::json::exception& e) {
+      return InvalidArgumentError(where + ": " + e.what());
+    }
+    if (r.prompt_tokens < 1 || r.output_tokens < 1 || r.send_s < 0) {
+      return InvalidArgumentError(where + ": lengths must be >= 1 and the send time >= 0");
+    }
+    out.push_back(r);
+    if (out.size() > kMaxRecords) return InvalidArgumentError("more than 1,000,000 request records");
+  }
+  if (out.size() < 2) return InvalidArgumentError("fewer than two request records");
+  // Each sender thread stamps its own send time: neighbours can swap by microseconds.
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.send_s < b.send_s; });
+  return out;
+}
+
+PointStats MeasuredStats(const std::vector<MeasuredRequest>& requests, const planner::Slo& slo) {
+  PointStats s;
+  s.requests = static_cast<int>(requests.size());
+  if (requests.empty()) return s;
+  s.offered_rate = OfferedRate(requests);
+  std::vector<double> ttft, tpot;
+  double e2e_sum = 0;
+  int met = 0;
+  for (const MeasuredRequest& r : requests) {
+    if (!r.ok) continue;
+    ++s.completed;
+    const double p = r.completion_tokens > 1 ? (r.e2e_s - r.ttft_s) / (r.completion_tokens - 1) : 0;
+    ttft.push_back(r.ttft_s);
+    tpot.push_back(p);
+    e2e_sum += r.e2e_s;
+    if (r.ttft_s <= slo.ttft_seconds && p <= slo.tpot_seconds) ++met;
+  }
+  s.e2e_mean = s.completed > 0 ? e2e_sum / s.completed : kInf;
+  s.ttft_p50 = Quantile(ttft, 0.5);
+  s.ttft_p90 = Quantile(ttft, 0.9);
+  s.tpot_p50 = Quantile(tpot, 0.5);
+  s.attainment = static_cast<double>(met) / s.requests;
+  s.goodput = s.attainment * s.offered_rate;
+  return s;
+}
+
+PointStats PredictedStats(const planner::Layout& layout, const planner::CostModel& cost,
+                          const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed) {
+  planner::Workload workload;
+  for (const MeasuredRequest& r : requests) {
+    workload.trace.push_back({.arrival_seconds = r.send_s, .prompt_tokens = r.prompt_tokens,
+                              .output_tokens = r.output_tokens});
+  }
+  const double rate = workload.TraceRate();
+  const planner::SimOptions options{.seed = seed,
+                                    .num_requests = static_cast<int>(requests.size()),
+                                    .warmup_fraction = 0,
+                                    .min_span_ttfts = 0,
+                                    .max_requests = static_cast<int>(requests.size())};
+  const planner::SimResult with_slo = planner::Simulate(layout, cost, workload, slo, rate, options);
+  // No deadline: the simulation runs every request to its end, as the cluster did.
+  const planner::Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = slo.attainment};
+  const planner::SimResult all = planner::Simulate(layout, cost, workload, open, rate, options);
+  PointStats s;
+  s.requests = all.measured;
+  s.completed = all.completed;
+  s.offered_rate = OfferedRate(requests);
+  s.e2e_mean = all.e2e_mean;
+  s.ttft_p50 = all.latency.ttft_p50;
+  s.ttft_p90 = all.latency.ttft_p90;
+  s.tpot_p50 = all.latency.tpot_p50;
+  s.attainment = with_slo.attainment;
+  s.goodput = s.attainment * s.offered_rate;
+  return s;
+}
+
+PointStats MedianStats(const std::vector<PointStats>& runs) {
+  if (runs.empty()) return {};
+  auto median = [&](auto field) {
+    std::vector<double> v;
+    for (const PointStats& r : runs) v.push_back(static_cast<double>(r.*field));
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  PointStats s;
+  s.requests = static_cast<int>(median(&PointStats::requests));
+  s.completed = static_cast<int>(median(&PointStats::completed));
+  s.offered_rate = median(&PointStats::offered_rate);
+  s.e2e_mean = median(&PointStats::e2e_mean);
+  s.ttft_p50 = median(&PointStats::ttft_p50);
+  s.ttft_p90 = median(&PointStats::ttft_p90);
+  s.tpot_p50 = median(&PointStats::tpot_p50);
+  s.attainment = median(&PointStats::attainment);
+  s.goodput = median(&PointStats::goodput);
+  return s;
+}
+
+double RelativeError(double predicted, double measured) {
+  if (measured == 0) return predicted == 0 ? 0 : kInf;
+  return (predicted - measured) / measured;
+}
+
+Knee FindKnee(const std::vector<double>& rates, const std::vector<double>& attainments, double target) {
+  std::vector<std::pair<double, double>> points;
+  for (size_t i = 0; i < rates.size() && i < attainments.size(); ++i) points.push_back({rates[i], attainments[i]});
+  std::sort(points.begin(), points.end());
+  Knee knee;
+  if (points.empty()) return knee;
+  if (points.front().second < target) return {.rate = points.front().first, .bracketed = false, .below_sweep = true};
+  for (size_t i = 1; i < points.size(); ++i) {
+    if (points[i].second >= target) continue;
+    const auto [r0, a0] = points[i - 1];
+    const auto [r1, a1] = points[i];
+    return {.rate = r0 + (r1 - r0) * (a0 - target) / (a0 - a1), .bracketed = true, .below_sweep = false};
+  }
+  return {.rate = points.back().first, .bracketed = false, .below_sweep = false};
+}
+
+}  // namespace tandem::tools

@@ -1,0 +1,76 @@
+// The validation's arithmetic, apart from the processes: a run's per-request
+// records (tandem-bench-serving --requests-out) in, the planner's prediction for
+// the same requests, measured and predicted statistics, relative errors, the
+// goodput knee of a rate sweep, and the summary of issue 24's must-show numbers.
+//
+// The prediction of a point replays the run's own arrivals and lengths as a trace
+// through the planner's simulator (common random numbers: the model is compared
+// on the requests the cluster served, not on another Poisson draw), once with the
+// SLO (attainment) and once with no deadline (every request to its end: latencies).
+// Thread rule: free functions over values.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/base/status.h"
+#include "planner/cost_model.h"
+#include "planner/layout.h"
+#include "planner/workload.h"
+
+namespace tandem::tools {
+
+// One request as the load generator recorded it (seconds).
+struct MeasuredRequest {
+  double send_s = 0;          // from the run's start
+  int prompt_tokens = 0;
+  int output_tokens = 0;      // asked for (ignore_eos)
+  bool ok = false;
+  double ttft_s = 0;
+  double e2e_s = 0;
+  int completion_tokens = 0;
+};
+
+// JSON lines of tandem-bench-serving --requests-out, sorted by send time.
+// InvalidArgument with the line number for a malformed line; fewer than two
+// requests is an error.
+StatusOr<std::vector<MeasuredRequest>> ParseRequestRecords(std::string_view text);
+
+// One run's statistics (seconds; rates in req/s). Failed requests miss the SLO and
+// are left out of the latencies.
+struct PointStats {
+  int requests = 0;
+  int completed = 0;
+  double offered_rate = 0;  // (requests − 1) / span of the sends
+  double e2e_mean = 0;
+  double ttft_p50 = 0;
+  double ttft_p90 = 0;
+  double tpot_p50 = 0;      // per request (e2e − ttft) / (tokens − 1), its median
+  double attainment = 0;    // fraction of the requests within the SLO
+  double goodput = 0;       // attainment × offered_rate
+};
+
+PointStats MeasuredStats(const std::vector<MeasuredRequest>& requests, const planner::Slo& slo);
+
+// The planner's prediction for the same requests on `layout`.
+PointStats PredictedStats(const planner::Layout& layout, const planner::CostModel& cost,
+                          const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed);
+
+// Each field the median over the runs (repeats of one point).
+PointStats MedianStats(const std::vector<PointStats>& runs);
+
+// (predicted − measured) / measured; 0 when both are 0, +inf when only measured is.
+double RelativeError(double predicted, double measured);
+
+// Where a sweep's attainment falls below `target`, by linear interpolation between
+// the two rates around the crossing. `bracketed` false: it never crosses (the knee
+// is above the highest rate, returned) or already misses at the lowest (returned).
+struct Knee {
+  double rate = 0;
+  bool bracketed = false;
+  bool below_sweep = false;  // misses already at the lowest rate
+};
+Knee FindKnee(const std::vector<double>& rates, const std::vector<double>& attainments, double target);
+
+}  // namespace tandem::tools
