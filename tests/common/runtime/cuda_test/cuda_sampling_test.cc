@@ -580,6 +580,48 @@ TEST(CudaSamplingTest, TokenMasksEqualTheHostReference) {
   EXPECT_EQ(gpu->live_buffers(), 0);
 }
 
+// Prompt logprobs (raw log-softmax at each row's next prompt token, and the top k) on the GPU
+// against the host's Sampler::RowLogprobs, through Backend::PromptLogprobs on both.
+void CheckPromptLogprobs(Backend& backend, int vocab, int k) {
+  std::mt19937 rng(vocab + k);
+  const int rows = 9;
+  std::vector<float> logits;
+  std::vector<TokenId> tokens;
+  std::uniform_int_distribution<TokenId> any(0, vocab - 1);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> row = DistinctRow(vocab, rng);
+    logits.insert(logits.end(), row.begin(), row.end());
+    tokens.push_back(any(rng));
+  }
+  auto buffer = backend.Allocate(DType::kF32, {rows, vocab});
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_TRUE(backend.CopyToDevice(logits.data(), logits.size() * sizeof(float), buffer->tensor()).ok());
+  std::vector<SampledLogprobs> got(rows);
+  ASSERT_TRUE(backend.PromptLogprobs(buffer->tensor(), tokens, k, got).ok());
+  for (int r = 0; r < rows; ++r) {
+    const SampledLogprobs want =
+        Sampler::RowLogprobs(std::span<const float>(logits).subspan(static_cast<size_t>(r) * vocab, vocab), 0.0f,
+                             tokens[r], k);
+    EXPECT_NEAR(got[r].logprob, want.logprob, 1e-4) << "vocab " << vocab << " row " << r;
+    ASSERT_EQ(got[r].top.size(), want.top.size());
+    for (size_t j = 0; j < want.top.size(); ++j) {
+      EXPECT_EQ(got[r].top[j].token, want.top[j].token) << "vocab " << vocab << " row " << r << " top " << j;
+      EXPECT_NEAR(got[r].top[j].logprob, want.top[j].logprob, 1e-4);
+    }
+  }
+}
+
+TEST(CudaSamplingTest, PromptLogprobsEqualTheHostReference) {
+  CpuBackend cpu;
+  CheckPromptLogprobs(cpu, 1001, 5);
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaBackend();
+  for (int vocab : {97, 4099, 128256}) {
+    for (int k : {0, 5, 20}) CheckPromptLogprobs(*gpu, vocab, k);
+  }
+  EXPECT_EQ(gpu->live_buffers(), 0);
+}
+
 TEST(CudaSamplingTest, AllMaskedRowFailsAloneInASampledBatch) {
   TANDEM_SKIP_WITHOUT_GPU();
   auto gpu = MakeCudaBackend();
