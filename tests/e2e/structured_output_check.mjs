@@ -9,6 +9,8 @@
 //   "echo": [ { "name", "request": {...completions.create() body...}, "expect": {
 //                 "text", "completion_tokens", "tokens": [bytes...] per token,
 //                 "token_logprobs": [null | number], "top": [null | [{ "bytes", "logprob" }]] } } ] }
+//   "extensions": true (optional): priority and include_timing through the client: usage.timing
+//     with every stage and a server-timing header; a priority of the wrong type is a BadRequestError.
 // Every structured completion that ends with finish_reason "stop" must parse and validate
 // against its schema with ajv (independent of our grammar); the script prints a JSON summary
 // { stopped, length, failures: [...] } on its last line. Echo cases must equal the reference
@@ -130,7 +132,29 @@ async function checkEcho(c) {
   if (lp.tokens.length !== e.tokens.length) fail(`${lp.tokens.length} tokens, want ${e.tokens.length}`);
 }
 
+// The router's extensions, passed through the client as extra body fields.
+async function checkExtensions() {
+  const fail = (what) => failures.push(`extensions: ${what}`);
+  const body = { model: cases.model, messages: [{ role: 'user', content: 'Time me.' }], max_tokens: 8,
+                 priority: 5, include_timing: true };
+  const { data, response } = await client.chat.completions.create(body).withResponse();
+  const timing = data.usage?.timing;
+  for (const stage of ['router_queue', 'decode_queue', 'prefill_queue', 'prefill', 'kv_transfer', 'kv_wait',
+                       'first_token', 'total']) {
+    if (typeof timing?.[stage] !== 'number' || timing[stage] < 0) fail(`usage.timing.${stage} is ${timing?.[stage]}`);
+  }
+  const header = response.headers.get('server-timing') ?? '';
+  if (!/prefill;dur=[0-9.]+/.test(header) || !/kv-transfer;dur=/.test(header)) fail(`server-timing: ${header}`);
+  try {
+    await client.chat.completions.create({ ...body, priority: 'high' });
+    fail('priority "high" was accepted');
+  } catch (e) {
+    if (!(e instanceof OpenAI.BadRequestError) || e.param !== 'priority') fail(`priority "high": ${e}`);
+  }
+}
+
 try {
+  if (cases.extensions) await checkExtensions();
   await Promise.all([...cases.schemas.map(checkSchema), ...(cases.tools ?? []).map(checkTools)]);
   for (const c of cases.echo) await checkEcho(c);
 } catch (e) {

@@ -8,6 +8,7 @@
 //  - echo with logprobs: the prompt tokens' logprobs (computed on the prefill node, sent
 //    with the first token) equal the in-process reference engine's within 1e-4, with
 //    max_tokens 0 (the prompt alone) and with a completion after it.
+// And the router's extensions, priority and include_timing, through the same client.
 // Skips with a message when node, the openai package or ajv is missing.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -205,6 +206,13 @@ TEST_F(StructuredOutputE2eTest, RequiredAndNamedToolChoicesGiveValidCalls) {
   std::cout << "tool choices through the cluster: " << summary.dump() << "\n";
   EXPECT_TRUE(summary["failures"].empty()) << summary.dump(2);
   EXPECT_GE(summary["stopped"].get<int>(), 6) << "most forced calls complete within 200 tokens";
+}
+
+// priority and include_timing (the router's extensions) through the openai client.
+TEST_F(StructuredOutputE2eTest, PriorityAndTimingThroughTheClient) {
+  const json summary =
+      RunCheck({{"model", "tiny"}, {"schemas", json::array()}, {"echo", json::array()}, {"extensions", true}});
+  EXPECT_TRUE(summary["failures"].empty()) << summary.dump(2);
 }
 
 TEST_F(StructuredOutputE2eTest, EchoedPromptLogprobsEqualTheReference) {
