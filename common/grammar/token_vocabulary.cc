@@ -2,34 +2,8 @@
 
 #include "common/base/check.h"
 #include "common/tokenizer/tokenizer.h"
-#include "common/tokenizer/unicode_util.h"
 
 namespace tandem::grammar {
-namespace {
-
-// Tokenizer::TokenBytes runs the decoder chain, whose ByteLevel / ByteFallback steps turn a
-// partial UTF-8 character into U+FFFD. Grammar text needs the raw bytes: recover them from the
-// token's piece when it is a byte-fallback "<0xAB>" or maps byte for byte through the
-// byte-level table.
-std::string RawTokenBytes(const tokenizer::Tokenizer& tokenizer, TokenId id) {
-  std::string bytes = tokenizer.TokenBytes(id);
-  if (bytes.find("\xEF\xBF\xBD") == std::string::npos) return bytes;
-  const std::optional<std::string> piece = tokenizer.IdToToken(id);
-  if (!piece.has_value()) return bytes;
-  if (tokenizer.IsByteFallbackPiece(id) && piece->size() == 6) {  // "<0xAB>"
-    auto hex = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
-    return std::string(1, static_cast<char>(hex((*piece)[3]) * 16 + hex((*piece)[4])));
-  }
-  std::string raw;
-  for (size_t pos = 0; pos < piece->size();) {
-    const int b = tokenizer::UnicodeToByte(tokenizer::NextCodePoint(*piece, &pos));
-    if (b < 0) return bytes;
-    raw.push_back(static_cast<char>(b));
-  }
-  return raw;
-}
-
-}  // namespace
 
 TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, std::vector<bool> is_text)
     : token_bytes_(std::move(token_bytes)),
@@ -57,7 +31,7 @@ StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::FromTokenizer(
   std::vector<bool> special(vocab_size, true);
   for (TokenId id = 0; id < tokenizer_size; ++id) {
     special[id] = tokenizer.IsSpecial(id);
-    if (!special[id]) token_bytes[id] = RawTokenBytes(tokenizer, id);
+    if (!special[id]) token_bytes[id] = tokenizer.TokenBytes(id);
   }
   return Create(std::move(token_bytes), std::move(special));
 }

@@ -105,7 +105,22 @@ std::string Tokenizer::TokenBytes(TokenId id) const {
   if (const AddedToken* added = added_.Find(id)) return added->content;
   const std::string* token = model_.IdToToken(id);
   if (token == nullptr || token->empty()) return "";
-  return decoder_.DecodeBytes({*token});
+  std::string bytes = decoder_.DecodeBytes({*token});
+  if (bytes.find("\xEF\xBF\xBD") == std::string::npos) return bytes;
+  // The decoder chain's ByteLevel / ByteFallback steps turn a piece of a UTF-8 character into
+  // U+FFFD; the raw bytes come from the token itself: a byte-fallback "<0xAB>", or a byte-level
+  // piece whose every character maps to a byte.
+  if (IsByteFallbackPiece(id) && token->size() == 6) {
+    auto hex = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+    return std::string(1, static_cast<char>(hex((*token)[3]) * 16 + hex((*token)[4])));
+  }
+  std::string raw;
+  for (size_t pos = 0; pos < token->size();) {
+    const int b = UnicodeToByte(NextCodePoint(*token, &pos));
+    if (b < 0) return bytes;
+    raw.push_back(static_cast<char>(b));
+  }
+  return raw;
 }
 
 int Tokenizer::VocabSize() const { return std::max(model_.MaxId(), added_.MaxId()) + 1; }

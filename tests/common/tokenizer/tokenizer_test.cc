@@ -65,6 +65,21 @@ TEST(TokenizerTest, ByteLevelDecodeRepairsInvalidUtf8) {
   EXPECT_EQ(*t->Decode(Ids{'a', 5000, -1, 'b'}, false), "ab");
 }
 
+// TokenBytes gives a token's raw bytes, a piece of a UTF-8 character included (logprobs'
+// `bytes`, grammar text), where Decode repairs such a piece to U+FFFD.
+TEST(TokenizerTest, TokenBytesAreRawForPiecesOfACharacter) {
+  auto t = Load(test_data::TinyByteLevelJson());
+  EXPECT_EQ(t->TokenBytes(0xF0), "\xF0");
+  EXPECT_EQ(t->TokenBytes(0x9F), "\x9F");
+  EXPECT_EQ(t->TokenBytes('a'), "a");
+  EXPECT_EQ(t->TokenBytes(257), "he");
+  EXPECT_EQ(t->TokenBytes(300), "<|end|>");
+  EXPECT_EQ(*t->Decode(Ids{0xF0}, false), "\xEF\xBF\xBD");
+  auto sp = Load(test_data::TinySentencePieceJson());
+  EXPECT_EQ(sp->TokenBytes(3 + 0xC3), "\xC3");
+  EXPECT_EQ(sp->TokenBytes(263), "ab");
+}
+
 TEST(TokenizerTest, SentencePieceByteFallback) {
   auto t = Load(test_data::TinySentencePieceJson());
   EXPECT_EQ(*t->Encode("ab", false), (Ids{263}));
