@@ -30,6 +30,15 @@ class SyncHostCopyQueue final : public HostCopyQueue {
   std::shared_ptr<CopyFence> ready_ = std::make_shared<ReadyFence>();
 };
 
+// `logits` (F32 [rows, vocab]) readable on the host: in place on the CPU, else copied into *scratch.
+StatusOr<std::span<const float>> HostLogits(Backend& backend, const Tensor& logits, std::vector<float>* scratch) {
+  const size_t n = static_cast<size_t>(logits.shape[0]) * static_cast<size_t>(logits.shape[1]);
+  if (backend.device() == Device::kCpu) return std::span<const float>(logits.As<const float>(), n);
+  scratch->resize(n);
+  TANDEM_RETURN_IF_ERROR(backend.CopyToHost(logits, scratch->data(), logits.NumBytes()));
+  return std::span<const float>(*scratch);
+}
+
 }  // namespace
 
 Status Backend::FillDevice(Tensor dst, const HostFill& fill) {
@@ -94,14 +103,7 @@ Status Backend::SampleTokens(Tensor logits, std::span<const SampleRequest> reque
   TANDEM_RETURN_IF_ERROR(CheckSampleArgs(logits, device(), requests, out));
   if (requests.empty()) return Status::Ok();
   const size_t vocab = static_cast<size_t>(logits.shape[1]);
-  std::span<const float> all;
-  if (device() == Device::kCpu) {
-    all = std::span<const float>(logits.As<const float>(), requests.size() * vocab);
-  } else {
-    host_logits_.resize(requests.size() * vocab);
-    TANDEM_RETURN_IF_ERROR(CopyToHost(logits, host_logits_.data(), logits.NumBytes()));
-    all = host_logits_;
-  }
+  TANDEM_ASSIGN_OR_RETURN(std::span<const float> all, HostLogits(*this, logits, &host_logits_));
   for (size_t i = 0; i < requests.size(); ++i) {
     StatusOr<TokenId> token = host_sampler_.Sample(all.subspan(i * vocab, vocab), requests[i]);
     if (!token.ok()) {
@@ -129,14 +131,7 @@ Status Backend::PromptLogprobs(Tensor logits, std::span<const TokenId> tokens, i
   TANDEM_RETURN_IF_ERROR(CheckPromptLogprobsArgs(logits, device(), tokens, k, out));
   if (tokens.empty()) return Status::Ok();
   const size_t vocab = static_cast<size_t>(logits.shape[1]);
-  std::span<const float> all;
-  if (device() == Device::kCpu) {
-    all = std::span<const float>(logits.As<const float>(), tokens.size() * vocab);
-  } else {
-    host_logits_.resize(tokens.size() * vocab);
-    TANDEM_RETURN_IF_ERROR(CopyToHost(logits, host_logits_.data(), logits.NumBytes()));
-    all = host_logits_;
-  }
+  TANDEM_ASSIGN_OR_RETURN(std::span<const float> all, HostLogits(*this, logits, &host_logits_));
   for (size_t i = 0; i < tokens.size(); ++i) {
     out[i] = Sampler::RowLogprobs(all.subspan(i * vocab, vocab), 0.0f, tokens[i], k);
   }
