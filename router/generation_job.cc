@@ -109,9 +109,10 @@ bool GenerationJob::Deliver(int32_t index, const std::string& text) {
   return out.stopped;
 }
 
-void GenerationJob::AddLogprob(int32_t index, TokenId id, const TokenLogprobs& logprobs) {
+void GenerationJob::AddLogprob(int32_t index, TokenId id, const TokenLogprobs& logprobs, bool has_logprob) {
   Choice& choice = choices_[index];
   ChoiceLogprob entry;
+  entry.has_logprob = has_logprob;
   entry.token = LogprobToken{codec_->TokenBytes(id), logprobs.logprob};
   for (const TopLogprob& t : logprobs.top) entry.top.push_back(LogprobToken{codec_->TokenBytes(t.token_id), t.logprob});
   entry.text_offset = choice.text_offset;
@@ -163,13 +164,9 @@ bool GenerationJob::Echo(int32_t index) {
       OnError(index, InternalError("the prompt's logprobs did not arrive with the first tokens"));
       return false;
     }
-    for (size_t t = 0; t < prompt.size(); ++t) {
-      AddLogprob(index, prompt[t], t == 0 ? TokenLogprobs{} : choice.prompt_logprobs[t - 1]);
-      if (t == 0) {  // nothing comes before the first token: its logprob is null
-        std::vector<ChoiceLogprob>& entries = events_.on_text ? choice.undelivered : outputs_[index].logprobs;
-        entries.back().has_logprob = false;
-      }
-    }
+    // Nothing comes before the first token: its logprob is null.
+    AddLogprob(index, prompt[0], TokenLogprobs{}, /*has_logprob=*/false);
+    for (size_t t = 1; t < prompt.size(); ++t) AddLogprob(index, prompt[t], choice.prompt_logprobs[t - 1]);
     choice.prompt_logprobs.clear();
   }
   // As vLLM: the echo is not searched for stop strings.

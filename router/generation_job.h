@@ -99,8 +99,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   GenerationJob(EngineClient* engine, const TextCodec* codec, Post post, JobSpec spec, JobEvents events);
   StreamCallbacks MakeCallbacks(int32_t index);
   void OnTokens(int32_t index, const std::vector<TokenId>& token_ids, const std::vector<TokenLogprobs>& logprobs);
-  // The logprob entry of token `id`, appended to the choice's output and undelivered list.
-  void AddLogprob(int32_t index, TokenId id, const TokenLogprobs& logprobs);
+  // The logprob entry of token `id`, appended to the choice's output and undelivered list
+  // (`has_logprob` false: an echoed prompt's first token, shown with a null logprob).
+  void AddLogprob(int32_t index, TokenId id, const TokenLogprobs& logprobs, bool has_logprob = true);
   // Outputs the echo of choice `index`'s prompt (and its logprob entries); false after an error.
   bool Echo(int32_t index);
   void OnFinish(int32_t index, const GenerateResult& result);
