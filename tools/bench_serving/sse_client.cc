@@ -99,7 +99,9 @@ RequestRecord SendStreaming(const Endpoint& endpoint, const std::string& body) {
       parser.get().body().data = chunk;
       parser.get().body().size = sizeof(chunk);
       beast::error_code ec;
-      http::read(stream, buffer, parser, ec);
+      // read_some: returns with whatever arrived; http::read would wait for the buffer to fill
+      // (16 KB) or the stream to end, so every event of a short stream would seem to arrive at once.
+      http::read_some(stream, buffer, parser, ec);
       if (ec && ec != http::error::need_buffer) throw beast::system_error(ec);
       pending.append(chunk, sizeof(chunk) - parser.get().body().size);
       if (status == 200) done = ConsumeEvents(pending, start, last_chunk_s, record);
