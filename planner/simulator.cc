@@ -34,6 +34,15 @@ struct Event {
   EventType type;
   int node;
   int request;
+  int generation;  // kStepEnd: the step's (a rescheduled step's earlier end is stale)
+};
+
+// A node's step in progress: the work left (seconds at full speed) as of `since`.
+struct RunningStep {
+  bool running = false;
+  double work_left = 0;
+  double since = 0;
+  int generation = 0;
 };
 
 struct Later {
@@ -58,12 +67,21 @@ class Simulation {
  private:
   void MakeRequests();
   void MakeNodes();
-  void Push(double time, EventType type, int node, int request) {
-    events_.push({time, next_order_++, type, node, request});
+  void Push(double time, EventType type, int node, int request, int generation = 0) {
+    events_.push({time, next_order_++, type, node, request, generation});
   }
   bool Place(int r);
   void PlacePending();
   void Kick(int node);
+  // Processor sharing of a host's cores: the speed of each running step, and
+  // moving every running step's end after the number running changed.
+  double Speed() const {
+    return options_.host_cores > 0 && running_steps_ > options_.host_cores
+               ? static_cast<double>(options_.host_cores) / running_steps_
+               : 1.0;
+  }
+  void ChargeRunningSteps();
+  void RescheduleRunningSteps();
   void StartTransfer(int prefill);
   void OnStepEnd(int node);
   void OnTransferEnd(int prefill, int r);
@@ -79,6 +97,8 @@ class Simulation {
   SimOptions options_;
   std::vector<Req> reqs_;
   std::vector<SimEngine> engines_;
+  std::vector<RunningStep> steps_in_progress_;  // per engine
+  int running_steps_ = 0;
   std::vector<std::deque<int>> transfers_;  // per prefill node
   std::vector<bool> transferring_;
   std::deque<int> pending_;  // requests no decode node had room for, in order
@@ -175,7 +195,35 @@ void Simulation::Kick(int node) {
   if (e.busy()) return;
   if (std::optional<double> seconds = e.BeginStep()) {
     ++steps_;
-    Push(now_ + *seconds, EventType::kStepEnd, node, -1);
+    const double old_speed = Speed();
+    ChargeRunningSteps();
+    RunningStep& step = steps_in_progress_[static_cast<size_t>(node)];
+    step = {.running = true, .work_left = *seconds, .since = now_, .generation = step.generation + 1};
+    ++running_steps_;
+    if (Speed() != old_speed) {
+      RescheduleRunningSteps();
+    } else {
+      Push(now_ + *seconds / Speed(), EventType::kStepEnd, node, -1, step.generation);
+    }
+  }
+}
+
+void Simulation::ChargeRunningSteps() {
+  const double speed = Speed();
+  for (RunningStep& step : steps_in_progress_) {
+    if (!step.running) continue;
+    step.work_left = std::max(0.0, step.work_left - (now_ - step.since) * speed);
+    step.since = now_;
+  }
+}
+
+void Simulation::RescheduleRunningSteps() {
+  const double speed = Speed();
+  for (size_t n = 0; n < steps_in_progress_.size(); ++n) {
+    RunningStep& step = steps_in_progress_[n];
+    if (!step.running) continue;
+    ++step.generation;
+    Push(now_ + step.work_left / speed, EventType::kStepEnd, static_cast<int>(n), -1, step.generation);
   }
 }
 
@@ -189,6 +237,11 @@ void Simulation::StartTransfer(int prefill) {
 }
 
 void Simulation::OnStepEnd(int node) {
+  const double old_speed = Speed();
+  ChargeRunningSteps();
+  steps_in_progress_[static_cast<size_t>(node)].running = false;
+  --running_steps_;
+  if (Speed() != old_speed) RescheduleRunningSteps();
   const StepOutcome out = engines_[static_cast<size_t>(node)].EndStep();
   const bool prefill_node = node < first_decode_;
   for (int r : out.first_tokens) {
@@ -223,6 +276,7 @@ void Simulation::OnTransferEnd(int prefill, int r) {
 SimResult Simulation::Run() {
   MakeRequests();
   MakeNodes();
+  steps_in_progress_.resize(engines_.size());
   for (int r = 0; r < static_cast<int>(reqs_.size()); ++r) Push(reqs_[static_cast<size_t>(r)].arrival, EventType::kArrival, -1, r);
   // Past this time an unfinished request cannot meet the SLO any more.
   int max_output = 1;
@@ -237,7 +291,9 @@ SimResult Simulation::Run() {
       case EventType::kArrival:
         if (!pending_.empty() || !Place(e.request)) pending_.push_back(e.request);
         break;
-      case EventType::kStepEnd: OnStepEnd(e.node); break;
+      case EventType::kStepEnd:
+        if (e.generation == steps_in_progress_[static_cast<size_t>(e.node)].generation) OnStepEnd(e.node);
+        break;
       case EventType::kTransferEnd: OnTransferEnd(e.node, e.request); break;
     }
   }

@@ -11,7 +11,8 @@
 // finished prompt holds its blocks while its KV moves, one transfer at a time per
 // prefill node; the first token reaches the client when the KV has landed, then
 // the decode node's continuous batch produces the rest. Colocated nodes take the
-// request whole (placement as for decode). Thread rule: free functions.
+// request whole (placement as for decode). Nodes that share a host's cores slow
+// each other (SimOptions::host_cores). Thread rule: free functions.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,12 @@ struct SimOptions {
   // its backlog outgrows the bound. Up to max_requests.
   double min_span_ttfts = 30;
   int max_requests = 200000;
+  // > 0: every node of the layout computes on one host of this many cores (a CPU
+  // cluster on one machine), which the nodes' steps share: while k steps run at
+  // once each proceeds at min(1, host_cores / k) of its own speed (processor
+  // sharing; one core per engine, as the CPU backend computes on one thread).
+  // 0: each node is its own device (GPUs).
+  int host_cores = 0;
 };
 
 struct SimResult {

@@ -124,6 +124,38 @@ TEST(SimulatorTest, KvBlocksBoundTheBatch) {
   EXPECT_GT(sim.output_tokens_per_second, 200 / (199 * 0.00407) * 0.8);
 }
 
+TEST(SimulatorTest, NodesSharingAHostsCoresSlowEachOther) {
+  const CostModel cost = CostOf(Scaled(1));
+  const Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = 0.9};
+  const Layout layout{.prefill_nodes = 2, .decode_nodes = 1};
+  // Two 512-token prompts, the second `second_at` after the first (one to each prefill
+  // node), and a third long after, alone. TTFT p90: the later of the first two.
+  auto ttft = [&](double second_at, int host_cores) {
+    Workload w;
+    for (double t : {0.0, second_at, 100.0}) w.trace.push_back({.arrival_seconds = t, .prompt_tokens = 512, .output_tokens = 2});
+    const SimOptions o{.num_requests = 3, .warmup_fraction = 0, .min_span_ttfts = 0, .max_requests = 3,
+                       .host_cores = host_cores};
+    const SimResult r = Simulate(layout, cost, w, open, w.TraceRate(), o);
+    EXPECT_EQ(r.completed, 3);
+    return std::pair{r.latency.ttft_p50, r.latency.ttft_p90};
+  };
+  const double transfer = cost.TransferSeconds(512);
+  const double alone = ttft(0, 0).first;  // each on its own device: both take one prefill
+  const double prefill = alone - transfer;
+  ASSERT_GT(prefill, 0);
+  EXPECT_DOUBLE_EQ(ttft(0, 0).second, alone);
+  EXPECT_DOUBLE_EQ(ttft(0, 2).second, alone);  // two cores: no one waits
+  // One core, both at once: each runs at half speed, both end after two prefills.
+  EXPECT_NEAR(ttft(0, 1).first, 2 * prefill + transfer, 1e-9);
+  EXPECT_NEAR(ttft(0, 1).second, 2 * prefill + transfer, 1e-9);
+  // The second arrives halfway through the first: the first's remaining half and the
+  // second's first half share the core (a prefill of time), then the second runs alone.
+  // Both end 1.5 prefills after they arrived.
+  const auto [p50, p90] = ttft(prefill / 2, 1);
+  EXPECT_NEAR(p50, 1.5 * prefill + transfer, 1e-9);
+  EXPECT_NEAR(p90, 1.5 * prefill + transfer, 1e-9);
+}
+
 TEST(PlanTest, RecommendsTheSmallestLayoutThatServesTheRate) {
   const CostModel cost = CostOf(Scaled(1));
   const Slo slo{.ttft_seconds = 0.5, .tpot_seconds = 0.02, .attainment = 0.9};

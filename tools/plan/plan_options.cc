@@ -55,6 +55,8 @@ void PlanToolOptions::Bind(config::ConfigBinder& b) {
   b.Field("plan.simulate", simulate, "candidates simulated after the screen (plus the two most efficient)");
   b.Field("plan.seed", seed, "simulation seed (same seed, same plan)");
   b.Field("plan.num_requests", num_requests, "requests per simulation");
+  b.Field("plan.host_cores", host_cores,
+          "> 0: every node runs on one host of this many cores, shared (CPU backend on one machine); 0: a device each");
   b.Field("json", json, "write the plan as JSON to this file");
   b.Field("svg_dir", svg_dir, "write goodput_vs_pd_ratio.svg and throughput_vs_interactivity.svg here");
 }
@@ -69,6 +71,7 @@ Status PlanToolOptions::Validate() const {
   if (trace.empty() && !(rate > 0)) return InvalidArgumentError("workload.rate must be > 0 (or give workload.trace)");
   if (rate < 0) return InvalidArgumentError("workload.rate must be >= 0");
   if (simulate < 0) return InvalidArgumentError("plan.simulate must be >= 0");
+  if (host_cores < 0 || host_cores > 4096) return InvalidArgumentError("plan.host_cores must be in [0, 4096]");
   if (num_requests < 10 || num_requests > 1'000'000) {
     return InvalidArgumentError("plan.num_requests must be in [10, 1000000]");
   }
@@ -86,6 +89,7 @@ planner::PlanOptions PlanToolOptions::ToPlanOptions() const {
   o.simulate = simulate;
   o.sim.seed = static_cast<uint64_t>(seed);
   o.sim.num_requests = num_requests;
+  o.sim.host_cores = host_cores;
   return o;
 }
 

@@ -69,6 +69,7 @@ struct PlanToolOptions {
   int simulate = 6;             // candidates simulated (plus the two most efficient)
   int seed = 1;                 // the simulation's seed
   int num_requests = 1000;      // requests per simulation
+  int host_cores = 0;           // > 0: the nodes share one host of this many cores (a CPU cluster)
 
   std::string json;             // write the plan as JSON here (empty: no)
   std::string svg_dir;          // write the two plots here (empty: no)

@@ -48,6 +48,10 @@ struct ValidateOptions {
   int max_requests = 400;
   int repeats = 1;                        // runs per point; each statistic is their median
   uint64_t seed = 1;
+  // Cores the nodes share in the prediction (planner::SimOptions::host_cores): every
+  // node runs on this machine. -1: the profile's hardware threads for a CPU backend,
+  // 0 (a device per node) for a GPU one.
+  int host_cores = -1;
   bool short_form = false;                // CI: 1P1D and 1C, two rates, a quick profile
   // > 0: exit 1 when the mean |E2E error| of the points at or below the predicted knee is
   // above it (past the knee a backlog's growth makes any latency noisy: not a CI bound).
@@ -136,7 +140,9 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
   const planner::WorkloadStats stats = planner::ComputeWorkloadStats(workload, cost.decode_limits().block_size);
   const planner::ScreenResult screen = planner::ScreenLayout(layout, cost, stats, slo, workload.rate);
   sweep.predicted_knee =
-      planner::FindMaxGoodput(layout, cost, workload, slo, screen.max_rate, planner::SimOptions{.seed = o.seed}).goodput;
+      planner::FindMaxGoodput(layout, cost, workload, slo, screen.max_rate,
+                              planner::SimOptions{.seed = o.seed, .host_cores = o.host_cores})
+          .goodput;
   std::printf("%s: predicted goodput knee %.2f req/s; starting the cluster\n", layout.Name().c_str(),
               sweep.predicted_knee);
   std::fflush(stdout);
@@ -168,7 +174,7 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       TANDEM_ASSIGN_OR_RETURN(std::vector<MeasuredRequest> records,
                               RunLoad(o, *cluster, point.target_rate, requests, seed, log_dir + name));
       measured.push_back(MeasuredStats(records, slo));
-      predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed));
+      predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed, o.host_cores));
     }
     point.measured = MedianStats(measured);
     point.predicted = MedianStats(predicted);
@@ -191,6 +197,7 @@ std::string ContextJson(const ValidateOptions& o, const planner::Profile& profil
                       {"profile_commit", profile.commit},
                       {"device", profile.device.name},
                       {"hardware_threads", profile.device.compute_units},
+                      {"host_cores", o.host_cores},
                       {"host", host},
                       {"workload",
                        {{"prompt_tokens", o.prompt_tokens},
@@ -237,6 +244,7 @@ StatusOr<int> Run(ValidateOptions o) {
     TANDEM_ASSIGN_OR_RETURN(profile_path, MeasureProfile(o, model_dir));
   }
   TANDEM_ASSIGN_OR_RETURN(planner::Profile profile, planner::LoadProfile(profile_path));
+  if (o.host_cores < 0) o.host_cores = profile.device.backend == "cpu" ? profile.device.compute_units : 0;
   TANDEM_ASSIGN_OR_RETURN(planner::CostModel cost, planner::CostModel::Build(profile, profile, "ucx"));
   planner::Workload workload;
   workload.rate = 1;
@@ -296,6 +304,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-requests", o.max_requests, "requests per point, at most")->capture_default_str();
   app.add_option("--repeats", o.repeats, "runs per point (medians)")->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the load and the simulation")->capture_default_str();
+  app.add_option("--host-cores", o.host_cores,
+                 "cores the nodes share in the predictions (-1: the profile's hardware threads on a CPU backend, "
+                 "0 on a GPU)")
+      ->capture_default_str();
   app.add_flag("--short", o.short_form, "the CI form: 1P1D and 1C, two rates, a --quick profile");
   app.add_option("--max-mean-e2e-error", o.max_mean_e2e_error,
                  "exit 1 when the mean |relative error| of mean E2E at or below the predicted knees is above this "

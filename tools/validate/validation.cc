@@ -90,7 +90,8 @@ PointStats MeasuredStats(const std::vector<MeasuredRequest>& requests, const pla
 }
 
 PointStats PredictedStats(const planner::Layout& layout, const planner::CostModel& cost,
-                          const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed) {
+                          const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed,
+                          int host_cores) {
   planner::Workload workload;
   for (const MeasuredRequest& r : requests) {
     workload.trace.push_back({.arrival_seconds = r.send_s, .prompt_tokens = r.prompt_tokens,
@@ -101,7 +102,8 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
                                     .num_requests = static_cast<int>(requests.size()),
                                     .warmup_fraction = 0,
                                     .min_span_ttfts = 0,
-                                    .max_requests = static_cast<int>(requests.size())};
+                                    .max_requests = static_cast<int>(requests.size()),
+                                    .host_cores = host_cores};
   const planner::SimResult with_slo = planner::Simulate(layout, cost, workload, slo, rate, options);
   // No deadline: the simulation runs every request to its end, as the cluster did.
   const planner::Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = slo.attainment};

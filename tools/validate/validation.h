@@ -53,9 +53,11 @@ struct PointStats {
 
 PointStats MeasuredStats(const std::vector<MeasuredRequest>& requests, const planner::Slo& slo);
 
-// The planner's prediction for the same requests on `layout`.
+// The planner's prediction for the same requests on `layout` (`host_cores` as
+// planner::SimOptions: > 0 when the nodes share one host's cores).
 PointStats PredictedStats(const planner::Layout& layout, const planner::CostModel& cost,
-                          const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed);
+                          const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed,
+                          int host_cores = 0);
 
 // Each field the median over the runs (repeats of one point).
 PointStats MedianStats(const std::vector<PointStats>& runs);
