@@ -91,7 +91,7 @@ Status Run(const node::NodeConfig& node, const ProfileOptions& options) {
   TANDEM_ASSIGN_OR_RETURN(
       profile.transfer,
       MeasureTransfers(layout, options.transfer_transports, node.ucx_transports, node.engine.backend,
-                       {.max_blocks = options.transfer_max_blocks, .repetitions = options.transfer_repetitions}));
+                       node.engine.device, {.max_blocks = options.transfer_max_blocks, .repetitions = options.transfer_repetitions}));
   PrintTransfer(profile.transfer);
   TANDEM_RETURN_IF_ERROR(planner::SaveProfile(profile, options.output));
   std::printf("wrote %s\n", options.output.c_str());
@@ -102,6 +102,9 @@ Status Run(const node::NodeConfig& node, const ProfileOptions& options) {
 }  // namespace tandem::tools
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--transfer-peer") {
+    return tandem::tools::RunTransferPeer(std::vector<std::string>(argv + 2, argv + argc));
+  }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // tables in order with the engine's log lines (stderr)
   tandem::node::NodeConfig node;
   tandem::tools::ProfileOptions options;

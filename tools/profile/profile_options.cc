@@ -20,7 +20,7 @@ void ProfileOptions::Bind(config::ConfigBinder& b) {
           "leave out decode points above this many KV tokens (0: the pool)");
   b.Field("decode.steps", decode_steps, "decode steps timed per point (median)");
   b.Field("decode.warmup_steps", decode_warmup_steps, "untimed decode steps before them");
-  b.Field("transfer.transports", transfer_transports, "KV transfer paths to measure: local, ucx");
+  b.Field("transfer.transports", transfer_transports, "KV transfer paths to measure: local, ucx, cuda_ipc (a CUDA build; GPU memory), nccl (named as left out)");
   b.Field("transfer.max_blocks", transfer_max_blocks, "largest request of the transfer grid (KV blocks)");
   b.Field("transfer.repetitions", transfer_repetitions, "timed sessions per transfer point (median)");
 }
@@ -41,7 +41,9 @@ Status ProfileOptions::Validate() const {
     return InvalidArgumentError("decode.steps must be >= 1 and decode.warmup_steps >= 0");
   }
   for (const std::string& t : transfer_transports) {
-    if (t != "local" && t != "ucx") return InvalidArgumentError("transfer.transports: unknown transport '" + t + "'");
+    if (t != "local" && t != "ucx" && t != "cuda_ipc" && t != "nccl") {
+      return InvalidArgumentError("transfer.transports: unknown transport '" + t + "' (local, ucx, cuda_ipc, nccl)");
+    }
   }
   if (transfer_max_blocks < 16) return InvalidArgumentError("transfer.max_blocks must be >= 16 (three sizes to fit)");
   if (transfer_repetitions < 1) return InvalidArgumentError("transfer.repetitions must be >= 1");

@@ -46,9 +46,10 @@ struct ProfileOptions {
   int decode_steps = 8;
   int decode_warmup_steps = 2;
 
-  // KV transfer paths measured: "local" (in-process memcpy transport) and "ucx"
-  // (UCX over ucx_transports, both ends in this process) when the build has it.
-  std::vector<std::string> transfer_transports = {"local", "ucx"};
+  // KV transfer paths measured (transfer_probe.h): "local" (in-process memcpy
+  // transport), "ucx" (UCX over ucx_transports, host memory) and "cuda_ipc" (a CUDA
+  // engine's device memory), the last two across two processes; the build's.
+  std::vector<std::string> transfer_transports = {"local", "ucx", "cuda_ipc"};
   // Request sizes 1, 4, 16, ... blocks up to max_blocks, contiguous and scattered.
   int transfer_max_blocks = 256;
   // Timed sessions per transfer point (median), after one warm-up session.

@@ -32,14 +32,24 @@ StatusOr<planner::TransferPath> MeasureTransferPath(kv_transfer::Transport& send
                                                     const kv_cache::KvLayout& layout,
                                                     const TransferProbeOptions& options, planner::TransferPath path);
 
-// Each path of `transports` ("local": the in-process memcpy transport; "ucx":
-// UCX over `ucx_transports`, both ends in this process) that the build has,
-// measured; the others, and the device-memory paths this tool does not measure
-// yet, are named in `left_out` with the reason. `backend`: the engine's
-// ("cuda" adds the host-staged path of a CUDA engine to left_out).
+// Each path of `transports` that the build has, measured: "local" (the in-process
+// memcpy transport, both ends here), "ucx" (UCX over `ucx_transports`, host memory)
+// and "cuda_ipc" (device memory of GPU `device_ordinal`) with the receiver in a
+// second process, as between nodes (this program re-run with --transfer-peer:
+// RunTransferPeer). The others (nccl: two GPUs), and the paths the build lacks,
+// are named in `left_out` with the reason. `backend`: the engine's ("cuda" adds
+// the host-staged path of a CUDA engine to left_out).
 StatusOr<planner::TransferProfile> MeasureTransfers(const kv_cache::KvLayout& layout,
                                                     const std::vector<std::string>& transports,
                                                     const std::string& ucx_transports, const std::string& backend,
-                                                    const TransferProbeOptions& options);
+                                                    int device_ordinal, const TransferProbeOptions& options);
+
+// The receiving process of a cross-process path: `args` after "--transfer-peer"
+// (transport, UCX list or "-", device, host|device, then the pool's layout: layers,
+// KV heads, head dim, block size, blocks, dtype). A KvReceiver over its own landing
+// pool, driven by lines on stdin ("open ID N BLOCK...", "msg HEX", "exit"), answering
+// on stdout ("ready", "target HEX", "tosender HEX", "done ID STATUS", "error WHY").
+// Returns the exit status.
+int RunTransferPeer(const std::vector<std::string>& args);
 
 }  // namespace tandem::tools
