@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "nlohmann/json.hpp"
@@ -131,6 +132,35 @@ TEST(ProfileIoTest, SavesAndLoadsFiles) {
   std::ofstream(path) << "{\"format\": \"tandem-profile\", \"format_version\": 1}";
   ExpectError(LoadProfile(path).status(), StatusCode::kInvalidArgument, path + ": top level: field 'commit'");
   std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace tandem::planner
+
+namespace tandem::planner {
+namespace {
+
+// The GPU profiles committed for the planner's worked examples load and validate; the
+// H100 one has the path the GPU cluster moves KV on.
+TEST(ProfileIoTest, TheCommittedGpuProfilesLoad) {
+  const char* source = std::getenv("TANDEM_SOURCE_DIR");
+  if (source == nullptr) GTEST_SKIP() << "TANDEM_SOURCE_DIR is not set (ctest sets it)";
+  for (const char* name : {"h200-llama3-8b.json", "h100-llama3-8b.json"}) {
+    StatusOr<Profile> p = LoadProfile(std::string(source) + "/planner/profiles/" + name);
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status().ToString();
+    EXPECT_EQ(p->device.backend, "cuda") << name;
+    EXPECT_GT(p->decode.fit.r2, 0.95) << name;
+  }
+  StatusOr<Profile> h100 = LoadProfile(std::string(source) + "/planner/profiles/h100-llama3-8b.json");
+  ASSERT_TRUE(h100.ok());
+  const TransferPath* cuda_ipc = nullptr;
+  for (const TransferPath& path : h100->transfer.paths) {
+    if (path.transport == "cuda_ipc") cuda_ipc = &path;
+  }
+  ASSERT_NE(cuda_ipc, nullptr);
+  EXPECT_EQ(cuda_ipc->memory, "device to device (one GPU)");
+  // A 4K prompt's KV (512 MiB) moves in well under a millisecond on one GPU.
+  EXPECT_LT(cuda_ipc->fit.Seconds(32, 256 * 32 * 65536.0), 1e-3);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <thread>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -17,6 +18,7 @@
 #include "kv_transfer/kv_sender.h"
 #include "kv_transfer/local/local_transport.h"
 #include "kv_transfer/transport_factory.h"
+#include "common/node/poll_thread.h"
 #include "planner/linear_fit.h"
 #include "tests/kv_transfer/peer_io.h"
 
@@ -35,6 +37,8 @@ using Seconds = std::chrono::duration<double>;
 
 // A session that has not ended after this long is stuck.
 constexpr double kSessionTimeoutSeconds = 60;
+// Between polls where a node would not spin (node::MaySpin): its busy cadence.
+constexpr std::chrono::microseconds kPollInterval{200};
 
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -185,9 +189,10 @@ class PeerReceiver : public ReceiverEnd {
 // the control plane as in-order queues (the nodes' RPC streams).
 class SessionPair {
  public:
+  // `spin`: poll back to back, else every ~200 us, as a node's poll thread does (PollThread).
   SessionPair(kv_transfer::Transport& send, const kv_cache::KvLayout& layout, ProbeMemory source,
-              std::unique_ptr<ReceiverEnd> receiver)
-      : send_(send), layout_(layout), source_(std::move(source)), receiver_(std::move(receiver)) {
+              std::unique_ptr<ReceiverEnd> receiver, bool spin)
+      : send_(send), layout_(layout), source_(std::move(source)), receiver_(std::move(receiver)), spin_(spin) {
     sender_ =
         std::make_unique<KvSender>(kv_transfer::KvSenderConfig{.model_id = "profile", .layout = layout}, send, clock_,
                                    [this](RequestId, std::string m) { to_receiver_.push_back(std::move(m)); });
@@ -244,6 +249,7 @@ class SessionPair {
       if (Seconds(std::chrono::steady_clock::now() - start).count() > kSessionTimeoutSeconds) {
         return DeadlineExceededError("a transfer session did not end within 60 s");
       }
+      if (!spin_) std::this_thread::sleep_for(kPollInterval);
     }
     const double seconds = Seconds(std::chrono::steady_clock::now() - start).count();
     TANDEM_RETURN_IF_ERROR(sent->WithContext("sender"));
@@ -261,6 +267,7 @@ class SessionPair {
   kv_transfer::RegionId source_region_ = kv_transfer::kInvalidHandle;
   std::unique_ptr<KvSender> sender_;
   std::unique_ptr<ReceiverEnd> receiver_;
+  bool spin_;
   std::deque<std::string> to_receiver_;
   RequestId next_id_ = 1;
 };
@@ -325,7 +332,7 @@ StatusOr<planner::TransferPath> MeasureTransferPath(kv_transfer::Transport& send
   TANDEM_ASSIGN_OR_RETURN(ProbeMemory source, ProbeMemory::Allocate(kv_transfer::MemoryKind::kHost, pools.TotalBytes()));
   auto receiver = std::make_unique<LocalReceiver>(receiver_transport, pools);
   TANDEM_RETURN_IF_ERROR(receiver->Register());
-  SessionPair pair(sender_transport, pools, std::move(source), std::move(receiver));
+  SessionPair pair(sender_transport, pools, std::move(source), std::move(receiver), /*spin=*/true);
   return MeasureGrid(pair, layout, options, std::move(path));
 }
 
@@ -333,9 +340,10 @@ namespace {
 
 // The peer's command line: transport, UCX list, device, memory, then the layout.
 std::vector<std::string> PeerArgs(const std::string& transport, const std::string& ucx_transports, int device,
-                                  kv_transfer::MemoryKind memory, const kv_cache::KvLayout& pools) {
+                                  kv_transfer::MemoryKind memory, bool spin, const kv_cache::KvLayout& pools) {
   return {"--transfer-peer",
           transport,
+          spin ? "spin" : "paced",
           ucx_transports.empty() ? "-" : ucx_transports,
           std::to_string(device),
           memory == kv_transfer::MemoryKind::kDevice ? "device" : "host",
@@ -348,18 +356,21 @@ std::vector<std::string> PeerArgs(const std::string& transport, const std::strin
 }
 
 // One path across two processes: this one sends from `memory`, a peer receives into its own.
+// Both ends poll as the nodes' poll threads would for an engine on `backend`.
 StatusOr<planner::TransferPath> MeasureAcrossProcesses(const std::string& transport,
                                                        const kv_transfer::TransportOptions& transport_options,
-                                                       kv_transfer::MemoryKind memory, const kv_cache::KvLayout& layout,
+                                                       kv_transfer::MemoryKind memory, const std::string& backend,
+                                                       const kv_cache::KvLayout& layout,
                                                        const TransferProbeOptions& options, planner::TransferPath path) {
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<kv_transfer::Transport> send,
                           kv_transfer::MakeTransport(transport, transport_options));
+  const bool spin = node::MaySpin(send->Capabilities().progress_driven, backend == "cpu");
   const kv_cache::KvLayout pools = PoolLayout(layout, options.max_blocks);
   TANDEM_ASSIGN_OR_RETURN(ProbeMemory source, ProbeMemory::Allocate(memory, pools.TotalBytes()));
   auto receiver = std::make_unique<PeerReceiver>(
-      PeerArgs(transport, transport_options.ucx_transports, transport_options.cuda_device, memory, pools));
+      PeerArgs(transport, transport_options.ucx_transports, transport_options.cuda_device, memory, spin, pools));
   TANDEM_RETURN_IF_ERROR(receiver->WaitReady());
-  SessionPair pair(*send, pools, std::move(source), std::move(receiver));
+  SessionPair pair(*send, pools, std::move(source), std::move(receiver), spin);
   return MeasureGrid(pair, layout, options, std::move(path));
 }
 
@@ -403,7 +414,7 @@ StatusOr<planner::TransferProfile> MeasureTransfers(const kv_cache::KvLayout& la
       TANDEM_ASSIGN_OR_RETURN(
           path, MeasureAcrossProcesses(name, transport_options,
                                        device ? kv_transfer::MemoryKind::kDevice : kv_transfer::MemoryKind::kHost,
-                                       layout, options, std::move(path)));
+                                       backend, layout, options, std::move(path)));
     }
     profile.paths.push_back(std::move(path));
   }
@@ -424,19 +435,22 @@ int RunTransferPeer(const std::vector<std::string>& args) {
     std::printf("error %s\n", why.c_str());
     return 2;
   };
-  if (args.size() != 10) return fail("usage: --transfer-peer TRANSPORT UCX DEVICE host|device LAYERS HEADS DIM BLOCK BLOCKS DTYPE");
+  if (args.size() != 11) {
+    return fail("usage: --transfer-peer TRANSPORT spin|paced UCX DEVICE host|device LAYERS HEADS DIM BLOCK BLOCKS DTYPE");
+  }
   const std::string& transport = args[0];
-  const kv_transfer::TransportOptions transport_options{.ucx_transports = args[1] == "-" ? "" : args[1],
-                                                        .cuda_device = std::stoi(args[2])};
+  const bool spin = args[1] == "spin";
+  const kv_transfer::TransportOptions transport_options{.ucx_transports = args[2] == "-" ? "" : args[2],
+                                                        .cuda_device = std::stoi(args[3])};
   const kv_transfer::MemoryKind memory =
-      args[3] == "device" ? kv_transfer::MemoryKind::kDevice : kv_transfer::MemoryKind::kHost;
+      args[4] == "device" ? kv_transfer::MemoryKind::kDevice : kv_transfer::MemoryKind::kHost;
   kv_cache::KvLayout layout;
-  layout.num_layers = std::stoi(args[4]);
-  layout.num_kv_heads = std::stoi(args[5]);
-  layout.head_dim = std::stoi(args[6]);
-  layout.block_size = std::stoi(args[7]);
-  layout.num_blocks = std::stoi(args[8]);
-  layout.dtype = static_cast<DType>(std::stoi(args[9]));
+  layout.num_layers = std::stoi(args[5]);
+  layout.num_kv_heads = std::stoi(args[6]);
+  layout.head_dim = std::stoi(args[7]);
+  layout.block_size = std::stoi(args[8]);
+  layout.num_blocks = std::stoi(args[9]);
+  layout.dtype = static_cast<DType>(std::stoi(args[10]));
 #ifdef TANDEM_PROFILE_CUDA
   if (memory == kv_transfer::MemoryKind::kDevice && cudaSetDevice(transport_options.cuda_device) != cudaSuccess) {
     return fail("cudaSetDevice");
@@ -458,7 +472,10 @@ int RunTransferPeer(const std::vector<std::string>& args) {
   while (!eof) {
     receiver.Poll();
     std::fflush(stdout);
-    if (!lines.Next(&line, &eof)) continue;
+    if (!lines.Next(&line, &eof)) {
+      if (!spin) std::this_thread::sleep_for(kPollInterval);
+      continue;
+    }
     if (line == "exit") break;
     if (line.rfind("msg ", 0) == 0) {
       receiver.OnControlMessage(Unhex(line.substr(4)));

@@ -44,8 +44,11 @@ StatusOr<planner::TransferProfile> MeasureTransfers(const kv_cache::KvLayout& la
                                                     const std::string& ucx_transports, const std::string& backend,
                                                     int device_ordinal, const TransferProbeOptions& options);
 
+// Across processes both ends poll as the nodes' poll threads do (node::MaySpin):
+// back to back, or every ~200 us for a CPU engine.
+//
 // The receiving process of a cross-process path: `args` after "--transfer-peer"
-// (transport, UCX list or "-", device, host|device, then the pool's layout: layers,
+// (transport, spin|paced, UCX list or "-", device, host|device, then the pool's layout: layers,
 // KV heads, head dim, block size, blocks, dtype). A KvReceiver over its own landing
 // pool, driven by lines on stdin ("open ID N BLOCK...", "msg HEX", "exit"), answering
 // on stdout ("ready", "target HEX", "tosender HEX", "done ID STATUS", "error WHY").

@@ -122,12 +122,13 @@ TEST_F(ProfileToolTest, QuickCpuProfileIsWellFormedAndMonotone) {
   EXPECT_EQ(local.points.back().blocks, 64);
   EXPECT_EQ(local.points.back().runs, 64 * 2);  // scattered: a write per block and layer
   EXPECT_GT(local.points.back().seconds, local.points.front().seconds);
-  // UCX (when the build has it) crosses into a second process, as between nodes.
+  // UCX (when the build has it) crosses into a second process, as between nodes (its
+  // times are not compared: beside other tests two processes polling on two cores are noisy).
   for (const TransferPath& path : p.transfer.paths) {
     if (path.transport != "ucx") continue;
     EXPECT_NE(path.note.find("second one"), std::string::npos) << path.note;
     EXPECT_EQ(path.points.back().blocks, 64);
-    EXPECT_GT(path.points.back().seconds, path.points.front().seconds);
+    EXPECT_GT(path.fit.bytes_per_second, 0);
   }
   // cuda_ipc is asked for by default and named as left out for a CPU engine.
   bool cuda_ipc_named = false;
