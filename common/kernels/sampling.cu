@@ -1,6 +1,8 @@
 #include "common/kernels/sampling.h"
 
+#include <atomic>
 #include <cmath>
+#include <string>
 
 #include "common/cuda/cuda_status.h"
 #include "common/kernels/kernel_util.cuh"
@@ -75,23 +77,80 @@ __device__ __forceinline__ uint64_t Weight(float l, float mx, float inv_t) {
   return static_cast<uint64_t>(__expf((l - mx) * inv_t) * 4294967296.0f);
 }
 
+// Per-warp histograms of the radix select: 256 bins of 64-bit sums per warp, in
+// dynamic shared memory (warps keep their own so that a narrow key range, where most
+// keys share a digit, contends within a warp only).
+constexpr int kRadixBins = 256;
+constexpr size_t kHistogramBytes = (kThreads / 32) * kRadixBins * sizeof(unsigned long long);
+
 // Largest key threshold tau with sum_{i: key_i >= tau, key_i >= lo} w_i >= target, where
-// w_i = 1 (kMass false) or Weight(). Bisection on the key bits: 32 deterministic passes.
+// w_i = 1 (kMass false) or Weight(); lo when even all keys >= lo fall short. A radix
+// select, most significant 8 bits first: each of 4 passes histograms the digit of the
+// keys that share the digits chosen so far and picks, from the top, the bin where the
+// running sum reaches what is still needed. Integer sums: deterministic, and the same
+// threshold as a bisection on the key bits (32 passes) would find.
 template <bool kMass>
-__device__ uint32_t SelectThreshold(const float* row, int vocab, float mx, float inv_t, uint32_t lo, uint64_t target,
-                                    unsigned long long* scratch) {
-  uint32_t tau = 0;
-  for (int bit = 31; bit >= 0; --bit) {
-    const uint32_t cand = tau | (1u << bit);
-    const uint32_t bound = cand > lo ? cand : lo;
-    uint64_t acc = 0;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-      const float l = row[i];
-      if (Key(l) >= bound) acc += kMass ? Weight(l, mx, inv_t) : 1;
+__device__ uint32_t SelectThreshold(const float* vals, int n, float mx, float inv_t, uint32_t lo, uint64_t target,
+                                    unsigned long long* hist) {
+  __shared__ unsigned long long s_need;
+  __shared__ uint32_t s_digit;
+  __shared__ int s_found;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, num_warps = blockDim.x >> 5;
+  uint32_t prefix = 0, mask = 0;
+  uint64_t need = target;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < num_warps * kRadixBins; i += blockDim.x) hist[i] = 0;
+    __syncthreads();
+    unsigned long long* mine = hist + warp * kRadixBins;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const float l = vals[i];
+      const uint32_t k = Key(l);
+      if (k >= lo && (k & mask) == prefix) {
+        atomicAdd(&mine[(k >> shift) & (kRadixBins - 1)], kMass ? static_cast<unsigned long long>(Weight(l, mx, inv_t))
+                                                                 : 1ull);
+      }
     }
-    if (BlockSumU64(acc, scratch) >= target) tau = cand;
+    __syncthreads();
+    if (threadIdx.x < kRadixBins) {  // bin b summed over the warps into row 0 (only this thread touches column b)
+      unsigned long long sum = 0;
+      for (int w = 0; w < num_warps; ++w) sum += hist[w * kRadixBins + threadIdx.x];
+      hist[threadIdx.x] = sum;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      // Lane j holds bins 255 - 8j ... 248 - 8j (the top first); an inclusive scan over the lanes.
+      unsigned long long chunk = 0;
+#pragma unroll
+      for (int t = 0; t < 8; ++t) chunk += hist[kRadixBins - 1 - 8 * lane - t];
+      unsigned long long inclusive = chunk;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long up = __shfl_up_sync(0xffffffffu, inclusive, o);
+        if (lane >= o) inclusive += up;
+      }
+      const unsigned ballot = __ballot_sync(0xffffffffu, inclusive >= need);
+      if (lane == 0) s_found = ballot != 0;
+      if (ballot != 0 && lane == __ffs(ballot) - 1) {
+        unsigned long long below = inclusive - chunk;  // the sum of the bins above this lane's
+        for (int t = 0; t < 8; ++t) {
+          const int b = kRadixBins - 1 - 8 * lane - t;
+          if (below + hist[b] >= need) {
+            s_digit = static_cast<uint32_t>(b);
+            s_need = need - below;
+            break;
+          }
+          below += hist[b];
+        }
+      }
+    }
+    __syncthreads();
+    if (!s_found) return lo;  // fewer than `target` (or less mass) at or above lo: the first pass only
+    prefix |= s_digit << shift;
+    mask |= static_cast<uint32_t>(kRadixBins - 1) << shift;
+    need = s_need;
+    __syncthreads();  // s_* are rewritten by the next pass
   }
-  return tau > lo ? tau : lo;
+  return prefix > lo ? prefix : lo;
 }
 
 __global__ void __launch_bounds__(kThreads) ArgmaxKernel(ArgmaxParams p) {
@@ -118,6 +177,7 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
   __shared__ float cand_logit[kCandidateCap];
   __shared__ int cand_index[kCandidateCap];
   __shared__ int cand_count;
+  extern __shared__ unsigned long long histograms[];  // kHistogramBytes
   const int r = blockIdx.x;
   const float* row = p.logits + r * p.logits_stride;
   ValIdx best{-INFINITY, 0x7fffffff};
@@ -185,7 +245,7 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
   }
 
   uint32_t lo = 0;
-  if (use_top_k) lo = SelectThreshold<false>(vals, n, mx, inv_t, 0, static_cast<uint64_t>(top_k), scratch);
+  if (use_top_k) lo = SelectThreshold<false>(vals, n, mx, inv_t, 0, static_cast<uint64_t>(top_k), histograms);
   if (use_top_p) {
     // Mass that top-p is relative to: after top-k, or the whole row. Candidates hold all of
     // the top-k set, but not all of the row's mass.
@@ -200,7 +260,7 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
     const double t = static_cast<double>(top_p > 0.f ? top_p : 0.f) * static_cast<double>(mass);
     uint64_t target = static_cast<uint64_t>(ceil(t));
     if (target < 1) target = 1;
-    lo = SelectThreshold<true>(vals, n, mx, inv_t, lo, target, scratch);
+    lo = SelectThreshold<true>(vals, n, mx, inv_t, lo, target, histograms);
   }
   const float min_p = p.min_p[r];
   // p_i >= min_p * p_max  <=>  logit_i >= mx + T * ln(min_p)
@@ -241,7 +301,21 @@ Status LaunchSampling(const SamplingParams& p, cudaStream_t stream) {
       p.seeds == nullptr || p.offsets == nullptr)
     return InvalidArgumentError("sampling: null per-row parameter array");
   if (p.num_rows == 0) return Status::Ok();
-  SamplingKernel<<<p.num_rows, kThreads, 0, stream>>>(p);
+  // The histograms put the kernel over the default 48 KB of shared memory: allowed once
+  // per device (an attribute of the kernel in each device's context).
+  static std::atomic<uint64_t> opted_in{0};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return InternalError("SamplingKernel: cudaGetDevice failed");
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if ((opted_in.load(std::memory_order_acquire) & bit) == 0) {
+    const cudaError_t err = cudaFuncSetAttribute(SamplingKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(kHistogramBytes));
+    if (err != cudaSuccess) {
+      return InternalError(std::string("SamplingKernel shared memory: ") + cudaGetErrorString(err));
+    }
+    opted_in.fetch_or(bit, std::memory_order_release);
+  }
+  SamplingKernel<<<p.num_rows, kThreads, kHistogramBytes, stream>>>(p);
   return cuda::LastLaunchStatus("SamplingKernel");
 }
 
