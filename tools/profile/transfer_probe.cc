@@ -132,8 +132,7 @@ class LocalReceiver : public ReceiverEnd {
 // between nodes. Lines over the child's stdin and stdout carry the control plane.
 class PeerReceiver : public ReceiverEnd {
  public:
-  explicit PeerReceiver(const std::vector<std::string>& args) : peer_(SelfPath(), args) {}
-  ~PeerReceiver() override { peer_.Command("exit"); }
+  explicit PeerReceiver(const std::vector<std::string>& args) : peer_(SelfPath(), args) {}  // ~PeerProcess: "exit", wait
 
   Status WaitReady() {
     const std::string line = peer_.ReadLine(60'000);
