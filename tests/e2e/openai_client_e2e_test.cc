@@ -29,6 +29,7 @@
 #include "common/tokenizer/tokenizer_config.h"
 #include "tests/e2e/local_cluster.h"
 #include "tests/e2e/reference_engine.h"
+#include "tests/test_deps.h"
 
 namespace tandem::e2e {
 namespace {
@@ -45,10 +46,7 @@ std::string ReadFile(const fs::path& path) {
   return s.str();
 }
 
-fs::path DepsDir() {
-  const char* deps = std::getenv("TANDEM_DEPS_DIR");
-  return deps && *deps ? fs::path(deps) : fs::path(SourceDir()) / ".deps";
-}
+fs::path DepsDir() { return TestDepsDir(); }
 
 // <deps>/npm/openai-client/node_modules, as setup_test_data.sh installs it.
 fs::path NodeModulesDir() { return DepsDir() / "npm" / "openai-client" / "node_modules"; }

@@ -22,6 +22,7 @@
 #include "common/tokenizer/tokenizer.h"
 #include "tests/e2e/local_cluster.h"
 #include "tests/e2e/reference_engine.h"
+#include "tests/test_deps.h"
 
 namespace tandem::e2e {
 namespace {
@@ -31,10 +32,7 @@ using nlohmann::json;
 
 constexpr char kApiKey[] = "sk-e2e-structured-0123456789";
 
-fs::path DepsDir() {
-  const char* deps = std::getenv("TANDEM_DEPS_DIR");
-  return deps && *deps ? fs::path(deps) : fs::path(SourceDir()) / ".deps";
-}
+fs::path DepsDir() { return TestDepsDir(); }
 fs::path OpenAiModules() { return DepsDir() / "npm" / "openai-client" / "node_modules"; }
 fs::path AjvDir() { return DepsDir() / "npm" / "ajv" / "node_modules" / "ajv"; }
 

