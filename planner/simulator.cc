@@ -75,11 +75,7 @@ class Simulation {
   void Kick(int node);
   // Processor sharing of a host's cores: the speed of each running step, and
   // moving every running step's end after the number running changed.
-  double Speed() const {
-    return options_.host_cores > 0 && running_steps_ > options_.host_cores
-               ? static_cast<double>(options_.host_cores) / running_steps_
-               : 1.0;
-  }
+  double Speed() const { return running_steps_ > engine_cores_ ? engine_cores_ / running_steps_ : 1.0; }
   void ChargeRunningSteps();
   void RescheduleRunningSteps();
   void StartTransfer(int prefill);
@@ -99,6 +95,8 @@ class Simulation {
   std::vector<SimEngine> engines_;
   std::vector<RunningStep> steps_in_progress_;  // per engine
   int running_steps_ = 0;
+  // The cores the steps share (SimOptions::host_*); unbounded without a host.
+  double engine_cores_ = std::numeric_limits<double>::infinity();
   std::vector<std::deque<int>> transfers_;  // per prefill node
   std::vector<bool> transferring_;
   std::deque<int> pending_;  // requests no decode node had room for, in order
@@ -277,6 +275,11 @@ SimResult Simulation::Run() {
   MakeRequests();
   MakeNodes();
   steps_in_progress_.resize(engines_.size());
+  if (options_.host_cores > 0) {
+    const double serving = options_.host_idle_cores_per_node * static_cast<double>(engines_.size()) +
+                           options_.host_cpu_seconds_per_request * rate_;
+    engine_cores_ = std::max(0.1 * options_.host_cores, options_.host_cores - serving);
+  }
   for (int r = 0; r < static_cast<int>(reqs_.size()); ++r) Push(reqs_[static_cast<size_t>(r)].arrival, EventType::kArrival, -1, r);
   // Past this time an unfinished request cannot meet the SLO any more.
   int max_output = 1;

@@ -12,7 +12,8 @@
 // prefill node; the first token reaches the client when the KV has landed, then
 // the decode node's continuous batch produces the rest. Colocated nodes take the
 // request whole (placement as for decode). Nodes that share a host's cores slow
-// each other (SimOptions::host_cores). Thread rule: free functions.
+// each other, and the serving path's own CPU takes its share of them
+// (SimOptions::host_cores, host_*). Thread rule: free functions.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,15 @@ struct SimOptions {
   // sharing; one core per engine, as the CPU backend computes on one thread).
   // 0: each node is its own device (GPUs).
   int host_cores = 0;
+  // With host_cores: the host's CPU outside the engines' steps — the serving path
+  // (router, RPCs, KV transfer, poll threads; in a validation, the load generator too) —
+  // as cores taken from the steps: host_idle_cores_per_node × nodes always, plus
+  // host_cpu_seconds_per_request × the request rate (spread evenly: a fluid load).
+  // The steps then share what is left, min(1, (host_cores − that) / k) each; never
+  // less than a tenth of the host. Measured from the processes' CPU counters
+  // (process_cpu_seconds_total less tandem_engine_cpu_seconds_total; tandem-validate).
+  double host_idle_cores_per_node = 0;
+  double host_cpu_seconds_per_request = 0;
 };
 
 struct SimResult {

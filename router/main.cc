@@ -19,6 +19,7 @@
 
 #include "common/base/logging.h"
 #include "common/metrics/metrics_registry.h"
+#include "common/metrics/process_metrics.h"
 #include "common/model/model_config.h"
 #include "common/net/event_loop.h"
 #include "common/tokenizer/chat_template.h"
@@ -127,7 +128,11 @@ int Run(int argc, char** argv) {
                 std::move(eos_token_ids), *tool_call_format};
   deps.is_ready = [cluster_client] { return cluster_client->Ready(); };
   deps.metrics = &registry;
-  deps.metrics_text = [&registry] { return registry.RenderText(); };
+  metrics::ProcessMetrics process_metrics(registry);
+  deps.metrics_text = [&registry, &process_metrics] {
+    process_metrics.Collect();
+    return registry.RenderText();
+  };
   deps.admin = &node_admin;
   HttpServer server(options.http, std::move(deps));
   Status started = server.Start();

@@ -1,8 +1,11 @@
 #include "common/engine/engine.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <random>
 
+#include "common/base/cpu_time.h"
 #include "common/base/logging.h"
 #include "common/model/weights.h"
 #include "common/runtime/paged_kv_cache.h"
@@ -315,8 +318,10 @@ void Engine::Stop() {
 }
 
 void Engine::Loop() {
+  pthread_setname_np(pthread_self(), "tandem-engine");  // for top -H and /proc/<pid>/task/*/comm
   bool busy = false;
   while (true) {
+    cpu_seconds_.store(ThisThreadCpuSeconds(), std::memory_order_relaxed);
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (!busy) {

@@ -13,6 +13,7 @@
 // the sink, observers) runs on the engine thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -121,6 +122,9 @@ class Engine {
   void Post(std::function<void()> fn);
   // A copy of the counters as of the last step.
   scheduler::SchedulerCounters Counters() const;
+  // CPU time the engine thread has spent (its steps and everything it runs), seconds;
+  // as of its last step or wake-up. Thread-safe. The thread is named "tandem-engine".
+  double CpuSeconds() const { return cpu_seconds_.load(std::memory_order_relaxed); }
   // Wakes the loop; used after external state changes.
   void Wake();
   // Replaces the step observer; takes effect before the next step.
@@ -222,6 +226,7 @@ class Engine {
   std::condition_variable cv_;
   std::deque<std::function<void(std::vector<EngineOutput>*)>> events_;
   scheduler::SchedulerCounters counters_;
+  std::atomic<double> cpu_seconds_{0};  // the engine thread's CPU time, as of its last step or wake-up
   bool stop_ = false;
   OutputSink sink_;
   std::thread thread_;

@@ -60,6 +60,12 @@ inline constexpr char kKvTransferSessions[] = "tandem_kv_transfer_sessions";
 inline constexpr char kKvTransferBlocksInUse[] = "tandem_kv_transfer_blocks_in_use";
 inline constexpr char kNodeReady[] = "tandem_node_ready";
 
+// Every process: the client libraries' process-collector names (no tandem_ prefix), and
+// a node's engine thread (the steps; the rest of process_cpu is the serving path around them).
+inline constexpr char kProcessCpuSeconds[] = "process_cpu_seconds_total";
+inline constexpr char kProcessResidentMemoryBytes[] = "process_resident_memory_bytes";
+inline constexpr char kEngineCpuSeconds[] = "tandem_engine_cpu_seconds_total";
+
 // Bucket bounds. Latencies: vLLM's bounds, with finer ones below them so an
 // H200's millisecond (and sub-millisecond) phases resolve; quantiles over
 // vLLM's bounds still compare, since every vLLM bound is one of ours.

@@ -159,6 +159,7 @@ HttpReply NodeHost::Serve(const std::string& path) {
   }
   if (path == "/metrics") {
     metrics_->ready->Set(ready() ? 1 : 0);
+    metrics_->CollectCpu(engine_->CpuSeconds());
     if (hooks_.refresh) hooks_.refresh(*metrics_);
     return HttpReply{200, metrics::kPrometheusContentType, metrics_->Render()};
   }

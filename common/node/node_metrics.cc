@@ -96,6 +96,17 @@ NodeMetrics::NodeMetrics(const NodeMetricsOptions& o) {
   transfer_blocks_in_use =
       &r.AddGauge(m::kKvTransferBlocksInUse, "Landing or staging host blocks held by transfers.").Get();
   ready = &r.AddGauge(m::kNodeReady, "1 when registered with the router and not draining.").Get();
+  engine_cpu_ = &r.AddCounter(m::kEngineCpuSeconds, "CPU time of the engine thread (its steps), seconds.").Get();
+  process_ = std::make_unique<metrics::ProcessMetrics>(r);
+}
+
+void NodeMetrics::CollectCpu(double engine_cpu_seconds) {
+  process_->Collect();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (engine_cpu_seconds > exported_engine_cpu_) {
+    engine_cpu_->Increment(engine_cpu_seconds - exported_engine_cpu_);
+    exported_engine_cpu_ = engine_cpu_seconds;
+  }
 }
 
 void NodeMetrics::ObserveFinished(const engine::EngineOutput& out) {

@@ -9,11 +9,13 @@
 // metrics are atomics (thread-safe); Update is thread-safe.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "common/engine/engine.h"
 #include "common/metrics/metrics_registry.h"
+#include "common/metrics/process_metrics.h"
 #include "common/scheduler/scheduler_output.h"
 
 namespace tandem::node {
@@ -67,6 +69,9 @@ struct NodeMetrics {
   // Refreshes the gauges that mirror engine state, plus the transfer gauges.
   void Update(const scheduler::SchedulerCounters& counters, int64_t transfer_sessions_open,
               int64_t transfer_blocks_held);
+  // Refreshes the process's CPU time and memory and the engine thread's CPU time
+  // (Engine::CpuSeconds): what the node costs its host, and how much of it the steps.
+  void CollectCpu(double engine_cpu_seconds);
   std::string Render() const { return registry.RenderText(); }
 
  private:
@@ -78,8 +83,11 @@ struct NodeMetrics {
   metrics::Gauge* referenced_host_ = nullptr;
   metrics::Gauge* reservations_active_ = nullptr;  // decode only
   metrics::Counter* preemptions_ = nullptr;
-  std::mutex mu_;                 // guards last_preemptions_
+  metrics::Counter* engine_cpu_ = nullptr;
+  std::unique_ptr<metrics::ProcessMetrics> process_;
+  std::mutex mu_;                 // guards last_preemptions_, exported_engine_cpu_
   int64_t last_preemptions_ = 0;  // engine counter value already exported
+  double exported_engine_cpu_ = 0;
 };
 
 }  // namespace tandem::node

@@ -63,7 +63,8 @@ const std::set<std::string> kPrefillFamilies = {
     "tandem_num_requests_waiting",       "tandem_kv_cache_usage_ratio",         "tandem_kv_blocks_referenced",
     "tandem_prompt_tokens_total",        "tandem_generation_tokens_total",      "tandem_prefix_cache_queries_total",
     "tandem_prefix_cache_hits_total",    "tandem_num_preemptions_total",        "tandem_cache_config_info",
-    "tandem_kv_transfer_sessions",       "tandem_kv_transfer_blocks_in_use",    "tandem_node_ready"};
+    "tandem_kv_transfer_sessions",       "tandem_kv_transfer_blocks_in_use",    "tandem_node_ready",
+    "tandem_engine_cpu_seconds_total"};
 std::set<std::string> DecodeFamilies() {
   std::set<std::string> f = kPrefillFamilies;
   f.insert({"tandem_request_decode_time_seconds", "tandem_kv_handoff_wait_seconds", "tandem_kv_reservations_active",
@@ -181,11 +182,24 @@ TEST_F(MetricsE2eTest, EveryFamilyMovesAsDocumentedOnRouterPrefillAndDecode) {
       if (line.empty() || line[0] == '#' || line.rfind("tandem_router_node", 0) == 0 ||
           line.rfind("tandem_router_pool", 0) == 0 ||
           line.rfind("tandem_kv_transfer_sessions", 0) == 0 || line.rfind("tandem_kv_transfer_blocks", 0) == 0 ||
-          line.rfind("tandem_node_ready", 0) == 0) {
+          line.rfind("tandem_node_ready", 0) == 0 || line.rfind("tandem_engine_cpu", 0) == 0 ||
+          line.rfind("process_", 0) == 0) {
         continue;
       }
       EXPECT_NE(line.find("model_name=\"tiny\""), std::string::npos) << process << ": " << line;
     }
+  }
+
+  // What each process cost its host: CPU time and memory; on a node, the engine thread's
+  // share of the CPU (its steps) is part of the process's.
+  for (const std::string& p : {router, prefill, decode}) {
+    EXPECT_GT(M(p, "process_cpu_seconds_total"), 0) << p;
+    EXPECT_GT(M(p, "process_resident_memory_bytes"), 1 << 20) << p;
+  }
+  for (const std::string& p : {prefill, decode}) {
+    const double engine = M(p, "tandem_engine_cpu_seconds_total");
+    EXPECT_GT(engine, 0) << p;
+    EXPECT_LE(engine, M(p, "process_cpu_seconds_total")) << p;
   }
 
   // Router: what clients saw.

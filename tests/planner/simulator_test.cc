@@ -156,6 +156,34 @@ TEST(SimulatorTest, NodesSharingAHostsCoresSlowEachOther) {
   EXPECT_NEAR(p90, 1.5 * prefill + transfer, 1e-9);
 }
 
+// The serving path's CPU (idle per node, and per request at the trace's rate) takes
+// cores from the steps: two cores less 0.75 idle and 0.25 per-request leave one.
+TEST(SimulatorTest, TheServingPathsCpuTakesCoresFromTheSteps) {
+  const CostModel cost = CostOf(Scaled(1));
+  const Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = 0.9};
+  const Layout layout{.prefill_nodes = 2, .decode_nodes = 1};
+  Workload w;
+  for (double t : {0.0, 0.0, 100.0}) w.trace.push_back({.arrival_seconds = t, .prompt_tokens = 512, .output_tokens = 2});
+  auto ttft = [&](double idle_per_node, double per_request) {
+    const SimOptions o{.num_requests = 3, .warmup_fraction = 0, .min_span_ttfts = 0, .max_requests = 3,
+                       .host_cores = 2, .host_idle_cores_per_node = idle_per_node,
+                       .host_cpu_seconds_per_request = per_request};
+    const SimResult r = Simulate(layout, cost, w, open, w.TraceRate(), o);
+    EXPECT_EQ(r.completed, 3);
+    return std::pair{r.latency.ttft_p50, r.latency.ttft_p90};
+  };
+  const double transfer = cost.TransferSeconds(512);
+  const double alone = ttft(0, 0).first;
+  const double prefill = alone - transfer;
+  ASSERT_GT(prefill, 0);
+  EXPECT_DOUBLE_EQ(ttft(0, 0).second, alone);  // two cores, two prefills: no one waits
+  const double per_request = 0.25 / w.TraceRate();
+  EXPECT_NEAR(ttft(0.25, per_request).second, 2 * prefill + transfer, 1e-9);  // one core left: half speed
+  EXPECT_NEAR(ttft(0.25, 0).second, prefill / 0.625 + transfer, 1e-9);         // 1.25 cores left
+  // The host is never taken whole: a tenth of it stays with the steps.
+  EXPECT_NEAR(ttft(1.0, 0).second, prefill / 0.1 + transfer, 1e-9);
+}
+
 TEST(PlanTest, RecommendsTheSmallestLayoutThatServesTheRate) {
   const CostModel cost = CostOf(Scaled(1));
   const Slo slo{.ttft_seconds = 0.5, .tpot_seconds = 0.02, .attainment = 0.9};

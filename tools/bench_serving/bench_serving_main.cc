@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/base/cpu_time.h"
 #include "tools/bench_serving/bench_options.h"
 #include "tools/bench_serving/server_report.h"
 #include "tools/bench_serving/serving_stats.h"
@@ -100,7 +101,10 @@ std::vector<StatusOr<MetricsSnapshot>> Scrape(const std::vector<MetricsSource>& 
       pages.push_back(page.status());
       continue;
     }
-    pages.push_back(Collect(*page, "tandem_"));
+    // Tandem's families, and every process's CPU time (what the serving path costs its host).
+    MetricsSnapshot snapshot = Collect(*page, "tandem_");
+    snapshot.counters.merge(Collect(*page, "process_cpu_seconds").counters);
+    pages.push_back(std::move(snapshot));
   }
   return pages;
 }
@@ -129,7 +133,7 @@ nlohmann::json LatencyJson(const LatencyMs& l) {
 }
 
 nlohmann::json SummaryJson(const BenchOptions& o, const std::vector<Prompt>& prompts, const Summary& s,
-                           const std::vector<SourceDelta>& server) {
+                           const std::vector<SourceDelta>& server, double client_cpu_s) {
   long prompt_tokens = 0;
   for (const Prompt& p : prompts) prompt_tokens += p.input_len;
   nlohmann::json workload = {{"api", o.api},
@@ -148,6 +152,7 @@ nlohmann::json SummaryJson(const BenchOptions& o, const std::vector<Prompt>& pro
           {"completed", s.completed},
           {"failed", s.failed},
           {"duration_s", s.duration_s},
+          {"client_cpu_s", client_cpu_s},
           {"total_prompt_tokens", s.total_prompt_tokens},
           {"total_completion_tokens", s.total_completion_tokens},
           {"request_throughput", s.request_throughput},
@@ -186,6 +191,7 @@ int Run(const BenchOptions& o) {
   std::printf("tandem-bench-serving\n%s%s\n", DescribeWorkload(o).c_str(), DescribePrompts(prompts).c_str());
   std::fflush(stdout);
   std::vector<StatusOr<MetricsSnapshot>> before = Scrape(o.metrics_sources);
+  const double cpu_before = ProcessCpuSeconds();
   std::vector<RequestRecord> records(prompts.size());
   auto start = std::chrono::steady_clock::now();
   auto send = [&](size_t i) {
@@ -213,6 +219,8 @@ int Run(const BenchOptions& o) {
   }
   for (auto& t : threads) t.join();
   double duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // This load generator's own CPU over the run: on the cluster's host, part of its load.
+  const double client_cpu_s = ProcessCpuSeconds() - cpu_before;
   std::vector<SourceDelta> server;
   if (!o.metrics_sources.empty()) {
     std::this_thread::sleep_for(kMetricsSettle);
@@ -223,13 +231,14 @@ int Run(const BenchOptions& o) {
   for (const auto& r : records) {
     if (!r.ok && shown++ < 5) std::fprintf(stderr, "request failed: %s\n", r.error.c_str());
   }
-  nlohmann::json j = SummaryJson(o, prompts, s, server);
+  nlohmann::json j = SummaryJson(o, prompts, s, server, client_cpu_s);
   if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
   if (!o.requests_out.empty()) {
     std::ofstream out(o.requests_out);
     for (size_t i = 0; i < records.size(); ++i) out << RecordJsonLine(records[i], prompts[i].input_len);
   }
   std::printf("%s", FormatSummary(s).c_str());
+  std::printf("| load generator CPU (s) | %.2f |\n", client_cpu_s);
   if (!server.empty()) std::printf("\n%s", FormatServerReport(server).c_str());
   if (o.json_line) std::printf("summary_json=%s\n", j.dump().c_str());
   return s.failed == 0 ? 0 : 1;

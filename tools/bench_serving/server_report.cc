@@ -1,5 +1,6 @@
 #include "tools/bench_serving/server_report.h"
 
+#include <cmath>
 #include <cstdio>
 #include <string_view>
 
@@ -67,7 +68,9 @@ std::string FormatServerReport(const std::vector<SourceDelta>& sources) {
     }
     for (const auto& [series, value] : s.delta.counters) {
       if (value <= 0) continue;
-      std::snprintf(buf, sizeof(buf), "| %s | %s | +%.0f | | |\n", s.name.c_str(), series.c_str(), value);
+      // Counts are whole; CPU seconds are not.
+      std::snprintf(buf, sizeof(buf), value == std::floor(value) ? "| %s | %s | +%.0f | | |\n" : "| %s | %s | +%.3f | | |\n",
+                    s.name.c_str(), series.c_str(), value);
       out += buf;
     }
     const KvTransferTotals kv = KvTransfer(s.delta);

@@ -57,6 +57,11 @@ void PlanToolOptions::Bind(config::ConfigBinder& b) {
   b.Field("plan.num_requests", num_requests, "requests per simulation");
   b.Field("plan.host_cores", host_cores,
           "> 0: every node runs on one host of this many cores, shared (CPU backend on one machine); 0: a device each");
+  b.Field("plan.host_idle_cores_per_node", host_idle_cores_per_node,
+          "with host_cores: cores each node's serving path takes while idle (polling, heartbeats)");
+  b.Field("plan.host_cpu_ms_per_request", host_cpu_ms_per_request,
+          "with host_cores: CPU ms per request outside the engines' steps (router, RPCs, KV transfer), as "
+          "tandem-validate measures it");
   b.Field("json", json, "write the plan as JSON to this file");
   b.Field("svg_dir", svg_dir, "write goodput_vs_pd_ratio.svg and throughput_vs_interactivity.svg here");
 }
@@ -72,6 +77,9 @@ Status PlanToolOptions::Validate() const {
   if (rate < 0) return InvalidArgumentError("workload.rate must be >= 0");
   if (simulate < 0) return InvalidArgumentError("plan.simulate must be >= 0");
   if (host_cores < 0 || host_cores > 4096) return InvalidArgumentError("plan.host_cores must be in [0, 4096]");
+  if (!(host_idle_cores_per_node >= 0) || !(host_cpu_ms_per_request >= 0)) {
+    return InvalidArgumentError("plan.host_idle_cores_per_node and plan.host_cpu_ms_per_request must be >= 0");
+  }
   if (num_requests < 10 || num_requests > 1'000'000) {
     return InvalidArgumentError("plan.num_requests must be in [10, 1000000]");
   }
@@ -90,6 +98,8 @@ planner::PlanOptions PlanToolOptions::ToPlanOptions() const {
   o.sim.seed = static_cast<uint64_t>(seed);
   o.sim.num_requests = num_requests;
   o.sim.host_cores = host_cores;
+  o.sim.host_idle_cores_per_node = host_idle_cores_per_node;
+  o.sim.host_cpu_seconds_per_request = host_cpu_ms_per_request / 1e3;
   return o;
 }
 

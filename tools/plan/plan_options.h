@@ -70,6 +70,8 @@ struct PlanToolOptions {
   int seed = 1;                 // the simulation's seed
   int num_requests = 1000;      // requests per simulation
   int host_cores = 0;           // > 0: the nodes share one host of this many cores (a CPU cluster)
+  double host_idle_cores_per_node = 0;  // with host_cores: the serving path's CPU (planner::SimOptions)
+  double host_cpu_ms_per_request = 0;
 
   std::string json;             // write the plan as JSON here (empty: no)
   std::string svg_dir;          // write the two plots here (empty: no)

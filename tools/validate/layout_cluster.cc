@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "common/config/config_binder.h"
+#include "common/metrics/metric_names.h"
+#include "tools/bench_serving/metrics_delta.h"
 #include "tools/bench_serving/sse_client.h"
 
 namespace tandem::tools {
@@ -172,6 +174,28 @@ std::string LayoutCluster::NodeMetricsFlags() const {
     flags += " --metrics-url " + p.name + "=http://127.0.0.1:" + std::to_string(p.http_port) + "/metrics";
   }
   return flags;
+}
+
+StatusOr<ClusterCpu> LayoutCluster::ScrapeCpu() const {
+  ClusterCpu cpu;
+  for (const Process& p : processes_) {
+    bench::Endpoint endpoint;
+    endpoint.port = std::to_string(p.http_port);
+    endpoint.path = "/metrics";
+    endpoint.timeout_s = 10;
+    TANDEM_ASSIGN_OR_RETURN(std::string text, bench::HttpGet(endpoint));
+    TANDEM_ASSIGN_OR_RETURN(bench::PromPage page, bench::ParsePrometheusText(text));
+    bool found = false;
+    for (const bench::PromSample& sample : page.samples) {
+      if (sample.name == metrics::kProcessCpuSeconds) {
+        cpu.process_seconds += sample.value;
+        found = true;
+      }
+      if (sample.name == metrics::kEngineCpuSeconds) cpu.engine_seconds += sample.value;
+    }
+    if (!found) return UnavailableError(p.name + "'s /metrics has no " + metrics::kProcessCpuSeconds);
+  }
+  return cpu;
 }
 
 LayoutCluster::~LayoutCluster() { Stop(); }

@@ -14,6 +14,7 @@
 
 #include "common/base/status.h"
 #include "tools/plan/launch_config.h"
+#include "tools/validate/validation.h"
 
 namespace tandem::tools {
 
@@ -40,6 +41,11 @@ class LayoutCluster {
   int http_port() const { return http_port_; }
   // "--metrics-url NAME=URL" flags of every node's /metrics, for tandem-bench-serving.
   std::string NodeMetricsFlags() const;
+  // Every process's CPU time so far, summed over the router and the nodes, from their
+  // /metrics: process_cpu_seconds_total and the nodes' tandem_engine_cpu_seconds_total.
+  StatusOr<ClusterCpu> ScrapeCpu() const;
+  // Nodes (not the router).
+  int nodes() const { return static_cast<int>(processes_.size()) - 1; }
   // SIGTERM to every process, SIGKILL after 5 s.
   void Stop();
 

@@ -17,10 +17,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "planner/plan.h"
 #include "planner/profile_io.h"
@@ -52,6 +54,10 @@ struct ValidateOptions {
   // node runs on this machine. -1: the profile's hardware threads for a CPU backend,
   // 0 (a device per node) for a GPU one.
   int host_cores = -1;
+  // The serving path's CPU on that host (planner::SimOptions::host_*), when host_cores > 0:
+  // < 0 measures it first on a 1P1D cluster (an idle spell and a light run; ServingCpu).
+  double host_idle_cores_per_node = -1;
+  double host_cpu_ms_per_request = -1;
   bool short_form = false;                // CI: 1P1D and 1C, two rates, a quick profile
   // > 0: exit 1 when the mean |E2E error| of the points at or below the predicted knee is
   // above it (past the knee a backlog's growth makes any latency noisy: not a CI bound).
@@ -114,16 +120,17 @@ StatusOr<std::string> MeasureProfile(const ValidateOptions& o, const std::string
 // One load-generator run against the router; the requests it recorded.
 // Its log (<records>.log) has the server side too: the router's and every node's
 // histograms (prefill time, queue, KV transfer, ...) diffed over the run.
+// Its summary (--json-out) is <records>.summary.json.
 StatusOr<std::vector<MeasuredRequest>> RunLoad(const ValidateOptions& o, const LayoutCluster& cluster, double rate,
                                                int requests, uint64_t seed, const std::string& records) {
   char command[2048];
   std::snprintf(command, sizeof(command),
                 "%s/tools/bench_serving/tandem-bench-serving --port %d --model tiny --num-prompts %d "
                 "--request-rate %.4f --input-len %d --output-len %d --range-ratio %g --vocab-size 500 --seed %llu "
-                "--timeout-s 120%s --requests-out %s > %s.log 2>&1",
+                "--timeout-s 120%s --requests-out %s --json-out %s > %s.log 2>&1",
                 o.binary_dir.c_str(), cluster.http_port(), requests, rate, o.prompt_tokens, o.output_tokens, o.range_ratio,
                 static_cast<unsigned long long>(seed), cluster.NodeMetricsFlags().c_str(), Quote(records).c_str(),
-                Quote(records).c_str());
+                Quote(records + ".summary.json").c_str(), Quote(records).c_str());
   std::system(command);  // failed requests are in the records (they miss the SLO)
   std::ifstream in(records);
   std::stringstream text;
@@ -131,17 +138,78 @@ StatusOr<std::vector<MeasuredRequest>> RunLoad(const ValidateOptions& o, const L
   return ParseRequestRecords(text.str());
 }
 
+// The load generator's own CPU over a run (its summary's client_cpu_s).
+StatusOr<double> ClientCpuSeconds(const std::string& records) {
+  std::ifstream in(records + ".summary.json");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("client_cpu_s") || !j["client_cpu_s"].is_number()) {
+    return UnavailableError(records + ".summary.json: no client_cpu_s");
+  }
+  return j["client_cpu_s"].get<double>();
+}
+
+// The serving path's CPU on this host (ServingCpu), measured on a 1P1D cluster: after a
+// warm-up, every process's CPU over an idle spell, then over a light run (0.3 of the
+// layout's knee as predicted without it, the sweep's first rate), less the engine threads'.
+StatusOr<ServingCpu> MeasureServingCpuOnThisHost(const ValidateOptions& o, const planner::Profile& profile,
+                                                 const planner::CostModel& cost, const planner::Workload& workload,
+                                                 const planner::Slo& slo, const std::string& model_dir) {
+  const planner::Layout layout{.prefill_nodes = 1, .decode_nodes = 1};
+  const planner::WorkloadStats stats = planner::ComputeWorkloadStats(workload, cost.decode_limits().block_size);
+  const double knee =
+      planner::FindMaxGoodput(layout, cost, workload, slo, planner::ScreenLayout(layout, cost, stats, slo, 1).max_rate,
+                              planner::SimOptions{.seed = o.seed, .host_cores = o.host_cores})
+          .goodput;
+  if (knee <= 0) return FailedPreconditionError("1P1D: the planner predicts no goodput");
+  const std::string log_dir = o.out_dir + "/serving-cpu";
+  mkdir(log_dir.c_str(), 0755);
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<LayoutCluster> cluster,
+      LayoutCluster::Start(LaunchGroups(layout, profile, profile, cost.transfer_path()),
+                           {.binary_dir = o.binary_dir, .source_dir = o.source_dir, .model_dir = model_dir,
+                            .log_dir = log_dir}));
+  (void)RunLoad(o, *cluster, 0.5 * knee, 10, o.seed + 998, log_dir + "/warmup.jsonl");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  TANDEM_ASSIGN_OR_RETURN(ClusterCpu idle_start, cluster->ScrapeCpu());
+  const Clock::time_point idle_from = Clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  TANDEM_ASSIGN_OR_RETURN(ClusterCpu idle_end, cluster->ScrapeCpu());
+  const double idle_seconds = seconds_since(idle_from);
+  const int requests = std::clamp(static_cast<int>(0.3 * knee * o.seconds_per_point), o.min_requests, o.max_requests);
+  const Clock::time_point run_from = Clock::now();
+  TANDEM_ASSIGN_OR_RETURN(std::vector<MeasuredRequest> records,
+                          RunLoad(o, *cluster, 0.3 * knee, requests, o.seed + 997, log_dir + "/run.jsonl"));
+  TANDEM_ASSIGN_OR_RETURN(ClusterCpu run_end, cluster->ScrapeCpu());
+  const double run_seconds = seconds_since(run_from);
+  TANDEM_ASSIGN_OR_RETURN(double client_seconds, ClientCpuSeconds(log_dir + "/run.jsonl"));
+  const ClusterCpu idle{.process_seconds = idle_end.process_seconds - idle_start.process_seconds,
+                        .engine_seconds = idle_end.engine_seconds - idle_start.engine_seconds};
+  const ClusterCpu run{.process_seconds = run_end.process_seconds - idle_end.process_seconds,
+                       .engine_seconds = run_end.engine_seconds - idle_end.engine_seconds};
+  std::printf("the serving path's CPU (1P1D, logs in %s): idle %.3f cores over %.1f s; a run of %zu requests in "
+              "%.1f s: the processes %.2f s, of it the engine threads %.2f s; the load generator %.2f s\n",
+              log_dir.c_str(), idle.process_seconds / idle_seconds, idle_seconds, records.size(), run_seconds,
+              run.process_seconds, run.engine_seconds, client_seconds);
+  return MeasureServingCpu(idle, idle_seconds, cluster->nodes(), run, client_seconds, run_seconds,
+                           static_cast<int>(records.size()));
+}
+
 StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layout& layout,
                                   const planner::Profile& profile, const planner::CostModel& cost,
                                   const planner::Workload& workload, const planner::Slo& slo,
-                                  const std::string& model_dir) {
+                                  const HostModel& host, const std::string& model_dir) {
   LayoutSweep sweep;
   sweep.layout = layout;
   const planner::WorkloadStats stats = planner::ComputeWorkloadStats(workload, cost.decode_limits().block_size);
   const planner::ScreenResult screen = planner::ScreenLayout(layout, cost, stats, slo, workload.rate);
   sweep.predicted_knee =
       planner::FindMaxGoodput(layout, cost, workload, slo, screen.max_rate,
-                              planner::SimOptions{.seed = o.seed, .host_cores = o.host_cores})
+                              planner::SimOptions{.seed = o.seed,
+                                                  .host_cores = host.cores,
+                                                  .host_idle_cores_per_node = host.serving.idle_cores_per_node,
+                                                  .host_cpu_seconds_per_request = host.serving.seconds_per_request})
           .goodput;
   std::printf("%s: predicted goodput knee %.2f req/s; starting the cluster\n", layout.Name().c_str(),
               sweep.predicted_knee);
@@ -174,7 +242,7 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       TANDEM_ASSIGN_OR_RETURN(std::vector<MeasuredRequest> records,
                               RunLoad(o, *cluster, point.target_rate, requests, seed, log_dir + name));
       measured.push_back(MeasuredStats(records, slo));
-      predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed, o.host_cores));
+      predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed, host));
     }
     point.measured = MedianStats(measured);
     point.predicted = MedianStats(predicted);
@@ -190,15 +258,18 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
   return sweep;
 }
 
-std::string ContextJson(const ValidateOptions& o, const planner::Profile& profile, const std::string& profile_path) {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
+std::string ContextJson(const ValidateOptions& o, const planner::Profile& profile, const std::string& profile_path,
+                        const HostModel& host) {
+  char hostname[256] = {};
+  gethostname(hostname, sizeof(hostname) - 1);
   nlohmann::json j = {{"profile", profile_path},
                       {"profile_commit", profile.commit},
                       {"device", profile.device.name},
                       {"hardware_threads", profile.device.compute_units},
-                      {"host_cores", o.host_cores},
-                      {"host", host},
+                      {"host_cores", host.cores},
+                      {"host_idle_cores_per_node", host.serving.idle_cores_per_node},
+                      {"host_cpu_ms_per_request", host.serving.seconds_per_request * 1e3},
+                      {"host", hostname},
                       {"workload",
                        {{"prompt_tokens", o.prompt_tokens},
                         {"output_tokens", o.output_tokens},
@@ -258,15 +329,28 @@ StatusOr<int> Run(ValidateOptions o) {
                          .attainment = o.attainment_percent / 100};
   TANDEM_RETURN_IF_ERROR(workload.Validate());
   TANDEM_RETURN_IF_ERROR(slo.Validate());
+  HostModel host;
+  host.cores = o.host_cores;
+  if (host.cores > 0) {
+    if (o.host_idle_cores_per_node >= 0 && o.host_cpu_ms_per_request >= 0) {
+      host.serving = {.idle_cores_per_node = o.host_idle_cores_per_node,
+                      .seconds_per_request = o.host_cpu_ms_per_request / 1e3};
+    } else {
+      TANDEM_ASSIGN_OR_RETURN(host.serving, MeasureServingCpuOnThisHost(o, profile, cost, workload, slo, model_dir));
+    }
+    std::printf("the host: %d cores; the serving path takes %.3f cores per node idle and %.2f ms of CPU per request\n",
+                host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3);
+    std::fflush(stdout);
+  }
   std::vector<LayoutSweep> sweeps;
   for (const planner::Layout& layout : layouts) {
-    TANDEM_ASSIGN_OR_RETURN(LayoutSweep sweep, SweepLayout(o, layout, profile, cost, workload, slo, model_dir));
+    TANDEM_ASSIGN_OR_RETURN(LayoutSweep sweep, SweepLayout(o, layout, profile, cost, workload, slo, host, model_dir));
     sweeps.push_back(std::move(sweep));
   }
   const ValidationSummary summary = Summarize(sweeps);
   std::printf("%s\n\n%s", FormatSweeps(sweeps).c_str(), FormatSummary(summary).c_str());
   const std::string json_path = o.out_dir + "/validation.json";
-  std::ofstream(json_path) << ValidationJson(sweeps, summary, ContextJson(o, profile, profile_path));
+  std::ofstream(json_path) << ValidationJson(sweeps, summary, ContextJson(o, profile, profile_path, host));
   std::printf("wrote %s\n", json_path.c_str());
   if (o.max_mean_e2e_error > 0 && !(summary.light_e2e_error <= o.max_mean_e2e_error)) {
     std::fprintf(stderr,
@@ -307,6 +391,13 @@ int main(int argc, char** argv) {
   app.add_option("--host-cores", o.host_cores,
                  "cores the nodes share in the predictions (-1: the profile's hardware threads on a CPU backend, "
                  "0 on a GPU)")
+      ->capture_default_str();
+  app.add_option("--host-idle-cores-per-node", o.host_idle_cores_per_node,
+                 "the serving path's CPU per node while idle, in cores (with --host-cpu-ms-per-request; -1: measure "
+                 "both on a 1P1D cluster first)")
+      ->capture_default_str();
+  app.add_option("--host-cpu-ms-per-request", o.host_cpu_ms_per_request,
+                 "the serving path's CPU per request outside the engines' steps, ms (-1: measure)")
       ->capture_default_str();
   app.add_flag("--short", o.short_form, "the CI form: 1P1D and 1C, two rates, a --quick profile");
   app.add_option("--max-mean-e2e-error", o.max_mean_e2e_error,

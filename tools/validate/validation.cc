@@ -89,9 +89,21 @@ PointStats MeasuredStats(const std::vector<MeasuredRequest>& requests, const pla
   return s;
 }
 
+ServingCpu MeasureServingCpu(const ClusterCpu& idle, double idle_seconds, int nodes, const ClusterCpu& run,
+                             double client_seconds, double run_seconds, int requests) {
+  ServingCpu s;
+  const double idle_cores = idle_seconds > 0 ? idle.process_seconds / idle_seconds : 0;
+  if (nodes > 0) s.idle_cores_per_node = std::max(0.0, idle_cores / nodes);
+  if (requests > 0) {
+    const double serving = run.process_seconds - run.engine_seconds - idle_cores * run_seconds + client_seconds;
+    s.seconds_per_request = std::max(0.0, serving / requests);
+  }
+  return s;
+}
+
 PointStats PredictedStats(const planner::Layout& layout, const planner::CostModel& cost,
                           const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed,
-                          int host_cores) {
+                          const HostModel& host) {
   planner::Workload workload;
   for (const MeasuredRequest& r : requests) {
     workload.trace.push_back({.arrival_seconds = r.send_s, .prompt_tokens = r.prompt_tokens,
@@ -103,7 +115,9 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
                                     .warmup_fraction = 0,
                                     .min_span_ttfts = 0,
                                     .max_requests = static_cast<int>(requests.size()),
-                                    .host_cores = host_cores};
+                                    .host_cores = host.cores,
+                                    .host_idle_cores_per_node = host.serving.idle_cores_per_node,
+                                    .host_cpu_seconds_per_request = host.serving.seconds_per_request};
   const planner::SimResult with_slo = planner::Simulate(layout, cost, workload, slo, rate, options);
   // No deadline: the simulation runs every request to its end, as the cluster did.
   const planner::Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = slo.attainment};

@@ -53,11 +53,36 @@ struct PointStats {
 
 PointStats MeasuredStats(const std::vector<MeasuredRequest>& requests, const planner::Slo& slo);
 
-// The planner's prediction for the same requests on `layout` (`host_cores` as
-// planner::SimOptions: > 0 when the nodes share one host's cores).
+// CPU seconds of a cluster's processes (router and nodes), from their counters.
+struct ClusterCpu {
+  double process_seconds = 0;  // process_cpu_seconds_total, summed
+  double engine_seconds = 0;   // the nodes' tandem_engine_cpu_seconds_total, summed
+};
+
+// What the serving path costs the host's CPU, outside the engines' steps, as the
+// simulation takes it (planner::SimOptions::host_idle_cores_per_node,
+// host_cpu_seconds_per_request): from the counters over an idle spell of
+// `idle_seconds` (every process's CPU: polling, heartbeats) and over a run of
+// `requests` in `run_seconds` (every process's CPU less the engine threads' and the
+// idle share, plus the load generator's own `client_seconds`, per request).
+struct ServingCpu {
+  double idle_cores_per_node = 0;
+  double seconds_per_request = 0;
+};
+ServingCpu MeasureServingCpu(const ClusterCpu& idle, double idle_seconds, int nodes, const ClusterCpu& run,
+                             double client_seconds, double run_seconds, int requests);
+
+// The host the nodes share in a prediction: none (cores 0: a device per node), or
+// `cores` less what the serving path takes.
+struct HostModel {
+  int cores = 0;
+  ServingCpu serving;
+};
+
+// The planner's prediction for the same requests on `layout`.
 PointStats PredictedStats(const planner::Layout& layout, const planner::CostModel& cost,
                           const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed,
-                          int host_cores = 0);
+                          const HostModel& host = {});
 
 // Each field the median over the runs (repeats of one point).
 PointStats MedianStats(const std::vector<PointStats>& runs);

@@ -63,6 +63,37 @@ TEST(ValidationTest, PredictionOfALightLoadIsThePrefillTransferAndDecodeTimes) {
   EXPECT_DOUBLE_EQ(p.attainment, 1);
 }
 
+TEST(ValidationTest, ServingCpuIsTheProcessesCpuLessTheEnginesAndTheIdleShare) {
+  // Idle: 0.6 s of CPU in 3 s over 2 nodes (and the router): 0.2 cores, 0.1 a node.
+  // The run: 10 s of CPU in 5 s, 6 of them the engines', 1 the idle share, plus the
+  // load generator's 0.5: 3.5 s for 100 requests.
+  const ServingCpu s = MeasureServingCpu({.process_seconds = 0.6, .engine_seconds = 0.01}, 3, 2,
+                                         {.process_seconds = 10, .engine_seconds = 6}, 0.5, 5, 100);
+  EXPECT_NEAR(s.idle_cores_per_node, 0.1, 1e-12);
+  EXPECT_NEAR(s.seconds_per_request, 0.035, 1e-12);
+  // Nothing to divide by, or less than the idle share: zero, never negative.
+  const ServingCpu none = MeasureServingCpu({.process_seconds = 3}, 1, 0, {.process_seconds = 1}, 0, 5, 0);
+  EXPECT_EQ(none.idle_cores_per_node, 0);
+  EXPECT_EQ(none.seconds_per_request, 0);
+  EXPECT_EQ(MeasureServingCpu({.process_seconds = 3}, 1, 2, {.process_seconds = 1}, 0, 5, 10).seconds_per_request, 0);
+}
+
+// The serving path's CPU slows a prediction only where the host is short of cores.
+TEST(ValidationTest, ServingCpuSlowsPredictionsOnlyWhenTheHostIsShort) {
+  StatusOr<planner::CostModel> cost = planner::CostModel::Build(planner::testing::SampleProfile(), planner::testing::SampleProfile(), "");
+  ASSERT_TRUE(cost.ok()) << cost.status().ToString();
+  auto records = ParseRequestRecords(Line(0, 512, 8, true, 1, 1) + Line(0, 512, 8, true, 1, 1) +
+                                     Line(100, 512, 8, true, 1, 1));
+  ASSERT_TRUE(records.ok());
+  const planner::Slo slo{.ttft_seconds = 10, .tpot_seconds = 1, .attainment = 0.9};
+  const planner::Layout layout{.prefill_nodes = 2, .decode_nodes = 1};
+  const PointStats free_host = PredictedStats(layout, *cost, *records, slo, 1, {.cores = 4, .serving = {}});
+  const PointStats busy_host = PredictedStats(layout, *cost, *records, slo, 1,
+                                              {.cores = 4, .serving = {.idle_cores_per_node = 1}});
+  EXPECT_NEAR(free_host.ttft_p90, PredictedStats(layout, *cost, *records, slo, 1).ttft_p90, 1e-12);
+  EXPECT_GT(busy_host.ttft_p90, free_host.ttft_p90);  // one core left for two prefills
+}
+
 TEST(ValidationTest, KneeInterpolatesTheCrossingOrSaysItIsOutsideTheSweep) {
   Knee k = FindKnee({10, 20, 30}, {1.0, 0.95, 0.75}, 0.9);
   EXPECT_TRUE(k.bracketed);
