@@ -75,7 +75,9 @@ class Simulation {
   void Kick(int node);
   // Processor sharing of a host's cores: the speed of each running step, and
   // moving every running step's end after the number running changed.
-  double Speed() const { return running_steps_ > engine_cores_ ? engine_cores_ / running_steps_ : 1.0; }
+  double Speed() const {
+    return options_.engine_speed * (running_steps_ > engine_cores_ ? engine_cores_ / running_steps_ : 1.0);
+  }
   void ChargeRunningSteps();
   void RescheduleRunningSteps();
   void StartTransfer(int prefill);
@@ -104,6 +106,7 @@ class Simulation {
   uint64_t next_order_ = 0;
   double now_ = 0;
   int64_t steps_ = 0;
+  double work_seconds_ = 0;
 };
 
 void Simulation::MakeRequests() {
@@ -193,6 +196,7 @@ void Simulation::Kick(int node) {
   if (e.busy()) return;
   if (std::optional<double> seconds = e.BeginStep()) {
     ++steps_;
+    work_seconds_ += *seconds;
     const double old_speed = Speed();
     ChargeRunningSteps();
     RunningStep& step = steps_in_progress_[static_cast<size_t>(node)];
@@ -307,6 +311,7 @@ SimResult Simulation::Measure() const {
   SimResult out;
   out.rate = rate_;
   out.steps = steps_;
+  out.engine_work_seconds = work_seconds_;
   const size_t first = static_cast<size_t>(std::floor(options_.warmup_fraction * static_cast<double>(reqs_.size())));
   std::vector<double> ttft, tpot, e2e;
   double e2e_sum = 0;

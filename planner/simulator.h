@@ -50,6 +50,10 @@ struct SimOptions {
   // (process_cpu_seconds_total less tandem_engine_cpu_seconds_total; tandem-validate).
   double host_idle_cores_per_node = 0;
   double host_cpu_seconds_per_request = 0;
+  // The engines' speed against their profile: every step takes its profiled time / this
+  // (1: as profiled). A what-if for slower or faster hosts; tandem-validate sets it to
+  // what a run's engine threads measured (SimResult::engine_work_seconds / their CPU time).
+  double engine_speed = 1;
 };
 
 struct SimResult {
@@ -63,6 +67,7 @@ struct SimResult {
   double e2e_mean = 0;      // over the completed
   double output_tokens_per_second = 0;  // of the measured, from the first's arrival to the last finish
   int64_t steps = 0;        // engine steps simulated, all nodes
+  double engine_work_seconds = 0;  // their profiled times, summed (the engines' busy time at speed 1)
 };
 
 SimResult Simulate(const Layout& layout, const CostModel& cost, const Workload& workload, const Slo& slo, double rate,

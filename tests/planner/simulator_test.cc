@@ -184,6 +184,25 @@ TEST(SimulatorTest, TheServingPathsCpuTakesCoresFromTheSteps) {
   EXPECT_NEAR(ttft(1.0, 0).second, prefill / 0.1 + transfer, 1e-9);
 }
 
+// engine_speed scales every step (not the transfer); the work reported is at speed 1.
+TEST(SimulatorTest, EngineSpeedScalesTheStepsAndTheWorkIsAsProfiled) {
+  const CostModel cost = CostOf(Scaled(1));
+  const Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = 0.9};
+  const Layout layout{.prefill_nodes = 1, .decode_nodes = 1};
+  Workload w;
+  for (double t : {0.0, 100.0}) w.trace.push_back({.arrival_seconds = t, .prompt_tokens = 512, .output_tokens = 1});
+  auto run = [&](double speed) {
+    const SimOptions o{.num_requests = 2, .warmup_fraction = 0, .min_span_ttfts = 0, .max_requests = 2,
+                       .engine_speed = speed};
+    return Simulate(layout, cost, w, open, w.TraceRate(), o);
+  };
+  const double transfer = cost.TransferSeconds(512);
+  const SimResult full = run(1), half = run(0.5);
+  EXPECT_NEAR(half.latency.ttft_p50 - transfer, 2 * (full.latency.ttft_p50 - transfer), 1e-9);
+  EXPECT_NEAR(full.engine_work_seconds, 2 * cost.PrefillSeconds(512), 1e-9);  // one prefill step each
+  EXPECT_DOUBLE_EQ(half.engine_work_seconds, full.engine_work_seconds);
+}
+
 TEST(PlanTest, RecommendsTheSmallestLayoutThatServesTheRate) {
   const CostModel cost = CostOf(Scaled(1));
   const Slo slo{.ttft_seconds = 0.5, .tpot_seconds = 0.02, .attainment = 0.9};

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +101,8 @@ Status LayoutCluster::Spawn(const std::string& name, const std::vector<std::stri
   const pid_t pid = fork();
   if (pid < 0) return UnavailableError("fork failed for " + name);
   if (pid == 0) {
+    // A tandem-validate that dies (a signal, a closed pipe) takes its cluster with it.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int null = open("/dev/null", O_RDONLY);
     dup2(null, 0);

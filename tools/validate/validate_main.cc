@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/metrics/metric_names.h"
 #include "planner/plan.h"
 #include "planner/profile_io.h"
 #include "tools/plan/launch_config.h"
@@ -58,6 +59,7 @@ struct ValidateOptions {
   // < 0 measures it first on a 1P1D cluster (an idle spell and a light run; ServingCpu).
   double host_idle_cores_per_node = -1;
   double host_cpu_ms_per_request = -1;
+  double engine_speed = -1;  // the engines against the profile; <= 0: measure (with the two above)
   bool short_form = false;                // CI: 1P1D and 1C, two rates, a quick profile
   // > 0: exit 1 when the mean |E2E error| of the points at or below the predicted knee is
   // above it (past the knee a backlog's growth makes any latency noisy: not a CI bound).
@@ -138,6 +140,21 @@ StatusOr<std::vector<MeasuredRequest>> RunLoad(const ValidateOptions& o, const L
   return ParseRequestRecords(text.str());
 }
 
+// The engine threads' CPU over a run, every node (the summary's server counters).
+StatusOr<double> EngineCpuSeconds(const std::string& records) {
+  std::ifstream in(records + ".summary.json");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("server") || !j["server"].is_object()) {
+    return UnavailableError(records + ".summary.json: no server counters");
+  }
+  double seconds = 0;
+  for (const auto& [page, report] : j["server"].items()) {
+    if (!report.contains("counters")) return UnavailableError(records + ".summary.json: " + page + ": no counters");
+    seconds += report["counters"].value(metrics::kEngineCpuSeconds, 0.0);
+  }
+  return seconds;
+}
+
 // The load generator's own CPU over a run (its summary's client_cpu_s).
 StatusOr<double> ClientCpuSeconds(const std::string& records) {
   std::ifstream in(records + ".summary.json");
@@ -148,10 +165,12 @@ StatusOr<double> ClientCpuSeconds(const std::string& records) {
   return j["client_cpu_s"].get<double>();
 }
 
-// The serving path's CPU on this host (ServingCpu), measured on a 1P1D cluster: after a
-// warm-up, every process's CPU over an idle spell, then over a light run (0.3 of the
-// layout's knee as predicted without it, the sweep's first rate), less the engine threads'.
-StatusOr<ServingCpu> MeasureServingCpuOnThisHost(const ValidateOptions& o, const planner::Profile& profile,
+// The host as the predictions take it, measured on a 1P1D cluster before the sweep: after
+// a warm-up, every process's CPU over an idle spell, then over a light run (0.3 of the
+// layout's knee as profiled, the sweep's first rate): the serving path's CPU (ServingCpu:
+// the processes' less the engine threads'), and the engines' speed against the profile
+// (EngineSpeed: the run's profiled work over the engine threads' CPU time).
+StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profile& profile,
                                                  const planner::CostModel& cost, const planner::Workload& workload,
                                                  const planner::Slo& slo, const std::string& model_dir) {
   const planner::Layout layout{.prefill_nodes = 1, .decode_nodes = 1};
@@ -192,8 +211,14 @@ StatusOr<ServingCpu> MeasureServingCpuOnThisHost(const ValidateOptions& o, const
               "%.1f s: the processes %.2f s, of it the engine threads %.2f s; the load generator %.2f s\n",
               log_dir.c_str(), idle.process_seconds / idle_seconds, idle_seconds, records.size(), run_seconds,
               run.process_seconds, run.engine_seconds, client_seconds);
-  return MeasureServingCpu(idle, idle_seconds, cluster->nodes(), run, client_seconds, run_seconds,
-                           static_cast<int>(records.size()));
+  HostModel host;
+  host.cores = o.host_cores;
+  host.serving = MeasureServingCpu(idle, idle_seconds, cluster->nodes(), run, client_seconds, run_seconds,
+                                   static_cast<int>(records.size()));
+  PointStats measured = MeasuredStats(records, slo);
+  measured.engine_seconds = run.engine_seconds;
+  host.engine_speed = EngineSpeed(PredictedStats(layout, cost, records, slo, o.seed, host), measured);
+  return host;
 }
 
 StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layout& layout,
@@ -204,13 +229,17 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
   sweep.layout = layout;
   const planner::WorkloadStats stats = planner::ComputeWorkloadStats(workload, cost.decode_limits().block_size);
   const planner::ScreenResult screen = planner::ScreenLayout(layout, cost, stats, slo, workload.rate);
-  sweep.predicted_knee =
-      planner::FindMaxGoodput(layout, cost, workload, slo, screen.max_rate,
-                              planner::SimOptions{.seed = o.seed,
-                                                  .host_cores = host.cores,
-                                                  .host_idle_cores_per_node = host.serving.idle_cores_per_node,
-                                                  .host_cpu_seconds_per_request = host.serving.seconds_per_request})
-          .goodput;
+  auto knee_at = [&](double engine_speed) {
+    return planner::FindMaxGoodput(layout, cost, workload, slo, screen.max_rate * engine_speed,
+                                   planner::SimOptions{.seed = o.seed,
+                                                       .host_cores = host.cores,
+                                                       .host_idle_cores_per_node = host.serving.idle_cores_per_node,
+                                                       .host_cpu_seconds_per_request = host.serving.seconds_per_request,
+                                                       .engine_speed = engine_speed})
+        .goodput;
+  };
+  sweep.profiled_knee = knee_at(1);
+  sweep.predicted_knee = knee_at(host.engine_speed);
   std::printf("%s: predicted goodput knee %.2f req/s; starting the cluster\n", layout.Name().c_str(),
               sweep.predicted_knee);
   std::fflush(stdout);
@@ -224,14 +253,15 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
                                                cluster_options));
   // Warm-up: first requests pay for lazy setup (connections, UCX endpoints).
   (void)RunLoad(o, *cluster, 0.5 * sweep.predicted_knee, 10, o.seed + 999, log_dir + "/warmup.jsonl");
-  std::vector<double> rates, attainments;
+  std::vector<double> rates, attainments, layout_speeds;
   for (double fraction : o.rate_fractions) {
     SweepPoint point;
     point.fraction = fraction;
     point.target_rate = fraction * sweep.predicted_knee;
     const int requests = std::clamp(static_cast<int>(point.target_rate * o.seconds_per_point), o.min_requests,
                                     o.max_requests);
-    std::vector<PointStats> measured, predicted;
+    std::vector<PointStats> measured, predicted, at_run_speed, profiled;
+    std::vector<double> speeds;
     for (int r = 0; r < o.repeats; ++r) {
       point.load_average = std::max(point.load_average, LoadAverage());
       char name[128];
@@ -241,13 +271,29 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       const uint64_t seed = o.seed + 1000 * (sweep.points.size() + 1) + static_cast<uint64_t>(r);
       TANDEM_ASSIGN_OR_RETURN(std::vector<MeasuredRequest> records,
                               RunLoad(o, *cluster, point.target_rate, requests, seed, log_dir + name));
-      measured.push_back(MeasuredStats(records, slo));
+      PointStats m = MeasuredStats(records, slo);
+      TANDEM_ASSIGN_OR_RETURN(m.engine_seconds, EngineCpuSeconds(log_dir + name));
+      // The run with the host as calibrated, at the profile's speed, and at the speed its
+      // engine threads showed (the profiled work over their CPU time).
       predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed, host));
+      HostModel speed = host;
+      speed.engine_speed = 1;
+      profiled.push_back(PredictedStats(layout, cost, records, slo, o.seed, speed));
+      speed.engine_speed = EngineSpeed(profiled.back(), m);
+      speeds.push_back(speed.engine_speed);
+      layout_speeds.push_back(speed.engine_speed);
+      at_run_speed.push_back(PredictedStats(layout, cost, records, slo, o.seed, speed));
+      measured.push_back(m);
     }
     point.measured = MedianStats(measured);
     point.predicted = MedianStats(predicted);
-    std::printf("  %.2f req/s: E2E %.1f ms predicted, %.1f measured; attainment %.2f / %.2f; load %.1f\n",
-                point.target_rate, point.predicted.e2e_mean * 1e3, point.measured.e2e_mean * 1e3,
+    point.at_run_speed = MedianStats(at_run_speed);
+    point.profiled = MedianStats(profiled);
+    point.engine_speed = Median(speeds);
+    std::printf("  %.2f req/s: E2E %.1f ms predicted (%.1f at the run's engine speed %.2f, %.1f as profiled), %.1f "
+                "measured; attainment %.2f / %.2f; load %.1f\n",
+                point.target_rate, point.predicted.e2e_mean * 1e3, point.at_run_speed.e2e_mean * 1e3,
+                point.engine_speed, point.profiled.e2e_mean * 1e3, point.measured.e2e_mean * 1e3,
                 point.predicted.attainment, point.measured.attainment, point.load_average);
     std::fflush(stdout);
     rates.push_back(point.measured.offered_rate);
@@ -255,6 +301,8 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
     sweep.points.push_back(point);
   }
   sweep.measured_knee = FindKnee(rates, attainments, slo.attainment);
+  // The knee again at the engines' speed over the sweep (the median of its runs').
+  sweep.run_speed_knee = knee_at(Median(layout_speeds));
   return sweep;
 }
 
@@ -269,6 +317,7 @@ std::string ContextJson(const ValidateOptions& o, const planner::Profile& profil
                       {"host_cores", host.cores},
                       {"host_idle_cores_per_node", host.serving.idle_cores_per_node},
                       {"host_cpu_ms_per_request", host.serving.seconds_per_request * 1e3},
+                      {"engine_speed", host.engine_speed},
                       {"host", hostname},
                       {"workload",
                        {{"prompt_tokens", o.prompt_tokens},
@@ -332,14 +381,17 @@ StatusOr<int> Run(ValidateOptions o) {
   HostModel host;
   host.cores = o.host_cores;
   if (host.cores > 0) {
-    if (o.host_idle_cores_per_node >= 0 && o.host_cpu_ms_per_request >= 0) {
+    if (o.host_idle_cores_per_node >= 0 && o.host_cpu_ms_per_request >= 0 && o.engine_speed > 0) {
       host.serving = {.idle_cores_per_node = o.host_idle_cores_per_node,
                       .seconds_per_request = o.host_cpu_ms_per_request / 1e3};
+      host.engine_speed = o.engine_speed;
     } else {
-      TANDEM_ASSIGN_OR_RETURN(host.serving, MeasureServingCpuOnThisHost(o, profile, cost, workload, slo, model_dir));
+      TANDEM_ASSIGN_OR_RETURN(host, CalibrateHost(o, profile, cost, workload, slo, model_dir));
     }
-    std::printf("the host: %d cores; the serving path takes %.3f cores per node idle and %.2f ms of CPU per request\n",
-                host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3);
+    std::printf("the host: %d cores; the serving path takes %.3f cores per node idle and %.2f ms of CPU per request; "
+                "the engines run at %.2f of the profile's speed\n",
+                host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3,
+                host.engine_speed);
     std::fflush(stdout);
   }
   std::vector<LayoutSweep> sweeps;
@@ -348,9 +400,11 @@ StatusOr<int> Run(ValidateOptions o) {
     sweeps.push_back(std::move(sweep));
   }
   const ValidationSummary summary = Summarize(sweeps);
-  std::printf("%s\n\n%s", FormatSweeps(sweeps).c_str(), FormatSummary(summary).c_str());
+  const ValidationSummary at_run_speed = Summarize(sweeps, Prediction::kRunSpeed);
+  const ValidationSummary as_profiled = Summarize(sweeps, Prediction::kProfiled);
+  std::printf("%s\n\n%s", FormatSweeps(sweeps).c_str(), FormatSummary(summary, at_run_speed, as_profiled).c_str());
   const std::string json_path = o.out_dir + "/validation.json";
-  std::ofstream(json_path) << ValidationJson(sweeps, summary, ContextJson(o, profile, profile_path, host));
+  std::ofstream(json_path) << ValidationJson(sweeps, summary, at_run_speed, as_profiled, ContextJson(o, profile, profile_path, host));
   std::printf("wrote %s\n", json_path.c_str());
   if (o.max_mean_e2e_error > 0 && !(summary.light_e2e_error <= o.max_mean_e2e_error)) {
     std::fprintf(stderr,
@@ -398,6 +452,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--host-cpu-ms-per-request", o.host_cpu_ms_per_request,
                  "the serving path's CPU per request outside the engines' steps, ms (-1: measure)")
+      ->capture_default_str();
+  app.add_option("--engine-speed", o.engine_speed,
+                 "the engines' speed against the profile (-1: measure, with the serving path's CPU, on a 1P1D cluster "
+                 "first)")
       ->capture_default_str();
   app.add_flag("--short", o.short_form, "the CI form: 1P1D and 1C, two rates, a --quick profile");
   app.add_option("--max-mean-e2e-error", o.max_mean_e2e_error,

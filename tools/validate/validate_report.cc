@@ -41,36 +41,57 @@ std::string KneeText(const Knee& k) {
 nlohmann::json StatsJson(const PointStats& s) {
   return {{"requests", s.requests},   {"completed", s.completed}, {"offered_rate", s.offered_rate},
           {"e2e_mean_s", s.e2e_mean}, {"ttft_p50_s", s.ttft_p50}, {"ttft_p90_s", s.ttft_p90},
-          {"tpot_p50_s", s.tpot_p50}, {"attainment", s.attainment}, {"goodput", s.goodput}};
+          {"tpot_p50_s", s.tpot_p50}, {"attainment", s.attainment}, {"goodput", s.goodput},
+          {"engine_seconds", s.engine_seconds}};
 }
 
 double Finite(double v) { return std::isfinite(v) ? v : 1e9; }
 
+nlohmann::json SummaryJson(const ValidationSummary& s) {
+  return {{"points", s.points},
+          {"mean_e2e_error", s.mean_e2e_error},
+          {"mean_ttft_p90_error", s.mean_ttft_p90_error},
+          {"light_points", s.light_points},
+          {"light_e2e_error", s.light_e2e_error},
+          {"max_knee_error", s.max_knee_error},
+          {"bracketed_knees", s.bracketed_knees},
+          {"predicted_top2", s.predicted_top2},
+          {"measured_best", s.measured_best},
+          {"best_in_top2", s.best_in_top2},
+          {"max_load_average", s.max_load_average}};
+}
+
 }  // namespace
 
-ValidationSummary Summarize(const std::vector<LayoutSweep>& sweeps) {
+ValidationSummary Summarize(const std::vector<LayoutSweep>& sweeps, Prediction which) {
   ValidationSummary s;
   double e2e = 0, ttft = 0;
   std::vector<std::pair<double, std::string>> predicted, measured;
   for (const LayoutSweep& sweep : sweeps) {
+    const double predicted_knee = which == Prediction::kProfiled   ? sweep.profiled_knee
+                                  : which == Prediction::kRunSpeed ? sweep.run_speed_knee
+                                                                   : sweep.predicted_knee;
     for (const SweepPoint& p : sweep.points) {
+      const PointStats& predicted_stats = which == Prediction::kProfiled   ? p.profiled
+                                          : which == Prediction::kRunSpeed ? p.at_run_speed
+                                                                           : p.predicted;
       ++s.points;
-      const double e2e_error = std::abs(Finite(RelativeError(p.predicted.e2e_mean, p.measured.e2e_mean)));
+      const double e2e_error = std::abs(Finite(RelativeError(predicted_stats.e2e_mean, p.measured.e2e_mean)));
       e2e += e2e_error;
       if (p.fraction <= 1) {
         ++s.light_points;
         s.light_e2e_error += e2e_error;
       }
-      ttft += std::abs(Finite(RelativeError(p.predicted.ttft_p90, p.measured.ttft_p90)));
+      ttft += std::abs(Finite(RelativeError(predicted_stats.ttft_p90, p.measured.ttft_p90)));
       s.max_load_average = std::max(s.max_load_average, p.load_average);
     }
     if (sweep.measured_knee.bracketed) {
       ++s.bracketed_knees;
       s.max_knee_error = std::max(
-          s.max_knee_error, std::abs(RelativeError(sweep.predicted_knee, sweep.measured_knee.rate)));
+          s.max_knee_error, std::abs(RelativeError(predicted_knee, sweep.measured_knee.rate)));
     }
     const double nodes = sweep.layout.Gpus();
-    predicted.push_back({-sweep.predicted_knee / nodes, sweep.layout.Name()});
+    predicted.push_back({-predicted_knee / nodes, sweep.layout.Name()});
     measured.push_back({-sweep.measured_knee.rate / nodes, sweep.layout.Name()});
   }
   if (s.light_points > 0) s.light_e2e_error /= s.light_points;
@@ -91,20 +112,23 @@ std::string FormatSweeps(const std::vector<LayoutSweep>& sweeps) {
   std::string out;
   char line[512];
   for (const LayoutSweep& sweep : sweeps) {
-    std::snprintf(line, sizeof(line), "\n%s: goodput knee predicted %.2f req/s, measured %s req/s", 
-                  sweep.layout.Name().c_str(), sweep.predicted_knee, KneeText(sweep.measured_knee).c_str());
+    std::snprintf(line, sizeof(line),
+                  "\n%s: goodput knee predicted %.2f req/s (%.2f at the sweep's engine speed, %.2f as profiled), "
+                  "measured %s req/s",
+                  sweep.layout.Name().c_str(), sweep.predicted_knee, sweep.run_speed_knee, sweep.profiled_knee,
+                  KneeText(sweep.measured_knee).c_str());
     out += line;
     if (sweep.measured_knee.bracketed) {
       std::snprintf(line, sizeof(line), " (%+.0f %%)",
                     RelativeError(sweep.predicted_knee, sweep.measured_knee.rate) * 100);
       out += line;
     }
-    out += "\npredicted / measured (error); ms\n\n"
-           "| rate req/s | load | mean E2E | TTFT p50 | TTFT p90 | TPOT p50 | attainment | goodput req/s |\n"
-           "|---|---|---|---|---|---|---|---|\n";
+    out += "\npredicted / measured (error); ms; the engine speed each run measured\n\n"
+           "| rate req/s | load | engine speed | mean E2E | TTFT p50 | TTFT p90 | TPOT p50 | attainment | goodput req/s |\n"
+           "|---|---|---|---|---|---|---|---|---|\n";
     for (const SweepPoint& p : sweep.points) {
-      std::snprintf(line, sizeof(line), "| %.2f (%.2f) | %.1f | %s | %s | %s | %s | %.2f / %.2f | %s |\n",
-                    p.target_rate, p.measured.offered_rate, p.load_average,
+      std::snprintf(line, sizeof(line), "| %.2f (%.2f) | %.1f | %.2f | %s | %s | %s | %s | %.2f / %.2f | %s |\n",
+                    p.target_rate, p.measured.offered_rate, p.load_average, p.engine_speed,
                     Ms(p.predicted.e2e_mean, p.measured.e2e_mean).c_str(),
                     Ms(p.predicted.ttft_p50, p.measured.ttft_p50).c_str(),
                     Ms(p.predicted.ttft_p90, p.measured.ttft_p90).c_str(),
@@ -119,7 +143,8 @@ std::string FormatSweeps(const std::vector<LayoutSweep>& sweeps) {
   return out;
 }
 
-std::string FormatSummary(const ValidationSummary& s) {
+std::string FormatSummary(const ValidationSummary& s, const ValidationSummary& at_run_speed,
+                          const ValidationSummary& as_profiled) {
   char text[2048];
   std::string top2;
   for (const std::string& name : s.predicted_top2) top2 += (top2.empty() ? "" : ", ") + name;
@@ -137,10 +162,24 @@ std::string FormatSummary(const ValidationSummary& s) {
                 s.bracketed_knees == 0 ? "n/a" : s.max_knee_error <= 0.15 ? "ok" : "MISS", s.bracketed_knees,
                 s.bracketed_knees == 1 ? "" : "s", s.measured_best.c_str(), top2.c_str(),
                 s.best_in_top2 ? "ok" : "MISS", s.max_load_average);
-  return text;
+  std::string out = text;
+  auto line = [&](const char* what, const ValidationSummary& v) {
+    std::string names;
+    for (const std::string& name : v.predicted_top2) names += (names.empty() ? "" : ", ") + name;
+    std::snprintf(text, sizeof(text),
+                  "%s: mean E2E error %.1f %% (%.1f %% at or below the knees), p90 TTFT %.1f %%, knee error up to "
+                  "%.1f %%, top 2 %s\n",
+                  what, v.mean_e2e_error * 100, v.light_e2e_error * 100, v.mean_ttft_p90_error * 100,
+                  v.max_knee_error * 100, names.c_str());
+    out += text;
+  };
+  line("at the engine speed each run measured", at_run_speed);
+  line("as profiled (engine speed 1)", as_profiled);
+  return out;
 }
 
 std::string ValidationJson(const std::vector<LayoutSweep>& sweeps, const ValidationSummary& s,
+                           const ValidationSummary& at_run_speed, const ValidationSummary& as_profiled,
                            const std::string& context_json) {
   nlohmann::json layouts = nlohmann::json::array();
   for (const LayoutSweep& sweep : sweeps) {
@@ -149,33 +188,29 @@ std::string ValidationJson(const std::vector<LayoutSweep>& sweeps, const Validat
       points.push_back({{"target_rate", p.target_rate},
                         {"fraction_of_predicted_knee", p.fraction},
                         {"load_average", p.load_average},
+                        {"engine_speed", p.engine_speed},
                         {"predicted", StatsJson(p.predicted)},
+                        {"at_run_speed", StatsJson(p.at_run_speed)},
+                        {"profiled", StatsJson(p.profiled)},
                         {"measured", StatsJson(p.measured)}});
     }
     layouts.push_back({{"layout", sweep.layout.Name()},
                        {"nodes", sweep.layout.Gpus()},
                        {"predicted_knee", sweep.predicted_knee},
+                       {"run_speed_knee", sweep.run_speed_knee},
+                       {"profiled_knee", sweep.profiled_knee},
                        {"measured_knee",
                         {{"rate", sweep.measured_knee.rate},
                          {"bracketed", sweep.measured_knee.bracketed},
                          {"below_sweep", sweep.measured_knee.below_sweep}}},
                        {"points", points}});
   }
-  nlohmann::json summary = {{"points", s.points},
-                            {"mean_e2e_error", s.mean_e2e_error},
-                            {"mean_ttft_p90_error", s.mean_ttft_p90_error},
-                            {"light_points", s.light_points},
-                            {"light_e2e_error", s.light_e2e_error},
-                            {"max_knee_error", s.max_knee_error},
-                            {"bracketed_knees", s.bracketed_knees},
-                            {"predicted_top2", s.predicted_top2},
-                            {"measured_best", s.measured_best},
-                            {"best_in_top2", s.best_in_top2},
-                            {"max_load_average", s.max_load_average}};
   nlohmann::json j = {{"format", "tandem-validate"},
                       {"context", nlohmann::json::parse(context_json, nullptr, false)},
                       {"layouts", layouts},
-                      {"summary", summary}};
+                      {"summary", SummaryJson(s)},
+                      {"summary_at_run_speed", SummaryJson(at_run_speed)},
+                      {"summary_as_profiled", SummaryJson(as_profiled)}};
   return j.dump(2) + "\n";
 }
 

@@ -16,13 +16,18 @@ struct SweepPoint {
   double target_rate = 0;        // req/s asked of the load generator
   double fraction = 0;           // of the layout's predicted knee
   PointStats measured;           // median over the repeats
-  PointStats predicted;          // median over the repeats (each on its run's requests)
+  PointStats predicted;          // median over the repeats (each on its run's requests; the host as calibrated)
+  PointStats at_run_speed;       // the same at the engine speed each run measured
+  PointStats profiled;           // the same at the profile's speed (engine speed 1)
+  double engine_speed = 1;       // the runs' engine threads against the profile (EngineSpeed), median
   double load_average = 0;       // the host's 1-minute load average before the point (max over repeats)
 };
 
 struct LayoutSweep {
   planner::Layout layout;
-  double predicted_knee = 0;     // the planner's goodput: max Poisson rate at the SLO attainment
+  double predicted_knee = 0;     // the planner's goodput: max Poisson rate at the SLO attainment (host as calibrated)
+  double run_speed_knee = 0;     // the same at the engine speed measured over the sweep (median of its runs)
+  double profiled_knee = 0;      // the same at the profile's speed
   Knee measured_knee;            // where the sweep's measured attainment crosses it
   std::vector<SweepPoint> points;
 };
@@ -41,14 +46,22 @@ struct ValidationSummary {
   double max_load_average = 0;
 };
 
-ValidationSummary Summarize(const std::vector<LayoutSweep>& sweeps);
+// Which prediction a summary is of: the engines at the speed calibrated before the
+// sweep (the prediction proper), at the speed each run measured (the model given the
+// engines' actual speed), or at the profile's.
+enum class Prediction { kCalibrated, kRunSpeed, kProfiled };
+ValidationSummary Summarize(const std::vector<LayoutSweep>& sweeps, Prediction which = Prediction::kCalibrated);
 
 // One Markdown table per layout.
 std::string FormatSweeps(const std::vector<LayoutSweep>& sweeps);
 // The must-show lines against issue 24's bounds.
-std::string FormatSummary(const ValidationSummary& summary);
+// The must-show lines against issue 24's bounds (the predictions proper), then the same
+// errors at each run's engine speed and at the profile's.
+std::string FormatSummary(const ValidationSummary& summary, const ValidationSummary& at_run_speed,
+                          const ValidationSummary& as_profiled);
 // Everything, with `context` (the workload, SLO, profile, machine) under "context".
 std::string ValidationJson(const std::vector<LayoutSweep>& sweeps, const ValidationSummary& summary,
+                           const ValidationSummary& at_run_speed, const ValidationSummary& as_profiled,
                            const std::string& context_json);
 
 }  // namespace tandem::tools

@@ -89,6 +89,11 @@ PointStats MeasuredStats(const std::vector<MeasuredRequest>& requests, const pla
   return s;
 }
 
+double EngineSpeed(const PointStats& profiled, const PointStats& measured) {
+  return profiled.engine_seconds > 0 && measured.engine_seconds > 0 ? profiled.engine_seconds / measured.engine_seconds
+                                                                   : 1.0;
+}
+
 ServingCpu MeasureServingCpu(const ClusterCpu& idle, double idle_seconds, int nodes, const ClusterCpu& run,
                              double client_seconds, double run_seconds, int requests) {
   ServingCpu s;
@@ -117,7 +122,8 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
                                     .max_requests = static_cast<int>(requests.size()),
                                     .host_cores = host.cores,
                                     .host_idle_cores_per_node = host.serving.idle_cores_per_node,
-                                    .host_cpu_seconds_per_request = host.serving.seconds_per_request};
+                                    .host_cpu_seconds_per_request = host.serving.seconds_per_request,
+                                    .engine_speed = host.engine_speed};
   const planner::SimResult with_slo = planner::Simulate(layout, cost, workload, slo, rate, options);
   // No deadline: the simulation runs every request to its end, as the cluster did.
   const planner::Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = slo.attainment};
@@ -127,6 +133,7 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
   s.completed = all.completed;
   s.offered_rate = OfferedRate(requests);
   s.e2e_mean = all.e2e_mean;
+  s.engine_seconds = all.engine_work_seconds;
   s.ttft_p50 = all.latency.ttft_p50;
   s.ttft_p90 = all.latency.ttft_p90;
   s.tpot_p50 = all.latency.tpot_p50;
@@ -140,9 +147,7 @@ PointStats MedianStats(const std::vector<PointStats>& runs) {
   auto median = [&](auto field) {
     std::vector<double> v;
     for (const PointStats& r : runs) v.push_back(static_cast<double>(r.*field));
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return Median(std::move(v));
   };
   PointStats s;
   s.requests = static_cast<int>(median(&PointStats::requests));
@@ -154,7 +159,15 @@ PointStats MedianStats(const std::vector<PointStats>& runs) {
   s.tpot_p50 = median(&PointStats::tpot_p50);
   s.attainment = median(&PointStats::attainment);
   s.goodput = median(&PointStats::goodput);
+  s.engine_seconds = median(&PointStats::engine_seconds);
   return s;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double RelativeError(double predicted, double measured) {

@@ -49,6 +49,9 @@ struct PointStats {
   double tpot_p50 = 0;      // per request (e2e − ttft) / (tokens − 1), its median
   double attainment = 0;    // fraction of the requests within the SLO
   double goodput = 0;       // attainment × offered_rate
+  // The engine threads' busy time, all nodes: measured, their CPU time over the run
+  // (tandem_engine_cpu_seconds_total); predicted, the simulated steps' profiled times.
+  double engine_seconds = 0;
 };
 
 PointStats MeasuredStats(const std::vector<MeasuredRequest>& requests, const planner::Slo& slo);
@@ -77,7 +80,12 @@ ServingCpu MeasureServingCpu(const ClusterCpu& idle, double idle_seconds, int no
 struct HostModel {
   int cores = 0;
   ServingCpu serving;
+  double engine_speed = 1;  // planner::SimOptions::engine_speed
 };
+
+// The engines' speed in a run against their profile: predicted.engine_seconds (the
+// profiled work, simulated at speed 1) / measured.engine_seconds; 1 when either is 0.
+double EngineSpeed(const PointStats& profiled, const PointStats& measured);
 
 // The planner's prediction for the same requests on `layout`.
 PointStats PredictedStats(const planner::Layout& layout, const planner::CostModel& cost,
@@ -86,6 +94,7 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
 
 // Each field the median over the runs (repeats of one point).
 PointStats MedianStats(const std::vector<PointStats>& runs);
+double Median(std::vector<double> values);  // 0 when empty
 
 // (predicted − measured) / measured; 0 when both are 0, +inf when only measured is.
 double RelativeError(double predicted, double measured);

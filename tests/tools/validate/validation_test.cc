@@ -94,6 +94,16 @@ TEST(ValidationTest, ServingCpuSlowsPredictionsOnlyWhenTheHostIsShort) {
   EXPECT_GT(busy_host.ttft_p90, free_host.ttft_p90);  // one core left for two prefills
 }
 
+TEST(ValidationTest, EngineSpeedIsTheProfiledWorkOverTheEnginesCpu) {
+  PointStats profiled, measured;
+  EXPECT_EQ(EngineSpeed(profiled, measured), 1);  // nothing measured: as profiled
+  profiled.engine_seconds = 3;
+  measured.engine_seconds = 4;
+  EXPECT_DOUBLE_EQ(EngineSpeed(profiled, measured), 0.75);  // the engines took 4 s for 3 s of profiled work
+  EXPECT_DOUBLE_EQ(Median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(Median({4, 1}), 2.5);
+}
+
 TEST(ValidationTest, KneeInterpolatesTheCrossingOrSaysItIsOutsideTheSweep) {
   Knee k = FindKnee({10, 20, 30}, {1.0, 0.95, 0.75}, 0.9);
   EXPECT_TRUE(k.bracketed);
@@ -115,13 +125,18 @@ TEST(ValidationTest, SummaryAveragesAbsoluteErrorsAndRanksByGoodputPerNode) {
     p.predicted.e2e_mean = predicted_e2e;
     p.measured.e2e_mean = measured_e2e;
     p.predicted.ttft_p90 = p.measured.ttft_p90 = 1;
+    p.profiled = p.measured;  // as profiled: exact
+    p.profiled.ttft_p90 = 1.5;
     return p;
   };
-  LayoutSweep a{.layout = {.prefill_nodes = 1, .decode_nodes = 1}, .predicted_knee = 20,
+  LayoutSweep a{.layout = {.prefill_nodes = 1, .decode_nodes = 1}, .predicted_knee = 20, .run_speed_knee = 20,
+                .profiled_knee = 26,
                 .measured_knee = {.rate = 16, .bracketed = true}, .points = {point(1.1, 1), point(0.9, 1)}};
-  LayoutSweep b{.layout = {.colocated_nodes = 1}, .predicted_knee = 12,
+  LayoutSweep b{.layout = {.colocated_nodes = 1}, .predicted_knee = 12, .run_speed_knee = 12,
+                .profiled_knee = 12,
                 .measured_knee = {.rate = 12, .bracketed = true}, .points = {point(1, 1)}};
-  LayoutSweep c{.layout = {.prefill_nodes = 2, .decode_nodes = 2}, .predicted_knee = 30,
+  LayoutSweep c{.layout = {.prefill_nodes = 2, .decode_nodes = 2}, .predicted_knee = 30, .run_speed_knee = 30,
+                .profiled_knee = 30,
                 .measured_knee = {.rate = 20, .bracketed = false}, .points = {point(1.3, 1)}};
   const ValidationSummary s = Summarize({a, b, c});
   EXPECT_EQ(s.points, 4);
@@ -134,7 +149,15 @@ TEST(ValidationTest, SummaryAveragesAbsoluteErrorsAndRanksByGoodputPerNode) {
   EXPECT_EQ(s.predicted_top2, (std::vector<std::string>{"1C", "1P1D"}));  // 12 and 10 per node
   EXPECT_EQ(s.measured_best, "1C");
   EXPECT_TRUE(s.best_in_top2);
-  EXPECT_NE(FormatSummary(s).find("MISS"), std::string::npos);  // knee 25 % > 15 %
+  // The same sweeps as profiled: E2E exact, TTFT p90 +50 %, 1P1D's knee 26 (+62.5 %).
+  const ValidationSummary profiled = Summarize({a, b, c}, Prediction::kProfiled);
+  EXPECT_DOUBLE_EQ(profiled.mean_e2e_error, 0);
+  EXPECT_NEAR(profiled.mean_ttft_p90_error, 0.5, 1e-12);
+  EXPECT_NEAR(profiled.max_knee_error, 0.625, 1e-12);
+  EXPECT_EQ(profiled.predicted_top2, (std::vector<std::string>{"1P1D", "1C"}));  // 13 and 12 per node
+  const std::string text = FormatSummary(s, s, profiled);
+  EXPECT_NE(text.find("MISS"), std::string::npos);  // knee 25 % > 15 %
+  EXPECT_NE(text.find("as profiled"), std::string::npos);
   EXPECT_NE(FormatSweeps({a}).find("| 0.00 (0.00) |"), std::string::npos);
 }
 
