@@ -62,6 +62,8 @@ void PlanToolOptions::Bind(config::ConfigBinder& b) {
   b.Field("plan.host_cpu_ms_per_request", host_cpu_ms_per_request,
           "with host_cores: CPU ms per request outside the engines' steps (router, RPCs, KV transfer), as "
           "tandem-validate measures it");
+  b.Field("plan.engine_speed", engine_speed,
+          "the engines' speed against their profile: every step takes its profiled time / this (1: as profiled)");
   b.Field("json", json, "write the plan as JSON to this file");
   b.Field("svg_dir", svg_dir, "write goodput_vs_pd_ratio.svg and throughput_vs_interactivity.svg here");
 }
@@ -80,6 +82,7 @@ Status PlanToolOptions::Validate() const {
   if (!(host_idle_cores_per_node >= 0) || !(host_cpu_ms_per_request >= 0)) {
     return InvalidArgumentError("plan.host_idle_cores_per_node and plan.host_cpu_ms_per_request must be >= 0");
   }
+  if (!(engine_speed > 0) || engine_speed > 100) return InvalidArgumentError("plan.engine_speed must be in (0, 100]");
   if (num_requests < 10 || num_requests > 1'000'000) {
     return InvalidArgumentError("plan.num_requests must be in [10, 1000000]");
   }
@@ -100,6 +103,7 @@ planner::PlanOptions PlanToolOptions::ToPlanOptions() const {
   o.sim.host_cores = host_cores;
   o.sim.host_idle_cores_per_node = host_idle_cores_per_node;
   o.sim.host_cpu_seconds_per_request = host_cpu_ms_per_request / 1e3;
+  o.sim.engine_speed = engine_speed;
   return o;
 }
 

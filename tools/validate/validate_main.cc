@@ -169,10 +169,11 @@ StatusOr<double> ClientCpuSeconds(const std::string& records) {
 // a warm-up, every process's CPU over an idle spell, then over a light run (0.3 of the
 // layout's knee as profiled, the sweep's first rate): the serving path's CPU (ServingCpu:
 // the processes' less the engine threads'), and the engines' speed against the profile
-// (EngineSpeed: the run's profiled work over the engine threads' CPU time).
+// (EngineSpeed: the run's profiled work over the engine threads' CPU time); --repeats
+// runs, each figure their median.
 StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profile& profile,
-                                                 const planner::CostModel& cost, const planner::Workload& workload,
-                                                 const planner::Slo& slo, const std::string& model_dir) {
+                                  const planner::CostModel& cost, const planner::Workload& workload,
+                                  const planner::Slo& slo, const std::string& model_dir) {
   const planner::Layout layout{.prefill_nodes = 1, .decode_nodes = 1};
   const planner::WorkloadStats stats = planner::ComputeWorkloadStats(workload, cost.decode_limits().block_size);
   const double knee =
@@ -196,28 +197,41 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
   std::this_thread::sleep_for(std::chrono::seconds(4));
   TANDEM_ASSIGN_OR_RETURN(ClusterCpu idle_end, cluster->ScrapeCpu());
   const double idle_seconds = seconds_since(idle_from);
-  const int requests = std::clamp(static_cast<int>(0.3 * knee * o.seconds_per_point), o.min_requests, o.max_requests);
-  const Clock::time_point run_from = Clock::now();
-  TANDEM_ASSIGN_OR_RETURN(std::vector<MeasuredRequest> records,
-                          RunLoad(o, *cluster, 0.3 * knee, requests, o.seed + 997, log_dir + "/run.jsonl"));
-  TANDEM_ASSIGN_OR_RETURN(ClusterCpu run_end, cluster->ScrapeCpu());
-  const double run_seconds = seconds_since(run_from);
-  TANDEM_ASSIGN_OR_RETURN(double client_seconds, ClientCpuSeconds(log_dir + "/run.jsonl"));
   const ClusterCpu idle{.process_seconds = idle_end.process_seconds - idle_start.process_seconds,
                         .engine_seconds = idle_end.engine_seconds - idle_start.engine_seconds};
-  const ClusterCpu run{.process_seconds = run_end.process_seconds - idle_end.process_seconds,
-                       .engine_seconds = run_end.engine_seconds - idle_end.engine_seconds};
-  std::printf("the serving path's CPU (1P1D, logs in %s): idle %.3f cores over %.1f s; a run of %zu requests in "
-              "%.1f s: the processes %.2f s, of it the engine threads %.2f s; the load generator %.2f s\n",
-              log_dir.c_str(), idle.process_seconds / idle_seconds, idle_seconds, records.size(), run_seconds,
-              run.process_seconds, run.engine_seconds, client_seconds);
+  const int requests = std::clamp(static_cast<int>(0.3 * knee * o.seconds_per_point), o.min_requests, o.max_requests);
   HostModel host;
   host.cores = o.host_cores;
-  host.serving = MeasureServingCpu(idle, idle_seconds, cluster->nodes(), run, client_seconds, run_seconds,
-                                   static_cast<int>(records.size()));
-  PointStats measured = MeasuredStats(records, slo);
-  measured.engine_seconds = run.engine_seconds;
-  host.engine_speed = EngineSpeed(PredictedStats(layout, cost, records, slo, o.seed, host), measured);
+  // --repeats runs; each figure their median.
+  std::vector<double> idle_cores, per_request, speeds;
+  for (int r = 0; r < o.repeats; ++r) {
+    const std::string records_path = log_dir + "/run" + std::to_string(r) + ".jsonl";
+    TANDEM_ASSIGN_OR_RETURN(ClusterCpu run_start, cluster->ScrapeCpu());
+    const Clock::time_point run_from = Clock::now();
+    TANDEM_ASSIGN_OR_RETURN(std::vector<MeasuredRequest> records,
+                            RunLoad(o, *cluster, 0.3 * knee, requests, o.seed + 997 - r, records_path));
+    TANDEM_ASSIGN_OR_RETURN(ClusterCpu run_end, cluster->ScrapeCpu());
+    const double run_seconds = seconds_since(run_from);
+    TANDEM_ASSIGN_OR_RETURN(double client_seconds, ClientCpuSeconds(records_path));
+    const ClusterCpu run{.process_seconds = run_end.process_seconds - run_start.process_seconds,
+                         .engine_seconds = run_end.engine_seconds - run_start.engine_seconds};
+    HostModel measured_host = host;
+    measured_host.serving = MeasureServingCpu(idle, idle_seconds, cluster->nodes(), run, client_seconds,
+                                              run_seconds, static_cast<int>(records.size()));
+    PointStats measured = MeasuredStats(records, slo);
+    measured.engine_seconds = run.engine_seconds;
+    measured_host.engine_speed =
+        EngineSpeed(PredictedStats(layout, cost, records, slo, o.seed, measured_host), measured);
+    std::printf("calibration run %d (1P1D, logs in %s): %zu requests in %.1f s: the processes' CPU %.2f s, of it "
+                "the engine threads' %.2f s; the load generator's %.2f s; engine speed %.2f\n",
+                r, log_dir.c_str(), records.size(), run_seconds, run.process_seconds, run.engine_seconds,
+                client_seconds, measured_host.engine_speed);
+    idle_cores.push_back(measured_host.serving.idle_cores_per_node);
+    per_request.push_back(measured_host.serving.seconds_per_request);
+    speeds.push_back(measured_host.engine_speed);
+  }
+  host.serving = {.idle_cores_per_node = Median(idle_cores), .seconds_per_request = Median(per_request)};
+  host.engine_speed = Median(speeds);
   return host;
 }
 
