@@ -106,7 +106,7 @@ class Simulation {
   uint64_t next_order_ = 0;
   double now_ = 0;
   int64_t steps_ = 0;
-  double work_seconds_ = 0;
+  EngineWork prefill_work_, decode_work_;
 };
 
 void Simulation::MakeRequests() {
@@ -196,16 +196,19 @@ void Simulation::Kick(int node) {
   if (e.busy()) return;
   if (std::optional<double> seconds = e.BeginStep()) {
     ++steps_;
-    work_seconds_ += *seconds;
+    EngineWork& work = node < first_decode_ ? prefill_work_ : decode_work_;
+    work.seconds += *seconds;
+    ++work.steps;
+    const double step_seconds = *seconds + options_.step_overhead_seconds;
     const double old_speed = Speed();
     ChargeRunningSteps();
     RunningStep& step = steps_in_progress_[static_cast<size_t>(node)];
-    step = {.running = true, .work_left = *seconds, .since = now_, .generation = step.generation + 1};
+    step = {.running = true, .work_left = step_seconds, .since = now_, .generation = step.generation + 1};
     ++running_steps_;
     if (Speed() != old_speed) {
       RescheduleRunningSteps();
     } else {
-      Push(now_ + *seconds / Speed(), EventType::kStepEnd, node, -1, step.generation);
+      Push(now_ + step_seconds / Speed(), EventType::kStepEnd, node, -1, step.generation);
     }
   }
 }
@@ -311,7 +314,8 @@ SimResult Simulation::Measure() const {
   SimResult out;
   out.rate = rate_;
   out.steps = steps_;
-  out.engine_work_seconds = work_seconds_;
+  out.prefill_work = prefill_work_;
+  out.decode_work = decode_work_;
   const size_t first = static_cast<size_t>(std::floor(options_.warmup_fraction * static_cast<double>(reqs_.size())));
   std::vector<double> ttft, tpot, e2e;
   double e2e_sum = 0;

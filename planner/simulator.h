@@ -52,8 +52,18 @@ struct SimOptions {
   double host_cpu_seconds_per_request = 0;
   // The engines' speed against their profile: every step takes its profiled time / this
   // (1: as profiled). A what-if for slower or faster hosts; tandem-validate sets it to
-  // what a run's engine threads measured (SimResult::engine_work_seconds / their CPU time).
+  // what a run's engine threads measured (SimResult's work against their CPU time).
   double engine_speed = 1;
+  // Engine time every step costs beyond its profiled time, seconds at speed 1: on a node,
+  // handing the step's outputs on (tandem-validate measures it; the profile times the
+  // step alone).
+  double step_overhead_seconds = 0;
+};
+
+// Engine steps simulated and their profiled times summed (speed 1, no overhead).
+struct EngineWork {
+  double seconds = 0;
+  int64_t steps = 0;
 };
 
 struct SimResult {
@@ -67,7 +77,8 @@ struct SimResult {
   double e2e_mean = 0;      // over the completed
   double output_tokens_per_second = 0;  // of the measured, from the first's arrival to the last finish
   int64_t steps = 0;        // engine steps simulated, all nodes
-  double engine_work_seconds = 0;  // their profiled times, summed (the engines' busy time at speed 1)
+  EngineWork prefill_work;  // of the prefill nodes
+  EngineWork decode_work;   // of the decode and colocated nodes
 };
 
 SimResult Simulate(const Layout& layout, const CostModel& cost, const Workload& workload, const Slo& slo, double rate,

@@ -199,8 +199,16 @@ TEST(SimulatorTest, EngineSpeedScalesTheStepsAndTheWorkIsAsProfiled) {
   const double transfer = cost.TransferSeconds(512);
   const SimResult full = run(1), half = run(0.5);
   EXPECT_NEAR(half.latency.ttft_p50 - transfer, 2 * (full.latency.ttft_p50 - transfer), 1e-9);
-  EXPECT_NEAR(full.engine_work_seconds, 2 * cost.PrefillSeconds(512), 1e-9);  // one prefill step each
-  EXPECT_DOUBLE_EQ(half.engine_work_seconds, full.engine_work_seconds);
+  EXPECT_NEAR(full.prefill_work.seconds, 2 * cost.PrefillSeconds(512), 1e-9);  // one prefill step each
+  EXPECT_EQ(full.prefill_work.steps, 2);
+  EXPECT_EQ(full.decode_work.steps, 0);  // one output token: the prefill's
+  EXPECT_DOUBLE_EQ(half.prefill_work.seconds, full.prefill_work.seconds);
+  // A per-step overhead adds to every step, and not to the work.
+  SimOptions o{.num_requests = 2, .warmup_fraction = 0, .min_span_ttfts = 0, .max_requests = 2,
+               .step_overhead_seconds = 0.003};
+  const SimResult slower = Simulate(layout, cost, w, open, w.TraceRate(), o);
+  EXPECT_NEAR(slower.latency.ttft_p50, full.latency.ttft_p50 + 0.003, 1e-9);
+  EXPECT_DOUBLE_EQ(slower.prefill_work.seconds, full.prefill_work.seconds);
 }
 
 TEST(PlanTest, RecommendsTheSmallestLayoutThatServesTheRate) {

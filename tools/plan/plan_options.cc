@@ -64,6 +64,8 @@ void PlanToolOptions::Bind(config::ConfigBinder& b) {
           "tandem-validate measures it");
   b.Field("plan.engine_speed", engine_speed,
           "the engines' speed against their profile: every step takes its profiled time / this (1: as profiled)");
+  b.Field("plan.step_overhead_ms", step_overhead_ms,
+          "engine time every step costs beyond its profiled time, ms (a node handing on the step's outputs)");
   b.Field("json", json, "write the plan as JSON to this file");
   b.Field("svg_dir", svg_dir, "write goodput_vs_pd_ratio.svg and throughput_vs_interactivity.svg here");
 }
@@ -83,6 +85,9 @@ Status PlanToolOptions::Validate() const {
     return InvalidArgumentError("plan.host_idle_cores_per_node and plan.host_cpu_ms_per_request must be >= 0");
   }
   if (!(engine_speed > 0) || engine_speed > 100) return InvalidArgumentError("plan.engine_speed must be in (0, 100]");
+  if (!(step_overhead_ms >= 0) || step_overhead_ms > 1e4) {
+    return InvalidArgumentError("plan.step_overhead_ms must be in [0, 10000]");
+  }
   if (num_requests < 10 || num_requests > 1'000'000) {
     return InvalidArgumentError("plan.num_requests must be in [10, 1000000]");
   }
@@ -104,6 +109,7 @@ planner::PlanOptions PlanToolOptions::ToPlanOptions() const {
   o.sim.host_idle_cores_per_node = host_idle_cores_per_node;
   o.sim.host_cpu_seconds_per_request = host_cpu_ms_per_request / 1e3;
   o.sim.engine_speed = engine_speed;
+  o.sim.step_overhead_seconds = step_overhead_ms / 1e3;
   return o;
 }
 

@@ -194,7 +194,10 @@ StatusOr<ClusterCpu> LayoutCluster::ScrapeCpu() const {
         cpu.process_seconds += sample.value;
         found = true;
       }
-      if (sample.name == metrics::kEngineCpuSeconds) cpu.engine_seconds += sample.value;
+      if (sample.name == metrics::kEngineCpuSeconds) {
+        cpu.engine_seconds += sample.value;
+        if (p.name.rfind("prefill", 0) == 0) cpu.prefill_engine_seconds += sample.value;
+      }
     }
     if (!found) return UnavailableError(p.name + "'s /metrics has no " + metrics::kProcessCpuSeconds);
   }

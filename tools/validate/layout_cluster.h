@@ -42,7 +42,8 @@ class LayoutCluster {
   // "--metrics-url NAME=URL" flags of every node's /metrics, for tandem-bench-serving.
   std::string NodeMetricsFlags() const;
   // Every process's CPU time so far, summed over the router and the nodes, from their
-  // /metrics: process_cpu_seconds_total and the nodes' tandem_engine_cpu_seconds_total.
+  // /metrics: process_cpu_seconds_total and the nodes' tandem_engine_cpu_seconds_total
+  // (the prefill nodes' apart too).
   StatusOr<ClusterCpu> ScrapeCpu() const;
   // Nodes (not the router).
   int nodes() const { return static_cast<int>(processes_.size()) - 1; }

@@ -60,6 +60,7 @@ struct ValidateOptions {
   double host_idle_cores_per_node = -1;
   double host_cpu_ms_per_request = -1;
   double engine_speed = -1;  // the engines against the profile; <= 0: measure (with the two above)
+  double step_overhead_ms = -1;  // engine time per step beyond the profiled; < 0: measure
   bool short_form = false;                // CI: 1P1D and 1C, two rates, a quick profile
   // > 0: exit 1 when the mean |E2E error| of the points at or below the predicted knee is
   // above it (past the knee a backlog's growth makes any latency noisy: not a CI bound).
@@ -140,29 +141,26 @@ StatusOr<std::vector<MeasuredRequest>> RunLoad(const ValidateOptions& o, const L
   return ParseRequestRecords(text.str());
 }
 
-// The engine threads' CPU over a run, every node (the summary's server counters).
-StatusOr<double> EngineCpuSeconds(const std::string& records) {
-  std::ifstream in(records + ".summary.json");
+// The CPU a run's summary recorded: the engine threads' (every node's server counters)
+// and the load generator's own.
+struct RunCpu {
+  double engine_seconds = 0;
+  double client_seconds = 0;
+};
+StatusOr<RunCpu> ReadRunCpu(const std::string& records) {
+  const std::string path = records + ".summary.json";
+  std::ifstream in(path);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("server") || !j["server"].is_object()) {
-    return UnavailableError(records + ".summary.json: no server counters");
+  if (!j.is_object() || !j.contains("server") || !j["server"].is_object() || !j.contains("client_cpu_s") ||
+      !j["client_cpu_s"].is_number()) {
+    return UnavailableError(path + ": no server counters or client_cpu_s");
   }
-  double seconds = 0;
+  RunCpu cpu{.engine_seconds = 0, .client_seconds = j["client_cpu_s"].get<double>()};
   for (const auto& [page, report] : j["server"].items()) {
-    if (!report.contains("counters")) return UnavailableError(records + ".summary.json: " + page + ": no counters");
-    seconds += report["counters"].value(metrics::kEngineCpuSeconds, 0.0);
+    if (!report.contains("counters")) return UnavailableError(path + ": " + page + ": no counters");
+    cpu.engine_seconds += report["counters"].value(metrics::kEngineCpuSeconds, 0.0);
   }
-  return seconds;
-}
-
-// The load generator's own CPU over a run (its summary's client_cpu_s).
-StatusOr<double> ClientCpuSeconds(const std::string& records) {
-  std::ifstream in(records + ".summary.json");
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("client_cpu_s") || !j["client_cpu_s"].is_number()) {
-    return UnavailableError(records + ".summary.json: no client_cpu_s");
-  }
-  return j["client_cpu_s"].get<double>();
+  return cpu;
 }
 
 // The host as the predictions take it, measured on a 1P1D cluster before the sweep: after
@@ -203,7 +201,7 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
   HostModel host;
   host.cores = o.host_cores;
   // --repeats runs; each figure their median.
-  std::vector<double> idle_cores, per_request, speeds;
+  std::vector<double> per_request, speeds, overheads;
   for (int r = 0; r < o.repeats; ++r) {
     const std::string records_path = log_dir + "/run" + std::to_string(r) + ".jsonl";
     TANDEM_ASSIGN_OR_RETURN(ClusterCpu run_start, cluster->ScrapeCpu());
@@ -212,26 +210,35 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
                             RunLoad(o, *cluster, 0.3 * knee, requests, o.seed + 997 - r, records_path));
     TANDEM_ASSIGN_OR_RETURN(ClusterCpu run_end, cluster->ScrapeCpu());
     const double run_seconds = seconds_since(run_from);
-    TANDEM_ASSIGN_OR_RETURN(double client_seconds, ClientCpuSeconds(records_path));
+    TANDEM_ASSIGN_OR_RETURN(RunCpu run_cpu, ReadRunCpu(records_path));
+    const double client_seconds = run_cpu.client_seconds;
     const ClusterCpu run{.process_seconds = run_end.process_seconds - run_start.process_seconds,
-                         .engine_seconds = run_end.engine_seconds - run_start.engine_seconds};
+                         .engine_seconds = run_end.engine_seconds - run_start.engine_seconds,
+                         .prefill_engine_seconds = run_end.prefill_engine_seconds - run_start.prefill_engine_seconds};
     HostModel measured_host = host;
     measured_host.serving = MeasureServingCpu(idle, idle_seconds, cluster->nodes(), run, client_seconds,
                                               run_seconds, static_cast<int>(records.size()));
-    PointStats measured = MeasuredStats(records, slo);
-    measured.engine_seconds = run.engine_seconds;
-    measured_host.engine_speed =
-        EngineSpeed(PredictedStats(layout, cost, records, slo, o.seed, measured_host), measured);
+    planner::SimResult simulated;
+    (void)PredictedStats(layout, cost, records, slo, o.seed, measured_host, &simulated);
+    const EngineCalibration engines =
+        CalibrateEngines(simulated.prefill_work, run.prefill_engine_seconds, simulated.decode_work,
+                         run.engine_seconds - run.prefill_engine_seconds);
     std::printf("calibration run %d (1P1D, logs in %s): %zu requests in %.1f s: the processes' CPU %.2f s, of it "
-                "the engine threads' %.2f s; the load generator's %.2f s; engine speed %.2f\n",
+                "the engine threads' %.2f s (prefill %.2f s for %.2f s of profiled work in %lld steps, decode %.2f s "
+                "for %.2f s in %lld steps); the load generator's %.2f s; engine speed %.2f, step overhead %.3f ms\n",
                 r, log_dir.c_str(), records.size(), run_seconds, run.process_seconds, run.engine_seconds,
-                client_seconds, measured_host.engine_speed);
-    idle_cores.push_back(measured_host.serving.idle_cores_per_node);
+                run.prefill_engine_seconds, simulated.prefill_work.seconds,
+                static_cast<long long>(simulated.prefill_work.steps), run.engine_seconds - run.prefill_engine_seconds,
+                simulated.decode_work.seconds, static_cast<long long>(simulated.decode_work.steps), client_seconds,
+                engines.speed, engines.step_overhead_seconds * 1e3);
+    host.serving.idle_cores_per_node = measured_host.serving.idle_cores_per_node;  // one idle spell
     per_request.push_back(measured_host.serving.seconds_per_request);
-    speeds.push_back(measured_host.engine_speed);
+    speeds.push_back(engines.speed);
+    overheads.push_back(engines.step_overhead_seconds);
   }
-  host.serving = {.idle_cores_per_node = Median(idle_cores), .seconds_per_request = Median(per_request)};
+  host.serving.seconds_per_request = Median(per_request);
   host.engine_speed = Median(speeds);
+  host.step_overhead_seconds = Median(overheads);
   return host;
 }
 
@@ -243,17 +250,18 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
   sweep.layout = layout;
   const planner::WorkloadStats stats = planner::ComputeWorkloadStats(workload, cost.decode_limits().block_size);
   const planner::ScreenResult screen = planner::ScreenLayout(layout, cost, stats, slo, workload.rate);
-  auto knee_at = [&](double engine_speed) {
+  auto knee_at = [&](double engine_speed, double step_overhead_seconds) {
     return planner::FindMaxGoodput(layout, cost, workload, slo, screen.max_rate * engine_speed,
                                    planner::SimOptions{.seed = o.seed,
                                                        .host_cores = host.cores,
                                                        .host_idle_cores_per_node = host.serving.idle_cores_per_node,
                                                        .host_cpu_seconds_per_request = host.serving.seconds_per_request,
-                                                       .engine_speed = engine_speed})
+                                                       .engine_speed = engine_speed,
+                                                       .step_overhead_seconds = step_overhead_seconds})
         .goodput;
   };
-  sweep.profiled_knee = knee_at(1);
-  sweep.predicted_knee = knee_at(host.engine_speed);
+  sweep.profiled_knee = knee_at(1, 0);
+  sweep.predicted_knee = knee_at(host.engine_speed, host.step_overhead_seconds);
   std::printf("%s: predicted goodput knee %.2f req/s; starting the cluster\n", layout.Name().c_str(),
               sweep.predicted_knee);
   std::fflush(stdout);
@@ -286,12 +294,14 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       TANDEM_ASSIGN_OR_RETURN(std::vector<MeasuredRequest> records,
                               RunLoad(o, *cluster, point.target_rate, requests, seed, log_dir + name));
       PointStats m = MeasuredStats(records, slo);
-      TANDEM_ASSIGN_OR_RETURN(m.engine_seconds, EngineCpuSeconds(log_dir + name));
+      TANDEM_ASSIGN_OR_RETURN(RunCpu run_cpu, ReadRunCpu(log_dir + name));
+      m.engine_seconds = run_cpu.engine_seconds;
       // The run with the host as calibrated, at the profile's speed, and at the speed its
       // engine threads showed (the profiled work over their CPU time).
       predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed, host));
       HostModel speed = host;
       speed.engine_speed = 1;
+      speed.step_overhead_seconds = 0;
       profiled.push_back(PredictedStats(layout, cost, records, slo, o.seed, speed));
       speed.engine_speed = EngineSpeed(profiled.back(), m);
       speeds.push_back(speed.engine_speed);
@@ -316,7 +326,7 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
   }
   sweep.measured_knee = FindKnee(rates, attainments, slo.attainment);
   // The knee again at the engines' speed over the sweep (the median of its runs').
-  sweep.run_speed_knee = knee_at(Median(layout_speeds));
+  sweep.run_speed_knee = knee_at(Median(layout_speeds), 0);
   return sweep;
 }
 
@@ -332,6 +342,7 @@ std::string ContextJson(const ValidateOptions& o, const planner::Profile& profil
                       {"host_idle_cores_per_node", host.serving.idle_cores_per_node},
                       {"host_cpu_ms_per_request", host.serving.seconds_per_request * 1e3},
                       {"engine_speed", host.engine_speed},
+                      {"step_overhead_ms", host.step_overhead_seconds * 1e3},
                       {"host", hostname},
                       {"workload",
                        {{"prompt_tokens", o.prompt_tokens},
@@ -395,17 +406,19 @@ StatusOr<int> Run(ValidateOptions o) {
   HostModel host;
   host.cores = o.host_cores;
   if (host.cores > 0) {
-    if (o.host_idle_cores_per_node >= 0 && o.host_cpu_ms_per_request >= 0 && o.engine_speed > 0) {
+    if (o.host_idle_cores_per_node >= 0 && o.host_cpu_ms_per_request >= 0 && o.engine_speed > 0 &&
+        o.step_overhead_ms >= 0) {
       host.serving = {.idle_cores_per_node = o.host_idle_cores_per_node,
                       .seconds_per_request = o.host_cpu_ms_per_request / 1e3};
       host.engine_speed = o.engine_speed;
+      host.step_overhead_seconds = o.step_overhead_ms / 1e3;
     } else {
       TANDEM_ASSIGN_OR_RETURN(host, CalibrateHost(o, profile, cost, workload, slo, model_dir));
     }
     std::printf("the host: %d cores; the serving path takes %.3f cores per node idle and %.2f ms of CPU per request; "
-                "the engines run at %.2f of the profile's speed\n",
+                "the engines run at %.2f of the profile's speed, each step %.3f ms beyond its profiled time\n",
                 host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3,
-                host.engine_speed);
+                host.engine_speed, host.step_overhead_seconds * 1e3);
     std::fflush(stdout);
   }
   std::vector<LayoutSweep> sweeps;
@@ -470,6 +483,9 @@ int main(int argc, char** argv) {
   app.add_option("--engine-speed", o.engine_speed,
                  "the engines' speed against the profile (-1: measure, with the serving path's CPU, on a 1P1D cluster "
                  "first)")
+      ->capture_default_str();
+  app.add_option("--step-overhead-ms", o.step_overhead_ms,
+                 "engine time each step costs beyond its profiled time, ms (-1: measure)")
       ->capture_default_str();
   app.add_flag("--short", o.short_form, "the CI form: 1P1D and 1C, two rates, a --quick profile");
   app.add_option("--max-mean-e2e-error", o.max_mean_e2e_error,

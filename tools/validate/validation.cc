@@ -106,9 +106,24 @@ ServingCpu MeasureServingCpu(const ClusterCpu& idle, double idle_seconds, int no
   return s;
 }
 
+EngineCalibration CalibrateEngines(const planner::EngineWork& prefill, double prefill_cpu,
+                                   const planner::EngineWork& decode, double decode_cpu) {
+  const double work = prefill.seconds + decode.seconds, cpu = prefill_cpu + decode_cpu;
+  if (!(work > 0) || !(cpu > 0)) return {};
+  const EngineCalibration uniform{.speed = work / cpu, .step_overhead_seconds = 0};
+  const double p = static_cast<double>(prefill.steps), d = static_cast<double>(decode.steps);
+  if (p < 1 || d < 1) return uniform;
+  const double denominator = prefill_cpu * d - p * decode_cpu;
+  if (denominator == 0) return uniform;
+  const double speed = (prefill.seconds * d - p * decode.seconds) / denominator;
+  const double overhead = (speed * decode_cpu - decode.seconds) / d;
+  if (!(speed >= 0.05 && speed <= 20) || !(overhead >= 0)) return uniform;
+  return {.speed = speed, .step_overhead_seconds = overhead};
+}
+
 PointStats PredictedStats(const planner::Layout& layout, const planner::CostModel& cost,
                           const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed,
-                          const HostModel& host) {
+                          const HostModel& host, planner::SimResult* simulated) {
   planner::Workload workload;
   for (const MeasuredRequest& r : requests) {
     workload.trace.push_back({.arrival_seconds = r.send_s, .prompt_tokens = r.prompt_tokens,
@@ -123,7 +138,8 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
                                     .host_cores = host.cores,
                                     .host_idle_cores_per_node = host.serving.idle_cores_per_node,
                                     .host_cpu_seconds_per_request = host.serving.seconds_per_request,
-                                    .engine_speed = host.engine_speed};
+                                    .engine_speed = host.engine_speed,
+                                    .step_overhead_seconds = host.step_overhead_seconds};
   const planner::SimResult with_slo = planner::Simulate(layout, cost, workload, slo, rate, options);
   // No deadline: the simulation runs every request to its end, as the cluster did.
   const planner::Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = slo.attainment};
@@ -133,7 +149,10 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
   s.completed = all.completed;
   s.offered_rate = OfferedRate(requests);
   s.e2e_mean = all.e2e_mean;
-  s.engine_seconds = all.engine_work_seconds;
+  // The engines' busy time at speed 1, the overhead included (EngineSpeed's numerator).
+  s.engine_seconds = all.prefill_work.seconds + all.decode_work.seconds +
+                     host.step_overhead_seconds * static_cast<double>(all.prefill_work.steps + all.decode_work.steps);
+  if (simulated != nullptr) *simulated = all;
   s.ttft_p50 = all.latency.ttft_p50;
   s.ttft_p90 = all.latency.ttft_p90;
   s.tpot_p50 = all.latency.tpot_p50;

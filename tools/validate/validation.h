@@ -17,6 +17,7 @@
 #include "common/base/status.h"
 #include "planner/cost_model.h"
 #include "planner/layout.h"
+#include "planner/simulator.h"
 #include "planner/workload.h"
 
 namespace tandem::tools {
@@ -60,6 +61,7 @@ PointStats MeasuredStats(const std::vector<MeasuredRequest>& requests, const pla
 struct ClusterCpu {
   double process_seconds = 0;  // process_cpu_seconds_total, summed
   double engine_seconds = 0;   // the nodes' tandem_engine_cpu_seconds_total, summed
+  double prefill_engine_seconds = 0;  // of it, the prefill nodes'
 };
 
 // What the serving path costs the host's CPU, outside the engines' steps, as the
@@ -80,17 +82,32 @@ ServingCpu MeasureServingCpu(const ClusterCpu& idle, double idle_seconds, int no
 struct HostModel {
   int cores = 0;
   ServingCpu serving;
-  double engine_speed = 1;  // planner::SimOptions::engine_speed
+  double engine_speed = 1;            // planner::SimOptions::engine_speed
+  double step_overhead_seconds = 0;   // planner::SimOptions::step_overhead_seconds
 };
+
+// The engines' speed s and per-step overhead o from a run's engine threads: the prefill
+// nodes' CPU time `prefill_cpu` and the decode nodes' `decode_cpu` against the work the
+// simulation of the same run gave each (profiled seconds P, D over p, d steps), solving
+//   s · prefill_cpu = P + o · p   and   s · decode_cpu = D + o · d.
+// When that has no sound answer (o < 0, s out of [0.05, 20], too few steps) the
+// overhead is 0 and s the total work over the total CPU; {1, 0} without CPU.
+struct EngineCalibration {
+  double speed = 1;
+  double step_overhead_seconds = 0;
+};
+EngineCalibration CalibrateEngines(const planner::EngineWork& prefill, double prefill_cpu,
+                                   const planner::EngineWork& decode, double decode_cpu);
 
 // The engines' speed in a run against their profile: predicted.engine_seconds (the
 // profiled work, simulated at speed 1) / measured.engine_seconds; 1 when either is 0.
 double EngineSpeed(const PointStats& profiled, const PointStats& measured);
 
-// The planner's prediction for the same requests on `layout`.
+// The planner's prediction for the same requests on `layout`; `simulated` (if not null)
+// gets the simulation of every request to its end.
 PointStats PredictedStats(const planner::Layout& layout, const planner::CostModel& cost,
                           const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed,
-                          const HostModel& host = {});
+                          const HostModel& host = {}, planner::SimResult* simulated = nullptr);
 
 // Each field the median over the runs (repeats of one point).
 PointStats MedianStats(const std::vector<PointStats>& runs);

@@ -146,6 +146,7 @@ TEST_F(PlanToolTest, BadInputGetsAMessageAndANonzeroExit) {
       {profile + "--workload-rate 1 --workload-prompt-mean 200000", 1, "max_model_len 32768"},
       {profile + "--workload-rate 0", 1, "workload.rate"},
       {profile + "--workload-rate 1 --plan-engine-speed 0", 1, "plan.engine_speed"},
+      {profile + "--workload-rate 1 --plan-step-overhead-ms -2", 1, "plan.step_overhead_ms"},
       {profile + "--workload-rate 1 --plan-host-cpu-ms-per-request -1", 1, "plan.host_cpu_ms_per_request"},
       {profile + "--no-such-flag 1", 2, "no-such-flag"},
   };

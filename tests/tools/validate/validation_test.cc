@@ -104,6 +104,25 @@ TEST(ValidationTest, EngineSpeedIsTheProfiledWorkOverTheEnginesCpu) {
   EXPECT_DOUBLE_EQ(Median({4, 1}), 2.5);
 }
 
+// Speed 0.8 and 0.1 ms a step: the prefill engine's 70 steps of 2 s profiled took
+// (2 + 0.007) / 0.8 s, the decode engine's 4,000 steps of 0.4 s took (0.4 + 0.4) / 0.8 s.
+TEST(ValidationTest, EnginesCalibrateToASpeedAndAStepOverhead) {
+  const planner::EngineWork prefill{.seconds = 2, .steps = 70}, decode{.seconds = 0.4, .steps = 4000};
+  EngineCalibration c = CalibrateEngines(prefill, 2.007 / 0.8, decode, 0.8 / 0.8);
+  EXPECT_NEAR(c.speed, 0.8, 1e-9);
+  EXPECT_NEAR(c.step_overhead_seconds, 1e-4, 1e-12);
+  // Engines faster per step than profiled (a negative overhead): one speed, no overhead.
+  c = CalibrateEngines(prefill, 2.0, decode, 0.3);
+  EXPECT_NEAR(c.speed, 2.4 / 2.3, 1e-12);
+  EXPECT_EQ(c.step_overhead_seconds, 0);
+  // No decode steps, or no CPU: what can be said.
+  c = CalibrateEngines(prefill, 4.0, {}, 0);
+  EXPECT_NEAR(c.speed, 0.5, 1e-12);
+  EXPECT_EQ(c.step_overhead_seconds, 0);
+  c = CalibrateEngines(prefill, 0, decode, 0);
+  EXPECT_EQ(c.speed, 1);
+}
+
 TEST(ValidationTest, KneeInterpolatesTheCrossingOrSaysItIsOutsideTheSweep) {
   Knee k = FindKnee({10, 20, 30}, {1.0, 0.95, 0.75}, 0.9);
   EXPECT_TRUE(k.bracketed);
