@@ -419,6 +419,10 @@ StatusOr<int> Run(ValidateOptions o) {
                 "the engines run at %.2f of the profile's speed, each step %.3f ms beyond its profiled time\n",
                 host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3,
                 host.engine_speed, host.step_overhead_seconds * 1e3);
+    std::printf("  (tandem-plan on this host: --plan-host-cores %d --plan-host-idle-cores-per-node %.4f "
+                "--plan-host-cpu-ms-per-request %.2f --plan-engine-speed %.3f --plan-step-overhead-ms %.4f)\n",
+                host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3,
+                host.engine_speed, host.step_overhead_seconds * 1e3);
     std::fflush(stdout);
   }
   std::vector<LayoutSweep> sweeps;
