@@ -50,6 +50,12 @@ void Counter::Increment(double delta) {
   AtomicAdd(value_, delta);
 }
 
+void Counter::AdvanceTo(double total) {
+  double current = value_.load(std::memory_order_relaxed);
+  while (total > current && !value_.compare_exchange_weak(current, total, std::memory_order_relaxed)) {
+  }
+}
+
 void Gauge::Add(double delta) { AtomicAdd(value_, delta); }
 
 Histogram::Histogram(std::vector<double> bounds)

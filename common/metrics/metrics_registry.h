@@ -30,6 +30,9 @@ namespace tandem::metrics {
 class Counter {
  public:
   void Increment(double delta = 1.0);
+  // For a counter that mirrors a monotonic total kept elsewhere (CPU time, an engine's
+  // count): raises the value to `total`; never lowers it.
+  void AdvanceTo(double total);
   double value() const { return value_.load(std::memory_order_relaxed); }
 
  private:

@@ -14,14 +14,7 @@ ProcessMetrics::ProcessMetrics(MetricsRegistry& registry)
       resident_bytes_(&registry.AddGauge(kProcessResidentMemoryBytes, "Resident memory size in bytes.").Get()) {}
 
 void ProcessMetrics::Collect() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const double cpu = ProcessCpuSeconds();
-    if (cpu > exported_cpu_) {
-      cpu_->Increment(cpu - exported_cpu_);
-      exported_cpu_ = cpu;
-    }
-  }
+  cpu_->AdvanceTo(ProcessCpuSeconds());
   std::ifstream statm("/proc/self/statm");
   long pages = 0, resident = 0;
   if (statm >> pages >> resident) resident_bytes_->Set(static_cast<double>(resident) * sysconf(_SC_PAGESIZE));

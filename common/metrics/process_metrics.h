@@ -7,8 +7,6 @@
 // Thread rule: thread-safe.
 #pragma once
 
-#include <mutex>
-
 #include "common/metrics/metrics_registry.h"
 
 namespace tandem::metrics {
@@ -21,8 +19,6 @@ class ProcessMetrics {
  private:
   Counter* cpu_ = nullptr;
   Gauge* resident_bytes_ = nullptr;
-  std::mutex mu_;          // guards exported_cpu_
-  double exported_cpu_ = 0;  // what cpu_ holds
 };
 
 }  // namespace tandem::metrics

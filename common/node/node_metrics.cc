@@ -102,11 +102,7 @@ NodeMetrics::NodeMetrics(const NodeMetricsOptions& o) {
 
 void NodeMetrics::CollectCpu(double engine_cpu_seconds) {
   process_->Collect();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (engine_cpu_seconds > exported_engine_cpu_) {
-    engine_cpu_->Increment(engine_cpu_seconds - exported_engine_cpu_);
-    exported_engine_cpu_ = engine_cpu_seconds;
-  }
+  engine_cpu_->AdvanceTo(engine_cpu_seconds);
 }
 
 void NodeMetrics::ObserveFinished(const engine::EngineOutput& out) {
@@ -131,13 +127,7 @@ void NodeMetrics::Update(const scheduler::SchedulerCounters& c, int64_t transfer
   usage_gpu_->Set(usage(c.kv.device));
   usage_host_->Set(usage(c.kv.host));
   if (reservations_active_) reservations_active_->Set(static_cast<double>(c.reservations_active));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (c.preemptions > last_preemptions_) {
-      preemptions_->Increment(static_cast<double>(c.preemptions - last_preemptions_));
-      last_preemptions_ = c.preemptions;
-    }
-  }
+  preemptions_->AdvanceTo(static_cast<double>(c.preemptions));
   transfer_sessions->Set(static_cast<double>(transfer_sessions_open));
   transfer_blocks_in_use->Set(static_cast<double>(transfer_blocks_held));
 }

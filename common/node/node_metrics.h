@@ -10,7 +10,6 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "common/engine/engine.h"
@@ -85,9 +84,6 @@ struct NodeMetrics {
   metrics::Counter* preemptions_ = nullptr;
   metrics::Counter* engine_cpu_ = nullptr;
   std::unique_ptr<metrics::ProcessMetrics> process_;
-  std::mutex mu_;                 // guards last_preemptions_, exported_engine_cpu_
-  int64_t last_preemptions_ = 0;  // engine counter value already exported
-  double exported_engine_cpu_ = 0;
 };
 
 }  // namespace tandem::node

@@ -70,6 +70,17 @@ TEST(MetricsRegistryTest, GaugeGoesBothWaysAndChildrenAreStable) {
   EXPECT_EQ(gpu.value(), 0.25);
 }
 
+TEST(MetricsRegistryTest, CounterAdvancesToATotalAndNeverBack) {
+  MetricsRegistry registry;
+  Counter& c = registry.AddCounter("tandem_test_cpu_seconds_total", "A mirrored total.").Get();
+  c.AdvanceTo(1.5);
+  EXPECT_DOUBLE_EQ(c.value(), 1.5);
+  c.AdvanceTo(1.0);  // a stale reading does not lower it
+  EXPECT_DOUBLE_EQ(c.value(), 1.5);
+  c.AdvanceTo(4.25);
+  EXPECT_DOUBLE_EQ(c.value(), 4.25);
+}
+
 TEST(MetricsRegistryTest, ConcurrentUpdatesAreNotLost) {
   MetricsRegistry registry;
   auto& counter = registry.AddCounter("c_total", "A counter.", {"k"});
