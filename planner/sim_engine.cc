@@ -177,6 +177,7 @@ StepOutcome SimEngine::EndStep() {
     s.computed += sc.n;
     if (s.computed < s.tokens) continue;  // a chunk short of the prompt's end
     ++s.tokens;                           // sampled
+    ++out.sampled;
     const int produced = s.tokens - s.prompt;
     if (produced == 1) out.first_tokens.push_back(s.request);
     if (produced < s.output) continue;

@@ -26,6 +26,7 @@ enum class SimRole { kPrefill, kDecode, kColocated };
 struct StepOutcome {
   std::vector<int> first_tokens;  // requests whose prompt completed (their first token)
   std::vector<int> finished;      // requests that produced their last token
+  int sampled = 0;                // tokens sampled (one per sequence that completed its tokens)
   bool released = false;          // blocks or slots came free
 };
 

@@ -26,23 +26,33 @@ struct Req {
   double done = -1;
 };
 
-enum class EventType { kArrival, kStepEnd, kTransferEnd };
+enum class EventType { kArrival, kStepEnd, kTransferEnd, kPathEnd };
 
 struct Event {
   double time;
   uint64_t order;  // ties in time: first pushed first
   EventType type;
-  int node;
+  int node;     // kPathEnd: the path job
   int request;
-  int generation;  // kStepEnd: the step's (a rescheduled step's earlier end is stale)
+  int generation;  // kStepEnd, kPathEnd: the job's (a rescheduled job's earlier end is stale)
 };
 
-// A node's step in progress: the work left (seconds at full speed) as of `since`.
-struct RunningStep {
+// A job sharing the host's cores, a node's step or a piece of the serving path: the work
+// left (seconds at full speed) as of `since`.
+struct RunningJob {
   bool running = false;
   double work_left = 0;
   double since = 0;
   int generation = 0;
+};
+
+// The serving path's CPU for some tokens on their way to the client (the decode node's
+// output, the router's stream, the client), or for a request's arrival; the tokens reach
+// the client when it ends.
+struct PathJob {
+  RunningJob job;
+  std::vector<int> firsts;  // requests whose first token this carries
+  std::vector<int> dones;   // requests whose last token this carries
 };
 
 struct Later {
@@ -73,13 +83,22 @@ class Simulation {
   bool Place(int r);
   void PlacePending();
   void Kick(int node);
-  // Processor sharing of a host's cores: the speed of each running step, and
-  // moving every running step's end after the number running changed.
-  double Speed() const {
-    return options_.engine_speed * (running_steps_ > engine_cores_ ? engine_cores_ / running_steps_ : 1.0);
-  }
-  void ChargeRunningSteps();
-  void RescheduleRunningSteps();
+  // Processor sharing of a host's cores among the running jobs (steps and the serving
+  // path's): the share of a core each gets, and moving every running job's end after the
+  // number running changed. A step's work is in profiled seconds (run at engine_speed),
+  // the path's in CPU seconds.
+  double Share() const { return running_jobs_ > host_cores_ ? host_cores_ / running_jobs_ : 1.0; }
+  double StepSpeed() const { return options_.engine_speed * Share(); }
+  void StartJob(int index, bool step, double work);
+  void EndJob(RunningJob* job);
+  void ChargeRunningJobs();
+  // False when no share changed (the ends pushed stand).
+  bool RescheduleRunningJobs(int before);
+  void PushJobEnd(int index, const RunningJob& job, bool step);
+  // Tokens (and a request's arrival) through the serving path: `firsts` and `dones`
+  // reach the client after `cpu_seconds` of the host's CPU (at once without a host).
+  void Deliver(double cpu_seconds, std::vector<int> firsts, std::vector<int> dones);
+  void OnPathEnd(int job);
   void StartTransfer(int prefill);
   void OnStepEnd(int node);
   void OnTransferEnd(int prefill, int r);
@@ -95,10 +114,12 @@ class Simulation {
   SimOptions options_;
   std::vector<Req> reqs_;
   std::vector<SimEngine> engines_;
-  std::vector<RunningStep> steps_in_progress_;  // per engine
-  int running_steps_ = 0;
-  // The cores the steps share (SimOptions::host_*); unbounded without a host.
-  double engine_cores_ = std::numeric_limits<double>::infinity();
+  std::vector<RunningJob> steps_in_progress_;  // per engine
+  std::vector<PathJob> path_jobs_;
+  std::vector<int> free_path_jobs_;
+  int running_jobs_ = 0;
+  // The cores the jobs share (SimOptions::host_*); unbounded without a host.
+  double host_cores_ = std::numeric_limits<double>::infinity();
   std::vector<std::deque<int>> transfers_;  // per prefill node
   std::vector<bool> transferring_;
   std::deque<int> pending_;  // requests no decode node had room for, in order
@@ -199,37 +220,89 @@ void Simulation::Kick(int node) {
     EngineWork& work = node < first_decode_ ? prefill_work_ : decode_work_;
     work.seconds += *seconds;
     ++work.steps;
-    const double step_seconds = *seconds + options_.step_overhead_seconds;
-    const double old_speed = Speed();
-    ChargeRunningSteps();
-    RunningStep& step = steps_in_progress_[static_cast<size_t>(node)];
-    step = {.running = true, .work_left = step_seconds, .since = now_, .generation = step.generation + 1};
-    ++running_steps_;
-    if (Speed() != old_speed) {
-      RescheduleRunningSteps();
-    } else {
-      Push(now_ + step_seconds / Speed(), EventType::kStepEnd, node, -1, step.generation);
-    }
+    StartJob(node, /*step=*/true, *seconds + options_.step_overhead_seconds);
   }
 }
 
-void Simulation::ChargeRunningSteps() {
-  const double speed = Speed();
-  for (RunningStep& step : steps_in_progress_) {
-    if (!step.running) continue;
-    step.work_left = std::max(0.0, step.work_left - (now_ - step.since) * speed);
-    step.since = now_;
-  }
+// A job starting or ending may change every running job's share: charge them up to now,
+// then (after the change) reschedule them all.
+void Simulation::StartJob(int index, bool step, double work) {
+  ChargeRunningJobs();
+  RunningJob& job = step ? steps_in_progress_[static_cast<size_t>(index)] : path_jobs_[static_cast<size_t>(index)].job;
+  job = {.running = true, .work_left = work, .since = now_, .generation = job.generation + 1};
+  ++running_jobs_;
+  if (!RescheduleRunningJobs(running_jobs_ - 1)) PushJobEnd(index, job, step);
 }
 
-void Simulation::RescheduleRunningSteps() {
-  const double speed = Speed();
+void Simulation::EndJob(RunningJob* job) {
+  ChargeRunningJobs();
+  job->running = false;
+  --running_jobs_;
+  RescheduleRunningJobs(running_jobs_ + 1);
+}
+
+void Simulation::ChargeRunningJobs() {
+  const double share = Share();
+  auto charge = [&](RunningJob& job, double speed) {
+    if (!job.running) return;
+    job.work_left = std::max(0.0, job.work_left - (now_ - job.since) * speed);
+    job.since = now_;
+  };
+  for (RunningJob& step : steps_in_progress_) charge(step, options_.engine_speed * share);
+  for (PathJob& path : path_jobs_) charge(path.job, share);
+}
+
+void Simulation::PushJobEnd(int index, const RunningJob& job, bool step) {
+  const double speed = step ? StepSpeed() : Share();
+  Push(now_ + job.work_left / speed, step ? EventType::kStepEnd : EventType::kPathEnd, index, -1, job.generation);
+}
+
+bool Simulation::RescheduleRunningJobs(int before) {
+  // No more jobs than cores before and after (or no host): every share was and is 1.
+  if (std::max(before, running_jobs_) <= host_cores_) return false;
   for (size_t n = 0; n < steps_in_progress_.size(); ++n) {
-    RunningStep& step = steps_in_progress_[n];
+    RunningJob& step = steps_in_progress_[n];
     if (!step.running) continue;
     ++step.generation;
-    Push(now_ + step.work_left / speed, EventType::kStepEnd, static_cast<int>(n), -1, step.generation);
+    PushJobEnd(static_cast<int>(n), step, /*step=*/true);
   }
+  for (size_t n = 0; n < path_jobs_.size(); ++n) {
+    RunningJob& path = path_jobs_[n].job;
+    if (!path.running) continue;
+    ++path.generation;
+    PushJobEnd(static_cast<int>(n), path, /*step=*/false);
+  }
+  return true;
+}
+
+void Simulation::Deliver(double cpu_seconds, std::vector<int> firsts, std::vector<int> dones) {
+  if (options_.host_cores <= 0 || cpu_seconds <= 0) {
+    for (int r : firsts) reqs_[static_cast<size_t>(r)].first = now_;
+    for (int r : dones) reqs_[static_cast<size_t>(r)].done = now_;
+    return;
+  }
+  int index;
+  if (!free_path_jobs_.empty()) {
+    index = free_path_jobs_.back();
+    free_path_jobs_.pop_back();
+  } else {
+    index = static_cast<int>(path_jobs_.size());
+    path_jobs_.emplace_back();
+  }
+  PathJob& path = path_jobs_[static_cast<size_t>(index)];
+  path.firsts = std::move(firsts);
+  path.dones = std::move(dones);
+  StartJob(index, /*step=*/false, cpu_seconds);
+}
+
+void Simulation::OnPathEnd(int index) {
+  PathJob& path = path_jobs_[static_cast<size_t>(index)];
+  EndJob(&path.job);
+  for (int r : path.firsts) reqs_[static_cast<size_t>(r)].first = now_;
+  for (int r : path.dones) reqs_[static_cast<size_t>(r)].done = now_;
+  path.firsts.clear();
+  path.dones.clear();
+  free_path_jobs_.push_back(index);
 }
 
 void Simulation::StartTransfer(int prefill) {
@@ -242,25 +315,20 @@ void Simulation::StartTransfer(int prefill) {
 }
 
 void Simulation::OnStepEnd(int node) {
-  const double old_speed = Speed();
-  ChargeRunningSteps();
-  steps_in_progress_[static_cast<size_t>(node)].running = false;
-  --running_steps_;
-  if (Speed() != old_speed) RescheduleRunningSteps();
-  const StepOutcome out = engines_[static_cast<size_t>(node)].EndStep();
+  EndJob(&steps_in_progress_[static_cast<size_t>(node)]);
+  StepOutcome out = engines_[static_cast<size_t>(node)].EndStep();
   const bool prefill_node = node < first_decode_;
-  for (int r : out.first_tokens) {
-    if (prefill_node) {
+  if (prefill_node) {
+    for (int r : out.first_tokens) {
       transfers_[static_cast<size_t>(node)].push_back(r);
       StartTransfer(node);
-    } else {
-      reqs_[static_cast<size_t>(r)].first = now_;
     }
   }
-  if (!prefill_node) {
-    for (int r : out.finished) reqs_[static_cast<size_t>(r)].done = now_;
-  }
   Kick(node);
+  if (!prefill_node && out.sampled > 0) {
+    Deliver(options_.host_cpu_seconds_per_output_token * out.sampled, std::move(out.first_tokens),
+            std::move(out.finished));
+  }
   if (!prefill_node && out.released) PlacePending();
 }
 
@@ -269,11 +337,9 @@ void Simulation::OnTransferEnd(int prefill, int r) {
   Req& req = reqs_[static_cast<size_t>(r)];
   engines_[static_cast<size_t>(prefill)].ReleaseHeld(r);
   Kick(prefill);
-  req.first = now_;
-  if (engines_[static_cast<size_t>(req.decode)].Activate(r)) {
-    req.done = now_;
-    PlacePending();
-  }
+  const bool done = engines_[static_cast<size_t>(req.decode)].Activate(r);
+  Deliver(options_.host_cpu_seconds_per_output_token, {r}, done ? std::vector<int>{r} : std::vector<int>{});
+  if (done) PlacePending();
   Kick(req.decode);
   StartTransfer(prefill);
 }
@@ -283,9 +349,8 @@ SimResult Simulation::Run() {
   MakeNodes();
   steps_in_progress_.resize(engines_.size());
   if (options_.host_cores > 0) {
-    const double serving = options_.host_idle_cores_per_node * static_cast<double>(engines_.size()) +
-                           options_.host_cpu_seconds_per_request * rate_;
-    engine_cores_ = std::max(0.1 * options_.host_cores, options_.host_cores - serving);
+    host_cores_ = std::max(0.1 * options_.host_cores,
+                           options_.host_cores - options_.host_idle_cores_per_node * static_cast<double>(engines_.size()));
   }
   for (int r = 0; r < static_cast<int>(reqs_.size()); ++r) Push(reqs_[static_cast<size_t>(r)].arrival, EventType::kArrival, -1, r);
   // Past this time an unfinished request cannot meet the SLO any more.
@@ -299,12 +364,16 @@ SimResult Simulation::Run() {
     now_ = e.time;
     switch (e.type) {
       case EventType::kArrival:
+        Deliver(options_.host_cpu_seconds_per_request, {}, {});
         if (!pending_.empty() || !Place(e.request)) pending_.push_back(e.request);
         break;
       case EventType::kStepEnd:
         if (e.generation == steps_in_progress_[static_cast<size_t>(e.node)].generation) OnStepEnd(e.node);
         break;
       case EventType::kTransferEnd: OnTransferEnd(e.node, e.request); break;
+      case EventType::kPathEnd:
+        if (e.generation == path_jobs_[static_cast<size_t>(e.node)].job.generation) OnPathEnd(e.node);
+        break;
     }
   }
   return Measure();
@@ -316,6 +385,9 @@ SimResult Simulation::Measure() const {
   out.steps = steps_;
   out.prefill_work = prefill_work_;
   out.decode_work = decode_work_;
+  if (options_.record_requests) {
+    for (const Req& r : reqs_) out.requests.push_back({.arrival = r.arrival, .first = r.first, .done = r.done});
+  }
   const size_t first = static_cast<size_t>(std::floor(options_.warmup_fraction * static_cast<double>(reqs_.size())));
   std::vector<double> ttft, tpot, e2e;
   double e2e_sum = 0;

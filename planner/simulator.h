@@ -12,11 +12,14 @@
 // prefill node; the first token reaches the client when the KV has landed, then
 // the decode node's continuous batch produces the rest. Colocated nodes take the
 // request whole (placement as for decode). Nodes that share a host's cores slow
-// each other, and the serving path's own CPU takes its share of them
-// (SimOptions::host_cores, host_*). Thread rule: free functions.
+// each other, and the serving path's own CPU takes its share of them where it
+// happens: at a request's arrival, and for every token on its way to the client,
+// who sees the token when that is done (SimOptions::host_cores, host_*).
+// Thread rule: free functions.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "planner/cost_model.h"
 #include "planner/layout.h"
@@ -36,20 +39,24 @@ struct SimOptions {
   double min_span_ttfts = 30;
   int max_requests = 200000;
   // > 0: every node of the layout computes on one host of this many cores (a CPU
-  // cluster on one machine), which the nodes' steps share: while k steps run at
-  // once each proceeds at min(1, host_cores / k) of its own speed (processor
-  // sharing; one core per engine, as the CPU backend computes on one thread).
-  // 0: each node is its own device (GPUs).
+  // cluster on one machine), which the jobs running on it share — the nodes' steps and
+  // the serving path's pieces below: while k run at once each proceeds at
+  // min(1, cores / k) of its own speed (processor sharing; one core per engine, as the
+  // CPU backend computes on one thread). 0: each node is its own device (GPUs), and
+  // the serving path costs nothing.
   int host_cores = 0;
   // With host_cores: the host's CPU outside the engines' steps — the serving path
-  // (router, RPCs, KV transfer, poll threads; in a validation, the load generator too) —
-  // as cores taken from the steps: host_idle_cores_per_node × nodes always, plus
-  // host_cpu_seconds_per_request × the request rate (spread evenly: a fluid load).
-  // The steps then share what is left, min(1, (host_cores − that) / k) each; never
-  // less than a tenth of the host. Measured from the processes' CPU counters
-  // (process_cpu_seconds_total less tandem_engine_cpu_seconds_total; tandem-validate).
+  // (router, RPCs, KV transfer, poll threads; in a validation, the load generator too).
+  // host_idle_cores_per_node × nodes is taken from the host always (cores = host_cores
+  // less that, never less than a tenth of the host); host_cpu_seconds_per_request is a
+  // job at each request's arrival; host_cpu_seconds_per_output_token × the tokens a
+  // decode step sampled is a job beside the node's next step, the tokens reaching the
+  // client (TTFT, the last one E2E) when it is done. Measured from the processes' CPU
+  // counters (process_cpu_seconds_total less tandem_engine_cpu_seconds_total) over runs
+  // of two output lengths (tandem-validate).
   double host_idle_cores_per_node = 0;
   double host_cpu_seconds_per_request = 0;
+  double host_cpu_seconds_per_output_token = 0;
   // The engines' speed against their profile: every step takes its profiled time / this
   // (1: as profiled). A what-if for slower or faster hosts; tandem-validate sets it to
   // what a run's engine threads measured (SimResult's work against their CPU time).
@@ -58,12 +65,21 @@ struct SimOptions {
   // handing the step's outputs on (tandem-validate measures it; the profile times the
   // step alone).
   double step_overhead_seconds = 0;
+  // Fill SimResult::requests (every request's times; a validation compares them one by one).
+  bool record_requests = false;
 };
 
 // Engine steps simulated and their profiled times summed (speed 1, no overhead).
 struct EngineWork {
   double seconds = 0;
   int64_t steps = 0;
+};
+
+// One simulated request's times, seconds from the first arrival; first / done < 0: never.
+struct SimRequestTimes {
+  double arrival = 0;
+  double first = -1;
+  double done = -1;
 };
 
 struct SimResult {
@@ -79,6 +95,7 @@ struct SimResult {
   int64_t steps = 0;        // engine steps simulated, all nodes
   EngineWork prefill_work;  // of the prefill nodes
   EngineWork decode_work;   // of the decode and colocated nodes
+  std::vector<SimRequestTimes> requests;  // with SimOptions::record_requests, in arrival order
 };
 
 SimResult Simulate(const Layout& layout, const CostModel& cost, const Workload& workload, const Slo& slo, double rate,

@@ -158,30 +158,44 @@ TEST(SimulatorTest, NodesSharingAHostsCoresSlowEachOther) {
 
 // The serving path's CPU (idle per node, and per request at the trace's rate) takes
 // cores from the steps: two cores less 0.75 idle and 0.25 per-request leave one.
-TEST(SimulatorTest, TheServingPathsCpuTakesCoresFromTheSteps) {
+// The serving path's CPU shares the host with the steps where it happens: a request's at
+// its arrival, a token's on its way to the client (which sees the token when it is done).
+TEST(SimulatorTest, TheServingPathsCpuSharesTheHostWithTheSteps) {
   const CostModel cost = CostOf(Scaled(1));
   const Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = 0.9};
-  const Layout layout{.prefill_nodes = 2, .decode_nodes = 1};
-  Workload w;
-  for (double t : {0.0, 0.0, 100.0}) w.trace.push_back({.arrival_seconds = t, .prompt_tokens = 512, .output_tokens = 2});
-  auto ttft = [&](double idle_per_node, double per_request) {
-    const SimOptions o{.num_requests = 3, .warmup_fraction = 0, .min_span_ttfts = 0, .max_requests = 3,
-                       .host_cores = 2, .host_idle_cores_per_node = idle_per_node,
-                       .host_cpu_seconds_per_request = per_request};
+  const Layout layout{.prefill_nodes = 1, .decode_nodes = 1};
+  auto run = [&](int output, int cores, double idle_per_node, double per_request, double per_token) {
+    Workload w;
+    for (double t : {0.0, 100.0}) w.trace.push_back({.arrival_seconds = t, .prompt_tokens = 512, .output_tokens = output});
+    const SimOptions o{.num_requests = 2, .warmup_fraction = 0, .min_span_ttfts = 0, .max_requests = 2,
+                       .host_cores = cores, .host_idle_cores_per_node = idle_per_node,
+                       .host_cpu_seconds_per_request = per_request, .host_cpu_seconds_per_output_token = per_token};
     const SimResult r = Simulate(layout, cost, w, open, w.TraceRate(), o);
-    EXPECT_EQ(r.completed, 3);
-    return std::pair{r.latency.ttft_p50, r.latency.ttft_p90};
+    EXPECT_EQ(r.completed, 2);
+    return r;
   };
   const double transfer = cost.TransferSeconds(512);
-  const double alone = ttft(0, 0).first;
+  const double alone = run(1, 1, 0, 0, 0).latency.ttft_p50;
   const double prefill = alone - transfer;
+  const double c = prefill / 4;
   ASSERT_GT(prefill, 0);
-  EXPECT_DOUBLE_EQ(ttft(0, 0).second, alone);  // two cores, two prefills: no one waits
-  const double per_request = 0.25 / w.TraceRate();
-  EXPECT_NEAR(ttft(0.25, per_request).second, 2 * prefill + transfer, 1e-9);  // one core left: half speed
-  EXPECT_NEAR(ttft(0.25, 0).second, prefill / 0.625 + transfer, 1e-9);         // 1.25 cores left
-  // The host is never taken whole: a tenth of it stays with the steps.
-  EXPECT_NEAR(ttft(1.0, 0).second, prefill / 0.1 + transfer, 1e-9);
+  // One core: the arrival's CPU and the prefill share it (half each) until the arrival's is done.
+  EXPECT_NEAR(run(1, 1, 0, c, 0).latency.ttft_p50, prefill + c + transfer, 1e-9);
+  // Two cores: no one waits.
+  EXPECT_NEAR(run(1, 2, 0, c, 0).latency.ttft_p50, alone, 1e-9);
+  // The first token reaches the client after its share of the path.
+  EXPECT_NEAR(run(1, 1, 0, 0, c).latency.ttft_p50, alone + c, 1e-9);
+  // The nodes' idle CPU is taken from the host evenly: 2 − 2 × 0.25 = 1.5 cores, 0.75 each
+  // while the arrival's CPU runs beside the prefill.
+  EXPECT_NEAR(run(1, 2, 0.25, c, 0).latency.ttft_p50, prefill + c / 3 + transfer, 1e-9);
+  // The host is never taken whole: a tenth of it stays with the jobs.
+  EXPECT_NEAR(run(1, 2, 1.0, 0, 0).latency.ttft_p50, prefill / 0.2 + transfer, 1e-9);
+  // One core is never idle from the KV's landing to the last token: the decode steps and every
+  // token's path add up (a token's path runs beside the next step).
+  const double e2e = run(10, 1, 0, 0, 0).e2e_p50;
+  EXPECT_NEAR(run(10, 1, 0, 0, c).e2e_p50, e2e + 10 * c, 1e-9);
+  // Without a host the path costs nothing.
+  EXPECT_NEAR(run(10, 0, 0, c, c).e2e_p50, e2e, 1e-9);
 }
 
 // engine_speed scales every step (not the transfer); the work reported is at speed 1.

@@ -60,8 +60,11 @@ void PlanToolOptions::Bind(config::ConfigBinder& b) {
   b.Field("plan.host_idle_cores_per_node", host_idle_cores_per_node,
           "with host_cores: cores each node's serving path takes while idle (polling, heartbeats)");
   b.Field("plan.host_cpu_ms_per_request", host_cpu_ms_per_request,
-          "with host_cores: CPU ms per request outside the engines' steps (router, RPCs, KV transfer), as "
-          "tandem-validate measures it");
+          "with host_cores: CPU ms per request outside the engines' steps (router, RPCs, KV transfer) at its "
+          "arrival, as tandem-validate measures it");
+  b.Field("plan.host_cpu_ms_per_output_token", host_cpu_ms_per_output_token,
+          "with host_cores: CPU ms per output token on its way to the client (the decode node's output, the router's "
+          "stream), as tandem-validate measures it");
   b.Field("plan.engine_speed", engine_speed,
           "the engines' speed against their profile: every step takes its profiled time / this (1: as profiled)");
   b.Field("plan.step_overhead_ms", step_overhead_ms,
@@ -81,8 +84,10 @@ Status PlanToolOptions::Validate() const {
   if (rate < 0) return InvalidArgumentError("workload.rate must be >= 0");
   if (simulate < 0) return InvalidArgumentError("plan.simulate must be >= 0");
   if (host_cores < 0 || host_cores > 4096) return InvalidArgumentError("plan.host_cores must be in [0, 4096]");
-  if (!(host_idle_cores_per_node >= 0) || !(host_cpu_ms_per_request >= 0)) {
-    return InvalidArgumentError("plan.host_idle_cores_per_node and plan.host_cpu_ms_per_request must be >= 0");
+  if (!(host_idle_cores_per_node >= 0) || !(host_cpu_ms_per_request >= 0) || !(host_cpu_ms_per_output_token >= 0)) {
+    return InvalidArgumentError(
+        "plan.host_idle_cores_per_node, plan.host_cpu_ms_per_request and plan.host_cpu_ms_per_output_token must be "
+        ">= 0");
   }
   if (!(engine_speed > 0) || engine_speed > 100) return InvalidArgumentError("plan.engine_speed must be in (0, 100]");
   if (!(step_overhead_ms >= 0) || step_overhead_ms > 1e4) {
@@ -108,6 +113,7 @@ planner::PlanOptions PlanToolOptions::ToPlanOptions() const {
   o.sim.host_cores = host_cores;
   o.sim.host_idle_cores_per_node = host_idle_cores_per_node;
   o.sim.host_cpu_seconds_per_request = host_cpu_ms_per_request / 1e3;
+  o.sim.host_cpu_seconds_per_output_token = host_cpu_ms_per_output_token / 1e3;
   o.sim.engine_speed = engine_speed;
   o.sim.step_overhead_seconds = step_overhead_ms / 1e3;
   return o;

@@ -56,9 +56,10 @@ struct ValidateOptions {
   // 0 (a device per node) for a GPU one.
   int host_cores = -1;
   // The serving path's CPU on that host (planner::SimOptions::host_*), when host_cores > 0:
-  // < 0 measures it first on a 1P1D cluster (an idle spell and a light run; ServingCpu).
+  // < 0 measures them first on a 1P1D cluster (an idle spell and light runs; FitServingCpu).
   double host_idle_cores_per_node = -1;
   double host_cpu_ms_per_request = -1;
+  double host_cpu_ms_per_output_token = -1;
   double engine_speed = -1;  // the engines against the profile; <= 0: measure (with the two above)
   double step_overhead_ms = -1;  // engine time per step beyond the profiled; < 0: measure
   bool short_form = false;                // CI: 1P1D and 1C, two rates, a quick profile
@@ -125,13 +126,15 @@ StatusOr<std::string> MeasureProfile(const ValidateOptions& o, const std::string
 // histograms (prefill time, queue, KV transfer, ...) diffed over the run.
 // Its summary (--json-out) is <records>.summary.json.
 StatusOr<std::vector<MeasuredRequest>> RunLoad(const ValidateOptions& o, const LayoutCluster& cluster, double rate,
-                                               int requests, uint64_t seed, const std::string& records) {
+                                               int requests, uint64_t seed, const std::string& records,
+                                               int output_tokens = 0) {
   char command[2048];
   std::snprintf(command, sizeof(command),
                 "%s/tools/bench_serving/tandem-bench-serving --port %d --model tiny --num-prompts %d "
                 "--request-rate %.4f --input-len %d --output-len %d --range-ratio %g --vocab-size 500 --seed %llu "
                 "--timeout-s 120%s --requests-out %s --json-out %s > %s.log 2>&1",
-                o.binary_dir.c_str(), cluster.http_port(), requests, rate, o.prompt_tokens, o.output_tokens, o.range_ratio,
+                o.binary_dir.c_str(), cluster.http_port(), requests, rate, o.prompt_tokens,
+                output_tokens > 0 ? output_tokens : o.output_tokens, o.range_ratio,
                 static_cast<unsigned long long>(seed), cluster.NodeMetricsFlags().c_str(), Quote(records).c_str(),
                 Quote(records + ".summary.json").c_str(), Quote(records).c_str());
   std::system(command);  // failed requests are in the records (they miss the SLO)
@@ -164,11 +167,12 @@ StatusOr<RunCpu> ReadRunCpu(const std::string& records) {
 }
 
 // The host as the predictions take it, measured on a 1P1D cluster before the sweep: after
-// a warm-up, every process's CPU over an idle spell, then over a light run (0.3 of the
-// layout's knee as profiled, the sweep's first rate): the serving path's CPU (ServingCpu:
-// the processes' less the engine threads'), and the engines' speed against the profile
-// (EngineSpeed: the run's profiled work over the engine threads' CPU time); --repeats
-// runs, each figure their median.
+// a warm-up, every process's CPU over an idle spell, then over light runs (0.3 of the
+// layout's knee as profiled, the sweep's first rate), --repeats pairs of them, one with the
+// sweep's output lengths and one with a quarter of them: the serving path's CPU (the
+// processes' less the engine threads', fitted per request and per output token over the
+// runs: FitServingCpu), and the engines' speed and per-step overhead against the profile
+// (CalibrateEngines on each run, the median).
 StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profile& profile,
                                   const planner::CostModel& cost, const planner::Workload& workload,
                                   const planner::Slo& slo, const std::string& model_dir) {
@@ -201,13 +205,17 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
   HostModel host;
   host.cores = o.host_cores;
   // --repeats runs; each figure their median.
-  std::vector<double> per_request, speeds, overheads;
-  for (int r = 0; r < o.repeats; ++r) {
+  const double idle_cores = idle_seconds > 0 ? idle.process_seconds / idle_seconds : 0;
+  host.serving.idle_cores_per_node = IdleCoresPerNode(idle, idle_seconds, cluster->nodes());
+  std::vector<ServingSample> samples;
+  std::vector<double> speeds, overheads;
+  for (int r = 0; r < 2 * o.repeats; ++r) {
     const std::string records_path = log_dir + "/run" + std::to_string(r) + ".jsonl";
+    const int output_tokens = r % 2 == 0 ? o.output_tokens : std::max(2, o.output_tokens / 4);
     TANDEM_ASSIGN_OR_RETURN(ClusterCpu run_start, cluster->ScrapeCpu());
     const Clock::time_point run_from = Clock::now();
     TANDEM_ASSIGN_OR_RETURN(std::vector<MeasuredRequest> records,
-                            RunLoad(o, *cluster, 0.3 * knee, requests, o.seed + 997 - r, records_path));
+                            RunLoad(o, *cluster, 0.3 * knee, requests, o.seed + 997 - r, records_path, output_tokens));
     TANDEM_ASSIGN_OR_RETURN(ClusterCpu run_end, cluster->ScrapeCpu());
     const double run_seconds = seconds_since(run_from);
     TANDEM_ASSIGN_OR_RETURN(RunCpu run_cpu, ReadRunCpu(records_path));
@@ -215,9 +223,12 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
     const ClusterCpu run{.process_seconds = run_end.process_seconds - run_start.process_seconds,
                          .engine_seconds = run_end.engine_seconds - run_start.engine_seconds,
                          .prefill_engine_seconds = run_end.prefill_engine_seconds - run_start.prefill_engine_seconds};
+    int64_t tokens = 0;
+    for (const MeasuredRequest& m : records) tokens += m.completion_tokens;
+    samples.push_back(MeasureServingSample(run, idle_cores, client_seconds, run_seconds,
+                                           static_cast<int>(records.size()), tokens));
     HostModel measured_host = host;
-    measured_host.serving = MeasureServingCpu(idle, idle_seconds, cluster->nodes(), run, client_seconds,
-                                              run_seconds, static_cast<int>(records.size()));
+    measured_host.serving = FitServingCpu(host.serving.idle_cores_per_node, {samples.back()});
     planner::SimResult simulated;
     (void)PredictedStats(layout, cost, records, slo, o.seed, measured_host, &simulated);
     const EngineCalibration engines =
@@ -225,18 +236,18 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
                          run.engine_seconds - run.prefill_engine_seconds);
     std::printf("calibration run %d (1P1D, logs in %s): %zu requests in %.1f s: the processes' CPU %.2f s, of it "
                 "the engine threads' %.2f s (prefill %.2f s for %.2f s of profiled work in %lld steps, decode %.2f s "
-                "for %.2f s in %lld steps); the load generator's %.2f s; engine speed %.2f, step overhead %.3f ms\n",
+                "for %.2f s in %lld steps); the load generator's %.2f s; the serving path's %.2f s for %lld output "
+                "tokens; engine speed %.2f, step overhead %.3f ms\n",
                 r, log_dir.c_str(), records.size(), run_seconds, run.process_seconds, run.engine_seconds,
                 run.prefill_engine_seconds, simulated.prefill_work.seconds,
                 static_cast<long long>(simulated.prefill_work.steps), run.engine_seconds - run.prefill_engine_seconds,
                 simulated.decode_work.seconds, static_cast<long long>(simulated.decode_work.steps), client_seconds,
-                engines.speed, engines.step_overhead_seconds * 1e3);
-    host.serving.idle_cores_per_node = measured_host.serving.idle_cores_per_node;  // one idle spell
-    per_request.push_back(measured_host.serving.seconds_per_request);
+                samples.back().cpu_seconds, static_cast<long long>(tokens), engines.speed,
+                engines.step_overhead_seconds * 1e3);
     speeds.push_back(engines.speed);
     overheads.push_back(engines.step_overhead_seconds);
   }
-  host.serving.seconds_per_request = Median(per_request);
+  host.serving = FitServingCpu(host.serving.idle_cores_per_node, samples);
   host.engine_speed = Median(speeds);
   host.step_overhead_seconds = Median(overheads);
   return host;
@@ -251,13 +262,11 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
   const planner::WorkloadStats stats = planner::ComputeWorkloadStats(workload, cost.decode_limits().block_size);
   const planner::ScreenResult screen = planner::ScreenLayout(layout, cost, stats, slo, workload.rate);
   auto knee_at = [&](double engine_speed, double step_overhead_seconds) {
+    HostModel at = host;
+    at.engine_speed = engine_speed;
+    at.step_overhead_seconds = step_overhead_seconds;
     return planner::FindMaxGoodput(layout, cost, workload, slo, screen.max_rate * engine_speed,
-                                   planner::SimOptions{.seed = o.seed,
-                                                       .host_cores = host.cores,
-                                                       .host_idle_cores_per_node = host.serving.idle_cores_per_node,
-                                                       .host_cpu_seconds_per_request = host.serving.seconds_per_request,
-                                                       .engine_speed = engine_speed,
-                                                       .step_overhead_seconds = step_overhead_seconds})
+                                   HostSimOptions(at, o.seed))
         .goodput;
   };
   sweep.profiled_knee = knee_at(1, 0);
@@ -341,6 +350,7 @@ std::string ContextJson(const ValidateOptions& o, const planner::Profile& profil
                       {"host_cores", host.cores},
                       {"host_idle_cores_per_node", host.serving.idle_cores_per_node},
                       {"host_cpu_ms_per_request", host.serving.seconds_per_request * 1e3},
+                      {"host_cpu_ms_per_output_token", host.serving.seconds_per_output_token * 1e3},
                       {"engine_speed", host.engine_speed},
                       {"step_overhead_ms", host.step_overhead_seconds * 1e3},
                       {"host", hostname},
@@ -406,23 +416,26 @@ StatusOr<int> Run(ValidateOptions o) {
   HostModel host;
   host.cores = o.host_cores;
   if (host.cores > 0) {
-    if (o.host_idle_cores_per_node >= 0 && o.host_cpu_ms_per_request >= 0 && o.engine_speed > 0 &&
-        o.step_overhead_ms >= 0) {
+    if (o.host_idle_cores_per_node >= 0 && o.host_cpu_ms_per_request >= 0 && o.host_cpu_ms_per_output_token >= 0 &&
+        o.engine_speed > 0 && o.step_overhead_ms >= 0) {
       host.serving = {.idle_cores_per_node = o.host_idle_cores_per_node,
-                      .seconds_per_request = o.host_cpu_ms_per_request / 1e3};
+                      .seconds_per_request = o.host_cpu_ms_per_request / 1e3,
+                      .seconds_per_output_token = o.host_cpu_ms_per_output_token / 1e3};
       host.engine_speed = o.engine_speed;
       host.step_overhead_seconds = o.step_overhead_ms / 1e3;
     } else {
       TANDEM_ASSIGN_OR_RETURN(host, CalibrateHost(o, profile, cost, workload, slo, model_dir));
     }
-    std::printf("the host: %d cores; the serving path takes %.3f cores per node idle and %.2f ms of CPU per request; "
-                "the engines run at %.2f of the profile's speed, each step %.3f ms beyond its profiled time\n",
+    std::printf("the host: %d cores; the serving path takes %.3f cores per node idle, %.2f ms of CPU per request "
+                "and %.3f ms per output token; the engines run at %.2f of the profile's speed, each step %.3f ms "
+                "beyond its profiled time\n",
                 host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3,
-                host.engine_speed, host.step_overhead_seconds * 1e3);
+                host.serving.seconds_per_output_token * 1e3, host.engine_speed, host.step_overhead_seconds * 1e3);
     std::printf("  (tandem-plan on this host: --plan-host-cores %d --plan-host-idle-cores-per-node %.4f "
-                "--plan-host-cpu-ms-per-request %.2f --plan-engine-speed %.3f --plan-step-overhead-ms %.4f)\n",
+                "--plan-host-cpu-ms-per-request %.3f --plan-host-cpu-ms-per-output-token %.4f --plan-engine-speed "
+                "%.3f --plan-step-overhead-ms %.4f)\n",
                 host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3,
-                host.engine_speed, host.step_overhead_seconds * 1e3);
+                host.serving.seconds_per_output_token * 1e3, host.engine_speed, host.step_overhead_seconds * 1e3);
     std::fflush(stdout);
   }
   std::vector<LayoutSweep> sweeps;
@@ -483,6 +496,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--host-cpu-ms-per-request", o.host_cpu_ms_per_request,
                  "the serving path's CPU per request outside the engines' steps, ms (-1: measure)")
+      ->capture_default_str();
+  app.add_option("--host-cpu-ms-per-output-token", o.host_cpu_ms_per_output_token,
+                 "the serving path's CPU per output token (the decode node's output, the router's stream, the client), "
+                 "ms (-1: measure)")
       ->capture_default_str();
   app.add_option("--engine-speed", o.engine_speed,
                  "the engines' speed against the profile (-1: measure, with the serving path's CPU, on a 1P1D cluster "

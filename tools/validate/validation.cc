@@ -94,16 +94,48 @@ double EngineSpeed(const PointStats& profiled, const PointStats& measured) {
                                                                    : 1.0;
 }
 
-ServingCpu MeasureServingCpu(const ClusterCpu& idle, double idle_seconds, int nodes, const ClusterCpu& run,
-                             double client_seconds, double run_seconds, int requests) {
-  ServingCpu s;
-  const double idle_cores = idle_seconds > 0 ? idle.process_seconds / idle_seconds : 0;
-  if (nodes > 0) s.idle_cores_per_node = std::max(0.0, idle_cores / nodes);
-  if (requests > 0) {
-    const double serving = run.process_seconds - run.engine_seconds - idle_cores * run_seconds + client_seconds;
-    s.seconds_per_request = std::max(0.0, serving / requests);
+double IdleCoresPerNode(const ClusterCpu& idle, double idle_seconds, int nodes) {
+  if (!(idle_seconds > 0) || nodes <= 0) return 0;
+  return std::max(0.0, idle.process_seconds / idle_seconds / nodes);
+}
+
+ServingSample MeasureServingSample(const ClusterCpu& run, double idle_cores, double client_seconds,
+                                   double run_seconds, int requests, int64_t output_tokens) {
+  return {.cpu_seconds = std::max(0.0, run.process_seconds - run.engine_seconds - idle_cores * run_seconds +
+                                           client_seconds),
+          .requests = requests,
+          .output_tokens = output_tokens};
+}
+
+ServingCpu FitServingCpu(double idle_cores_per_node, const std::vector<ServingSample>& samples) {
+  ServingCpu out{.idle_cores_per_node = idle_cores_per_node};
+  // Normal equations of cpu = n·a + t·b.
+  double nn = 0, nt = 0, tt = 0, nc = 0, tc = 0;
+  for (const ServingSample& s : samples) {
+    const double n = s.requests, t = static_cast<double>(s.output_tokens);
+    nn += n * n;
+    nt += n * t;
+    tt += t * t;
+    nc += n * s.cpu_seconds;
+    tc += t * s.cpu_seconds;
   }
-  return s;
+  if (!(nn > 0)) return out;
+  const double det = nn * tt - nt * nt;
+  // Runs of alike tokens per request cannot tell the two apart (det relative to its terms).
+  if (det > 1e-6 * nn * tt) {
+    const double a = (nc * tt - tc * nt) / det, b = (tc * nn - nc * nt) / det;
+    if (a >= 0 && b >= 0) {
+      out.seconds_per_request = a;
+      out.seconds_per_output_token = b;
+      return out;
+    }
+    if (a < 0 && tt > 0 && tc > 0) {  // all per token
+      out.seconds_per_output_token = tc / tt;
+      return out;
+    }
+  }
+  out.seconds_per_request = std::max(0.0, nc / nn);
+  return out;
 }
 
 EngineCalibration CalibrateEngines(const planner::EngineWork& prefill, double prefill_cpu,
@@ -121,6 +153,16 @@ EngineCalibration CalibrateEngines(const planner::EngineWork& prefill, double pr
   return {.speed = speed, .step_overhead_seconds = overhead};
 }
 
+planner::SimOptions HostSimOptions(const HostModel& host, uint64_t seed) {
+  return {.seed = seed,
+          .host_cores = host.cores,
+          .host_idle_cores_per_node = host.serving.idle_cores_per_node,
+          .host_cpu_seconds_per_request = host.serving.seconds_per_request,
+          .host_cpu_seconds_per_output_token = host.serving.seconds_per_output_token,
+          .engine_speed = host.engine_speed,
+          .step_overhead_seconds = host.step_overhead_seconds};
+}
+
 PointStats PredictedStats(const planner::Layout& layout, const planner::CostModel& cost,
                           const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed,
                           const HostModel& host, planner::SimResult* simulated) {
@@ -130,16 +172,10 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
                               .output_tokens = r.output_tokens});
   }
   const double rate = workload.TraceRate();
-  const planner::SimOptions options{.seed = seed,
-                                    .num_requests = static_cast<int>(requests.size()),
-                                    .warmup_fraction = 0,
-                                    .min_span_ttfts = 0,
-                                    .max_requests = static_cast<int>(requests.size()),
-                                    .host_cores = host.cores,
-                                    .host_idle_cores_per_node = host.serving.idle_cores_per_node,
-                                    .host_cpu_seconds_per_request = host.serving.seconds_per_request,
-                                    .engine_speed = host.engine_speed,
-                                    .step_overhead_seconds = host.step_overhead_seconds};
+  planner::SimOptions options = HostSimOptions(host, seed);
+  options.num_requests = options.max_requests = static_cast<int>(requests.size());
+  options.warmup_fraction = 0;
+  options.min_span_ttfts = 0;
   const planner::SimResult with_slo = planner::Simulate(layout, cost, workload, slo, rate, options);
   // No deadline: the simulation runs every request to its end, as the cluster did.
   const planner::Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = slo.attainment};

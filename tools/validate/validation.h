@@ -10,6 +10,7 @@
 // Thread rule: free functions over values.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,16 +67,32 @@ struct ClusterCpu {
 
 // What the serving path costs the host's CPU, outside the engines' steps, as the
 // simulation takes it (planner::SimOptions::host_idle_cores_per_node,
-// host_cpu_seconds_per_request): from the counters over an idle spell of
-// `idle_seconds` (every process's CPU: polling, heartbeats) and over a run of
-// `requests` in `run_seconds` (every process's CPU less the engine threads' and the
-// idle share, plus the load generator's own `client_seconds`, per request).
+// host_cpu_seconds_per_request, host_cpu_seconds_per_output_token).
 struct ServingCpu {
   double idle_cores_per_node = 0;
   double seconds_per_request = 0;
+  double seconds_per_output_token = 0;
 };
-ServingCpu MeasureServingCpu(const ClusterCpu& idle, double idle_seconds, int nodes, const ClusterCpu& run,
-                             double client_seconds, double run_seconds, int requests);
+
+// The processes' CPU over an idle spell of `idle_seconds` (polling, heartbeats), per node.
+double IdleCoresPerNode(const ClusterCpu& idle, double idle_seconds, int nodes);
+
+// One run's serving-path CPU: every process's CPU less the engine threads' and the idle
+// share (`idle_cores` × `run_seconds`), plus the load generator's own `client_seconds`;
+// and what the run served.
+struct ServingSample {
+  double cpu_seconds = 0;
+  int requests = 0;
+  int64_t output_tokens = 0;
+};
+ServingSample MeasureServingSample(const ClusterCpu& run, double idle_cores, double client_seconds,
+                                   double run_seconds, int requests, int64_t output_tokens);
+
+// The serving path's CPU per request and per output token: the least-squares fit of
+// cpu = requests · a + output_tokens · b over runs of different output lengths, a, b ≥ 0
+// (where the unconstrained fit makes one negative, or the runs' tokens per request are
+// all alike, the fit with that term 0 — all per request when both fail).
+ServingCpu FitServingCpu(double idle_cores_per_node, const std::vector<ServingSample>& samples);
 
 // The host the nodes share in a prediction: none (cores 0: a device per node), or
 // `cores` less what the serving path takes.
@@ -85,6 +102,9 @@ struct HostModel {
   double engine_speed = 1;            // planner::SimOptions::engine_speed
   double step_overhead_seconds = 0;   // planner::SimOptions::step_overhead_seconds
 };
+
+// The simulation's options for `host` (its cores, serving path and engines).
+planner::SimOptions HostSimOptions(const HostModel& host, uint64_t seed);
 
 // The engines' speed s and per-step overhead o from a run's engine threads: the prefill
 // nodes' CPU time `prefill_cpu` and the decode nodes' `decode_cpu` against the work the

@@ -65,17 +65,46 @@ TEST(ValidationTest, PredictionOfALightLoadIsThePrefillTransferAndDecodeTimes) {
 
 TEST(ValidationTest, ServingCpuIsTheProcessesCpuLessTheEnginesAndTheIdleShare) {
   // Idle: 0.6 s of CPU in 3 s over 2 nodes (and the router): 0.2 cores, 0.1 a node.
-  // The run: 10 s of CPU in 5 s, 6 of them the engines', 1 the idle share, plus the
-  // load generator's 0.5: 3.5 s for 100 requests.
-  const ServingCpu s = MeasureServingCpu({.process_seconds = 0.6, .engine_seconds = 0.01}, 3, 2,
-                                         {.process_seconds = 10, .engine_seconds = 6}, 0.5, 5, 100);
-  EXPECT_NEAR(s.idle_cores_per_node, 0.1, 1e-12);
-  EXPECT_NEAR(s.seconds_per_request, 0.035, 1e-12);
-  // Nothing to divide by, or less than the idle share: zero, never negative.
-  const ServingCpu none = MeasureServingCpu({.process_seconds = 3}, 1, 0, {.process_seconds = 1}, 0, 5, 0);
-  EXPECT_EQ(none.idle_cores_per_node, 0);
-  EXPECT_EQ(none.seconds_per_request, 0);
-  EXPECT_EQ(MeasureServingCpu({.process_seconds = 3}, 1, 2, {.process_seconds = 1}, 0, 5, 10).seconds_per_request, 0);
+  EXPECT_NEAR(IdleCoresPerNode({.process_seconds = 0.6, .engine_seconds = 0.01}, 3, 2), 0.1, 1e-12);
+  EXPECT_EQ(IdleCoresPerNode({.process_seconds = 3}, 1, 0), 0);  // nothing to divide by
+  // The run: 10 s of CPU in 5 s, 6 of them the engines', 1 the idle share (0.2 cores), plus
+  // the load generator's 0.5: 3.5 s.
+  const ServingSample run = MeasureServingSample({.process_seconds = 10, .engine_seconds = 6}, 0.2, 0.5, 5, 100, 6400);
+  EXPECT_NEAR(run.cpu_seconds, 3.5, 1e-12);
+  EXPECT_EQ(run.requests, 100);
+  EXPECT_EQ(run.output_tokens, 6400);
+  // Less than the idle share: zero, never negative.
+  EXPECT_EQ(MeasureServingSample({.process_seconds = 1}, 2, 0, 5, 10, 10).cpu_seconds, 0);
+}
+
+// Runs of different output lengths separate the CPU per request from the CPU per token.
+TEST(ValidationTest, ServingCpuIsFittedPerRequestAndPerOutputToken) {
+  // 2 ms a request and 0.1 ms a token: 100 requests of 64 tokens, 100 of 16, 50 of 64.
+  auto sample = [](int requests, int64_t tokens) {
+    return ServingSample{.cpu_seconds = requests * 0.002 + tokens * 0.0001, .requests = requests,
+                         .output_tokens = tokens};
+  };
+  const ServingCpu fit = FitServingCpu(0.01, {sample(100, 6400), sample(100, 1600), sample(50, 3200)});
+  EXPECT_NEAR(fit.idle_cores_per_node, 0.01, 1e-15);
+  EXPECT_NEAR(fit.seconds_per_request, 0.002, 1e-12);
+  EXPECT_NEAR(fit.seconds_per_output_token, 0.0001, 1e-12);
+  // Alike runs cannot tell the two apart: all of it per request.
+  const ServingCpu alike = FitServingCpu(0, {sample(100, 6400), sample(50, 3200)});
+  EXPECT_NEAR(alike.seconds_per_request, 0.0084, 1e-12);
+  EXPECT_EQ(alike.seconds_per_output_token, 0);
+  // A fit that would make the per-request CPU negative puts it all on the tokens.
+  const ServingCpu tokens =
+      FitServingCpu(0, {{.cpu_seconds = 0.5, .requests = 100, .output_tokens = 6400},
+                        {.cpu_seconds = 0.05, .requests = 100, .output_tokens = 1600}});
+  EXPECT_EQ(tokens.seconds_per_request, 0);
+  EXPECT_NEAR(tokens.seconds_per_output_token, (0.5 * 6400 + 0.05 * 1600) / (6400.0 * 6400 + 1600.0 * 1600), 1e-15);
+  // ... and one that would make the per-token CPU negative, on the requests.
+  const ServingCpu requests =
+      FitServingCpu(0, {{.cpu_seconds = 0.1, .requests = 100, .output_tokens = 6400},
+                        {.cpu_seconds = 0.3, .requests = 100, .output_tokens = 1600}});
+  EXPECT_NEAR(requests.seconds_per_request, 0.002, 1e-12);
+  EXPECT_EQ(requests.seconds_per_output_token, 0);
+  EXPECT_EQ(FitServingCpu(0, {}).seconds_per_request, 0);  // nothing measured
 }
 
 // The serving path's CPU slows a prediction only where the host is short of cores.
