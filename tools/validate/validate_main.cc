@@ -307,7 +307,9 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       m.engine_seconds = run_cpu.engine_seconds;
       // The run with the host as calibrated, at the profile's speed, and at the speed its
       // engine threads showed (the profiled work over their CPU time).
-      predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed, host));
+      planner::SimResult simulated;
+      predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed, host, &simulated));
+      std::ofstream(log_dir + name + ".compared.jsonl") << ComparedRecordsJsonl(records, simulated);
       HostModel speed = host;
       speed.engine_speed = 1;
       speed.step_overhead_seconds = 0;

@@ -176,6 +176,7 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
   options.num_requests = options.max_requests = static_cast<int>(requests.size());
   options.warmup_fraction = 0;
   options.min_span_ttfts = 0;
+  options.record_requests = simulated != nullptr;
   const planner::SimResult with_slo = planner::Simulate(layout, cost, workload, slo, rate, options);
   // No deadline: the simulation runs every request to its end, as the cluster did.
   const planner::Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = slo.attainment};
@@ -195,6 +196,23 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
   s.attainment = with_slo.attainment;
   s.goodput = s.attainment * s.offered_rate;
   return s;
+}
+
+std::string ComparedRecordsJsonl(const std::vector<MeasuredRequest>& requests, const planner::SimResult& simulated) {
+  std::string out;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const MeasuredRequest& m = requests[i];
+    nlohmann::json line = {{"send_s", m.send_s}, {"prompt_tokens", m.prompt_tokens},
+                           {"output_tokens", m.output_tokens}, {"ttft_s", m.ttft_s}, {"e2e_s", m.e2e_s},
+                           {"predicted_ttft_s", nullptr}, {"predicted_e2e_s", nullptr}};
+    if (i < simulated.requests.size()) {
+      const planner::SimRequestTimes& p = simulated.requests[i];
+      if (p.first >= 0) line["predicted_ttft_s"] = p.first - p.arrival;
+      if (p.done >= 0) line["predicted_e2e_s"] = p.done - p.arrival;
+    }
+    out += line.dump() + "\n";
+  }
+  return out;
 }
 
 PointStats MedianStats(const std::vector<PointStats>& runs) {

@@ -129,6 +129,11 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
                           const std::vector<MeasuredRequest>& requests, const planner::Slo& slo, uint64_t seed,
                           const HostModel& host = {}, planner::SimResult* simulated = nullptr);
 
+// One JSON line per request, measured beside predicted (`simulated` with its requests
+// recorded, in the same order): send_s, prompt_tokens, output_tokens, ttft_s, e2e_s,
+// predicted_ttft_s, predicted_e2e_s (null where the simulation never got there).
+std::string ComparedRecordsJsonl(const std::vector<MeasuredRequest>& requests, const planner::SimResult& simulated);
+
 // Each field the median over the runs (repeats of one point).
 PointStats MedianStats(const std::vector<PointStats>& runs);
 double Median(std::vector<double> values);  // 0 when empty

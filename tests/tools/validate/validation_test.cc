@@ -1,8 +1,10 @@
 #include "tools/validate/validation.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <sstream>
 
 #include "tests/planner/sample_profile.h"
 #include "tools/validate/validate_report.h"
@@ -61,6 +63,35 @@ TEST(ValidationTest, PredictionOfALightLoadIsThePrefillTransferAndDecodeTimes) {
   EXPECT_NEAR(p.e2e_mean - ttft, 7 * p.tpot_p50, 1e-9);
   EXPECT_EQ(p.completed, 2);
   EXPECT_DOUBLE_EQ(p.attainment, 1);
+}
+
+// Each request measured beside its prediction, in order: what a point's records file gets.
+TEST(ValidationTest, ComparedRecordsPutEachPredictionBesideItsMeasurement) {
+  StatusOr<planner::CostModel> cost = planner::CostModel::Build(planner::testing::SampleProfile(), planner::testing::SampleProfile(), "");
+  ASSERT_TRUE(cost.ok()) << cost.status().ToString();
+  auto records = ParseRequestRecords(Line(0, 512, 8, true, 0.25, 0.5) + Line(100, 256, 4, true, 0.125, 0.375));
+  ASSERT_TRUE(records.ok());
+  const planner::Slo slo{.ttft_seconds = 10, .tpot_seconds = 1, .attainment = 0.9};
+  planner::SimResult simulated;
+  const PointStats p = PredictedStats({.prefill_nodes = 1, .decode_nodes = 1}, *cost, *records, slo, 1, {}, &simulated);
+  ASSERT_EQ(simulated.requests.size(), 2u);
+  std::istringstream lines(ComparedRecordsJsonl(*records, simulated));
+  std::string line;
+  std::vector<nlohmann::json> parsed;
+  while (std::getline(lines, line)) parsed.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(parsed.size(), 2u);
+  EXPECT_EQ(parsed[1]["prompt_tokens"], 256);
+  EXPECT_DOUBLE_EQ(parsed[1]["ttft_s"].get<double>(), 0.125);
+  EXPECT_DOUBLE_EQ(parsed[1]["e2e_s"].get<double>(), 0.375);
+  EXPECT_NEAR(parsed[0]["predicted_ttft_s"].get<double>(), cost->PrefillSeconds(512) + cost->TransferSeconds(512), 1e-9);
+  EXPECT_NEAR(parsed[0]["predicted_e2e_s"].get<double>() + parsed[1]["predicted_e2e_s"].get<double>(), 2 * p.e2e_mean,
+              1e-9);
+  // A request the simulation never finished: null, not a number.
+  simulated.requests[1].done = -1;
+  std::istringstream again(ComparedRecordsJsonl(*records, simulated));
+  std::getline(again, line);
+  std::getline(again, line);
+  EXPECT_TRUE(nlohmann::json::parse(line)["predicted_e2e_s"].is_null());
 }
 
 TEST(ValidationTest, ServingCpuIsTheProcessesCpuLessTheEnginesAndTheIdleShare) {
