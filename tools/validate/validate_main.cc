@@ -62,6 +62,10 @@ struct ValidateOptions {
   double host_cpu_ms_per_output_token = -1;
   double engine_speed = -1;  // the engines against the profile; <= 0: measure (with the two above)
   double step_overhead_ms = -1;  // engine time per step beyond the profiled; < 0: measure
+  // Predict each run, and each layout's knee, with the host as measured up to it: the
+  // engines at the speed the run before measured (the first at the calibration's: the host's
+  // speed drifts between minutes), the serving path's CPU fitted over every run so far.
+  bool track_host = true;
   bool short_form = false;                // CI: 1P1D and 1C, two rates, a quick profile
   // > 0: exit 1 when the mean |E2E error| of the points at or below the predicted knee is
   // above it (past the knee a backlog's growth makes any latency noisy: not a CI bound).
@@ -144,11 +148,19 @@ StatusOr<std::vector<MeasuredRequest>> RunLoad(const ValidateOptions& o, const L
   return ParseRequestRecords(text.str());
 }
 
+int64_t CompletionTokens(const std::vector<MeasuredRequest>& records) {
+  int64_t tokens = 0;
+  for (const MeasuredRequest& m : records) tokens += m.completion_tokens;
+  return tokens;
+}
+
 // The CPU a run's summary recorded: the engine threads' (every node's server counters)
 // and the load generator's own.
 struct RunCpu {
+  double process_seconds = 0;  // router and nodes
   double engine_seconds = 0;
   double client_seconds = 0;
+  double seconds = 0;          // the run's duration
 };
 StatusOr<RunCpu> ReadRunCpu(const std::string& records) {
   const std::string path = records + ".summary.json";
@@ -158,10 +170,11 @@ StatusOr<RunCpu> ReadRunCpu(const std::string& records) {
       !j["client_cpu_s"].is_number()) {
     return UnavailableError(path + ": no server counters or client_cpu_s");
   }
-  RunCpu cpu{.engine_seconds = 0, .client_seconds = j["client_cpu_s"].get<double>()};
+  RunCpu cpu{.client_seconds = j["client_cpu_s"].get<double>(), .seconds = j.value("duration_s", 0.0)};
   for (const auto& [page, report] : j["server"].items()) {
     if (!report.contains("counters")) return UnavailableError(path + ": " + page + ": no counters");
     cpu.engine_seconds += report["counters"].value(metrics::kEngineCpuSeconds, 0.0);
+    cpu.process_seconds += report["counters"].value(metrics::kProcessCpuSeconds, 0.0);
   }
   return cpu;
 }
@@ -175,7 +188,8 @@ StatusOr<RunCpu> ReadRunCpu(const std::string& records) {
 // (CalibrateEngines on each run, the median).
 StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profile& profile,
                                   const planner::CostModel& cost, const planner::Workload& workload,
-                                  const planner::Slo& slo, const std::string& model_dir) {
+                                  const planner::Slo& slo, const std::string& model_dir,
+                                  std::vector<ServingSample>* samples) {
   const planner::Layout layout{.prefill_nodes = 1, .decode_nodes = 1};
   const planner::WorkloadStats stats = planner::ComputeWorkloadStats(workload, cost.decode_limits().block_size);
   const double knee =
@@ -207,7 +221,6 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
   // --repeats runs; each figure their median.
   const double idle_cores = idle_seconds > 0 ? idle.process_seconds / idle_seconds : 0;
   host.serving.idle_cores_per_node = IdleCoresPerNode(idle, idle_seconds, cluster->nodes());
-  std::vector<ServingSample> samples;
   std::vector<double> speeds, overheads;
   for (int r = 0; r < 2 * o.repeats; ++r) {
     const std::string records_path = log_dir + "/run" + std::to_string(r) + ".jsonl";
@@ -223,12 +236,10 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
     const ClusterCpu run{.process_seconds = run_end.process_seconds - run_start.process_seconds,
                          .engine_seconds = run_end.engine_seconds - run_start.engine_seconds,
                          .prefill_engine_seconds = run_end.prefill_engine_seconds - run_start.prefill_engine_seconds};
-    int64_t tokens = 0;
-    for (const MeasuredRequest& m : records) tokens += m.completion_tokens;
-    samples.push_back(MeasureServingSample(run, idle_cores, client_seconds, run_seconds,
-                                           static_cast<int>(records.size()), tokens));
+    samples->push_back(MeasureServingSample(run, idle_cores, client_seconds, run_seconds,
+                                            static_cast<int>(records.size()), CompletionTokens(records)));
     HostModel measured_host = host;
-    measured_host.serving = FitServingCpu(host.serving.idle_cores_per_node, {samples.back()});
+    measured_host.serving = FitServingCpu(host.serving.idle_cores_per_node, {samples->back()});
     planner::SimResult simulated;
     (void)PredictedStats(layout, cost, records, slo, o.seed, measured_host, &simulated);
     const EngineCalibration engines =
@@ -242,12 +253,12 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
                 run.prefill_engine_seconds, simulated.prefill_work.seconds,
                 static_cast<long long>(simulated.prefill_work.steps), run.engine_seconds - run.prefill_engine_seconds,
                 simulated.decode_work.seconds, static_cast<long long>(simulated.decode_work.steps), client_seconds,
-                samples.back().cpu_seconds, static_cast<long long>(tokens), engines.speed,
+                samples->back().cpu_seconds, static_cast<long long>(samples->back().output_tokens), engines.speed,
                 engines.step_overhead_seconds * 1e3);
     speeds.push_back(engines.speed);
     overheads.push_back(engines.step_overhead_seconds);
   }
-  host.serving = FitServingCpu(host.serving.idle_cores_per_node, samples);
+  host.serving = FitServingCpu(host.serving.idle_cores_per_node, *samples);
   host.engine_speed = Median(speeds);
   host.step_overhead_seconds = Median(overheads);
   return host;
@@ -256,7 +267,9 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
 StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layout& layout,
                                   const planner::Profile& profile, const planner::CostModel& cost,
                                   const planner::Workload& workload, const planner::Slo& slo,
-                                  const HostModel& host, const std::string& model_dir) {
+                                  HostModel* tracked, std::vector<ServingSample>* samples,
+                                  const std::string& model_dir) {
+  const HostModel& host = *tracked;
   LayoutSweep sweep;
   sweep.layout = layout;
   const planner::WorkloadStats stats = planner::ComputeWorkloadStats(workload, cost.decode_limits().block_size);
@@ -271,8 +284,10 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
   };
   sweep.profiled_knee = knee_at(1, 0);
   sweep.predicted_knee = knee_at(host.engine_speed, host.step_overhead_seconds);
-  std::printf("%s: predicted goodput knee %.2f req/s; starting the cluster\n", layout.Name().c_str(),
-              sweep.predicted_knee);
+  std::printf("%s: predicted goodput knee %.2f req/s (engines at %.2f of the profile's speed, the serving path %.2f ms "
+              "of CPU a request and %.3f ms an output token); starting the cluster\n",
+              layout.Name().c_str(), sweep.predicted_knee, host.engine_speed, host.serving.seconds_per_request * 1e3,
+              host.serving.seconds_per_output_token * 1e3);
   std::fflush(stdout);
   if (sweep.predicted_knee <= 0) return FailedPreconditionError(layout.Name() + ": the planner predicts no goodput");
   const std::string log_dir = o.out_dir + "/" + layout.Name();
@@ -319,6 +334,17 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       layout_speeds.push_back(speed.engine_speed);
       at_run_speed.push_back(PredictedStats(layout, cost, records, slo, o.seed, speed));
       measured.push_back(m);
+      if (o.track_host) {  // the next run is predicted at this one's speed, with this one's serving path
+        tracked->engine_speed = speed.engine_speed;
+        tracked->step_overhead_seconds = 0;
+        if (host.cores > 0) {
+          samples->push_back(MeasureServingSample(
+              {.process_seconds = run_cpu.process_seconds, .engine_seconds = run_cpu.engine_seconds},
+              host.serving.idle_cores_per_node * cluster->nodes(), run_cpu.client_seconds, run_cpu.seconds,
+              static_cast<int>(records.size()), CompletionTokens(records)));
+          tracked->serving = FitServingCpu(host.serving.idle_cores_per_node, *samples);
+        }
+      }
     }
     point.measured = MedianStats(measured);
     point.predicted = MedianStats(predicted);
@@ -355,6 +381,7 @@ std::string ContextJson(const ValidateOptions& o, const planner::Profile& profil
                       {"host_cpu_ms_per_output_token", host.serving.seconds_per_output_token * 1e3},
                       {"engine_speed", host.engine_speed},
                       {"step_overhead_ms", host.step_overhead_seconds * 1e3},
+                      {"track_host", o.track_host},
                       {"host", hostname},
                       {"workload",
                        {{"prompt_tokens", o.prompt_tokens},
@@ -417,6 +444,7 @@ StatusOr<int> Run(ValidateOptions o) {
   TANDEM_RETURN_IF_ERROR(slo.Validate());
   HostModel host;
   host.cores = o.host_cores;
+  std::vector<ServingSample> samples;  // the serving path's CPU over the runs so far
   if (host.cores > 0) {
     if (o.host_idle_cores_per_node >= 0 && o.host_cpu_ms_per_request >= 0 && o.host_cpu_ms_per_output_token >= 0 &&
         o.engine_speed > 0 && o.step_overhead_ms >= 0) {
@@ -426,7 +454,7 @@ StatusOr<int> Run(ValidateOptions o) {
       host.engine_speed = o.engine_speed;
       host.step_overhead_seconds = o.step_overhead_ms / 1e3;
     } else {
-      TANDEM_ASSIGN_OR_RETURN(host, CalibrateHost(o, profile, cost, workload, slo, model_dir));
+      TANDEM_ASSIGN_OR_RETURN(host, CalibrateHost(o, profile, cost, workload, slo, model_dir, &samples));
     }
     std::printf("the host: %d cores; the serving path takes %.3f cores per node idle, %.2f ms of CPU per request "
                 "and %.3f ms per output token; the engines run at %.2f of the profile's speed, each step %.3f ms "
@@ -441,8 +469,10 @@ StatusOr<int> Run(ValidateOptions o) {
     std::fflush(stdout);
   }
   std::vector<LayoutSweep> sweeps;
+  HostModel tracked = host;  // as measured up to each run (--track-host)
   for (const planner::Layout& layout : layouts) {
-    TANDEM_ASSIGN_OR_RETURN(LayoutSweep sweep, SweepLayout(o, layout, profile, cost, workload, slo, host, model_dir));
+    TANDEM_ASSIGN_OR_RETURN(LayoutSweep sweep,
+                            SweepLayout(o, layout, profile, cost, workload, slo, &tracked, &samples, model_dir));
     sweeps.push_back(std::move(sweep));
   }
   const ValidationSummary summary = Summarize(sweeps);
@@ -509,6 +539,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--step-overhead-ms", o.step_overhead_ms,
                  "engine time each step costs beyond its profiled time, ms (-1: measure)")
+      ->capture_default_str();
+  app.add_option("--track-host", o.track_host,
+                 "predict each run (and each layout's knee) with the host as measured up to it: the engines at the "
+                 "speed the run before measured, the serving path's CPU fitted over every run so far; false: as "
+                 "calibrated throughout")
       ->capture_default_str();
   app.add_flag("--short", o.short_form, "the CI form: 1P1D and 1C, two rates, a --quick profile");
   app.add_option("--max-mean-e2e-error", o.max_mean_e2e_error,
