@@ -218,7 +218,7 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
   const int requests = std::clamp(static_cast<int>(0.3 * knee * o.seconds_per_point), o.min_requests, o.max_requests);
   HostModel host;
   host.cores = o.host_cores;
-  // --repeats runs; each figure their median.
+  // --repeats pairs of runs, full and quarter outputs.
   const double idle_cores = idle_seconds > 0 ? idle.process_seconds / idle_seconds : 0;
   host.serving.idle_cores_per_node = IdleCoresPerNode(idle, idle_seconds, cluster->nodes());
   std::vector<double> speeds, overheads;
@@ -320,8 +320,8 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       PointStats m = MeasuredStats(records, slo);
       TANDEM_ASSIGN_OR_RETURN(RunCpu run_cpu, ReadRunCpu(log_dir + name));
       m.engine_seconds = run_cpu.engine_seconds;
-      // The run with the host as calibrated, at the profile's speed, and at the speed its
-      // engine threads showed (the profiled work over their CPU time).
+      // The run with the host as measured before it (--track-host), at the profile's speed,
+      // and at the speed its engine threads showed (the profiled work over their CPU time).
       planner::SimResult simulated;
       predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed, host, &simulated));
       std::ofstream(log_dir + name + ".compared.jsonl") << ComparedRecordsJsonl(records, simulated);
@@ -523,8 +523,9 @@ int main(int argc, char** argv) {
                  "0 on a GPU)")
       ->capture_default_str();
   app.add_option("--host-idle-cores-per-node", o.host_idle_cores_per_node,
-                 "the serving path's CPU per node while idle, in cores (with --host-cpu-ms-per-request; -1: measure "
-                 "both on a 1P1D cluster first)")
+                 "the serving path's CPU per node while idle, in cores (the calibration is skipped when this, "
+                 "--host-cpu-ms-per-request, --host-cpu-ms-per-output-token, --engine-speed and --step-overhead-ms "
+                 "are all given; -1: measure them on a 1P1D cluster first)")
       ->capture_default_str();
   app.add_option("--host-cpu-ms-per-request", o.host_cpu_ms_per_request,
                  "the serving path's CPU per request outside the engines' steps, ms (-1: measure)")
