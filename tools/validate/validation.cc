@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "planner/linear_fit.h"
 #include "planner/simulator.h"
 
 namespace tandem::tools {
@@ -109,32 +110,22 @@ ServingSample MeasureServingSample(const ClusterCpu& run, double idle_cores, dou
 
 ServingCpu FitServingCpu(double idle_cores_per_node, const std::vector<ServingSample>& samples) {
   ServingCpu out{.idle_cores_per_node = idle_cores_per_node};
-  // Normal equations of cpu = n·a + t·b.
-  double nn = 0, nt = 0, tt = 0, nc = 0, tc = 0;
+  std::vector<std::vector<double>> both, requests;
+  std::vector<double> cpu;
   for (const ServingSample& s : samples) {
-    const double n = s.requests, t = static_cast<double>(s.output_tokens);
-    nn += n * n;
-    nt += n * t;
-    tt += t * t;
-    nc += n * s.cpu_seconds;
-    tc += t * s.cpu_seconds;
+    if (!(s.cpu_seconds > 0) || s.requests <= 0) continue;
+    both.push_back({static_cast<double>(s.requests), static_cast<double>(s.output_tokens)});
+    requests.push_back({static_cast<double>(s.requests)});
+    cpu.push_back(s.cpu_seconds);
   }
-  if (!(nn > 0)) return out;
-  const double det = nn * tt - nt * nt;
-  // Runs of alike tokens per request cannot tell the two apart (det relative to its terms).
-  if (det > 1e-6 * nn * tt) {
-    const double a = (nc * tt - tc * nt) / det, b = (tc * nn - nc * nt) / det;
-    if (a >= 0 && b >= 0) {
-      out.seconds_per_request = a;
-      out.seconds_per_output_token = b;
-      return out;
-    }
-    if (a < 0 && tt > 0 && tc > 0) {  // all per token
-      out.seconds_per_output_token = tc / tt;
-      return out;
-    }
+  const planner::FitOptions options{.weighting = planner::FitWeighting::kAbsolute, .non_negative = true};
+  if (StatusOr<planner::LinearFit> fit = planner::FitLeastSquares(both, cpu, options); fit.ok()) {
+    out.seconds_per_request = fit->coefficients[0];
+    out.seconds_per_output_token = fit->coefficients[1];
+  } else if (StatusOr<planner::LinearFit> per_request = planner::FitLeastSquares(requests, cpu, options);
+             per_request.ok()) {  // runs of alike tokens per request cannot tell the two apart
+    out.seconds_per_request = per_request->coefficients[0];
   }
-  out.seconds_per_request = std::max(0.0, nc / nn);
   return out;
 }
 

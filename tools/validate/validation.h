@@ -88,10 +88,10 @@ struct ServingSample {
 ServingSample MeasureServingSample(const ClusterCpu& run, double idle_cores, double client_seconds,
                                    double run_seconds, int requests, int64_t output_tokens);
 
-// The serving path's CPU per request and per output token: the least-squares fit of
-// cpu = requests · a + output_tokens · b over runs of different output lengths, a, b ≥ 0
-// (where the unconstrained fit makes one negative, or the runs' tokens per request are
-// all alike, the fit with that term 0 — all per request when both fail).
+// The serving path's CPU per request and per output token: the least-squares fit
+// (planner::FitLeastSquares, non-negative) of cpu = requests · a + output_tokens · b over
+// runs of different output lengths; all per request when the runs' tokens per request
+// are alike and cannot tell the two apart. Runs of no CPU are left out.
 ServingCpu FitServingCpu(double idle_cores_per_node, const std::vector<ServingSample>& samples);
 
 // The host the nodes share in a prediction: none (cores 0: a device per node), or
