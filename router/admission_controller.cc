@@ -64,6 +64,11 @@ int32_t AdmissionController::running() const {
   return running_;
 }
 
+void AdmissionController::Publish(const std::function<void(int32_t running, int32_t queued)>& publish) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  publish(running_, num_queued_);
+}
+
 int32_t AdmissionController::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
   return num_queued_;

@@ -38,6 +38,10 @@ class AdmissionController {
 
   int32_t running() const;
   int32_t queued() const;
+  // Calls `publish(running, queued)` with the counts as they are, under the controller's
+  // lock: gauges set through it end at the last counts (a snapshot taken outside the lock
+  // and set late could leave a gauge at a stale value after every call is gone).
+  void Publish(const std::function<void(int32_t running, int32_t queued)>& publish) const;
 
  private:
   struct Waiter {

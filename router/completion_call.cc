@@ -422,7 +422,8 @@ RequestTiming CompletionCall::Timing(Nanos end_ns) const {
 }
 
 void CompletionCall::UpdateLoad() const {
-  context_->metrics.SetLoad(context_->admission.running(), context_->admission.queued());
+  context_->admission.Publish(
+      [this](int32_t running, int32_t queued) { context_->metrics.SetLoad(running, queued); });
 }
 
 void CompletionCall::Finish() {

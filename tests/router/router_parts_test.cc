@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "router/admission_controller.h"
@@ -151,6 +152,38 @@ TEST(AdmissionControllerTest, RunsQueuesRejectsAndHandsOver) {
   admission.Release();
   EXPECT_EQ(admission.running(), 0);
   EXPECT_EQ(admitted_later, 1);
+}
+
+// Counts published under the controller's lock end at the last counts, however the
+// threads interleave: the router's running / waiting gauges once stayed at a stale
+// snapshot (taken, then set after later calls had set theirs) with every call gone.
+TEST(AdmissionControllerTest, PublishedCountsEndAtTheLastCounts) {
+  AdmissionController admission(8, 64);
+  std::atomic<int32_t> running_gauge{-1}, queued_gauge{-1};
+  auto publish = [&] {
+    admission.Publish([&](int32_t running, int32_t queued) {
+      running_gauge.store(running);
+      queued_gauge.store(queued);
+    });
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        AdmissionController::Ticket ticket = 0;
+        if (admission.Acquire(PriorityClass::kInteractive, [] {}, &ticket) ==
+            AdmissionController::Outcome::kAdmitted) {
+          publish();
+          admission.Release();
+        }
+        publish();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(admission.running(), 0);
+  EXPECT_EQ(running_gauge.load(), 0);
+  EXPECT_EQ(queued_gauge.load(), 0);
 }
 
 // Freed slots go to interactive waiters first, then batch, each class in arrival
