@@ -98,6 +98,7 @@ class Simulation {
   // Tokens (and a request's arrival) through the serving path: `firsts` and `dones`
   // reach the client after `cpu_seconds` of the host's CPU (at once without a host).
   void Deliver(double cpu_seconds, std::vector<int> firsts, std::vector<int> dones);
+  void ReachClient(const std::vector<int>& firsts, const std::vector<int>& dones);
   void OnPathEnd(int job);
   void StartTransfer(int prefill);
   void OnStepEnd(int node);
@@ -277,8 +278,7 @@ bool Simulation::RescheduleRunningJobs(int before) {
 
 void Simulation::Deliver(double cpu_seconds, std::vector<int> firsts, std::vector<int> dones) {
   if (options_.host_cores <= 0 || cpu_seconds <= 0) {
-    for (int r : firsts) reqs_[static_cast<size_t>(r)].first = now_;
-    for (int r : dones) reqs_[static_cast<size_t>(r)].done = now_;
+    ReachClient(firsts, dones);
     return;
   }
   int index;
@@ -295,11 +295,15 @@ void Simulation::Deliver(double cpu_seconds, std::vector<int> firsts, std::vecto
   StartJob(index, /*step=*/false, cpu_seconds);
 }
 
+void Simulation::ReachClient(const std::vector<int>& firsts, const std::vector<int>& dones) {
+  for (int r : firsts) reqs_[static_cast<size_t>(r)].first = now_;
+  for (int r : dones) reqs_[static_cast<size_t>(r)].done = now_;
+}
+
 void Simulation::OnPathEnd(int index) {
   PathJob& path = path_jobs_[static_cast<size_t>(index)];
   EndJob(&path.job);
-  for (int r : path.firsts) reqs_[static_cast<size_t>(r)].first = now_;
-  for (int r : path.dones) reqs_[static_cast<size_t>(r)].done = now_;
+  ReachClient(path.firsts, path.dones);
   path.firsts.clear();
   path.dones.clear();
   free_path_jobs_.push_back(index);

@@ -219,8 +219,8 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
   HostModel host;
   host.cores = o.host_cores;
   // --repeats pairs of runs, full and quarter outputs.
-  const double idle_cores = idle_seconds > 0 ? idle.process_seconds / idle_seconds : 0;
   host.serving.idle_cores_per_node = IdleCoresPerNode(idle, idle_seconds, cluster->nodes());
+  const double idle_cores = host.serving.idle_cores_per_node * cluster->nodes();
   std::vector<double> speeds, overheads;
   for (int r = 0; r < 2 * o.repeats; ++r) {
     const std::string records_path = log_dir + "/run" + std::to_string(r) + ".jsonl";
