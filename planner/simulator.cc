@@ -5,6 +5,7 @@
 #include <deque>
 #include <limits>
 #include <queue>
+#include <utility>
 #include <vector>
 
 #include "planner/sim_engine.h"
@@ -53,6 +54,11 @@ struct PathJob {
   RunningJob job;
   std::vector<int> firsts;  // requests whose first token this carries
   std::vector<int> dones;   // requests whose last token this carries
+  // The decode node's own part of the work, which its engine's next step waits for
+  // (SimOptions::host_node_cpu_seconds_per_output_token): the engine, and the rest of the
+  // work, to do after this before the tokens reach the client.
+  int engine = -1;
+  double rest_seconds = 0;
 };
 
 struct Later {
@@ -97,7 +103,10 @@ class Simulation {
   void PushJobEnd(int index, const RunningJob& job, bool step);
   // Tokens (and a request's arrival) through the serving path: `firsts` and `dones`
   // reach the client after `cpu_seconds` of the host's CPU (at once without a host).
-  void Deliver(double cpu_seconds, std::vector<int> firsts, std::vector<int> dones);
+  // `engine` >= 0: that engine's step sampled them, and its next step waits for
+  // `node_seconds` of the work, the node's own part.
+  void Deliver(double cpu_seconds, std::vector<int> firsts, std::vector<int> dones, int engine = -1,
+               double node_seconds = 0);
   void ReachClient(const std::vector<int>& firsts, const std::vector<int>& dones);
   void OnPathEnd(int job);
   void StartTransfer(int prefill);
@@ -116,6 +125,7 @@ class Simulation {
   std::vector<Req> reqs_;
   std::vector<SimEngine> engines_;
   std::vector<RunningJob> steps_in_progress_;  // per engine
+  std::vector<char> handing_on_;               // per engine: its last step's tokens are still on the serving path
   std::vector<PathJob> path_jobs_;
   std::vector<int> free_path_jobs_;
   int running_jobs_ = 0;
@@ -215,7 +225,7 @@ void Simulation::PlacePending() {
 
 void Simulation::Kick(int node) {
   SimEngine& e = engines_[static_cast<size_t>(node)];
-  if (e.busy()) return;
+  if (e.busy() || handing_on_[static_cast<size_t>(node)]) return;
   if (std::optional<double> seconds = e.BeginStep()) {
     ++steps_;
     EngineWork& work = node < first_decode_ ? prefill_work_ : decode_work_;
@@ -276,10 +286,19 @@ bool Simulation::RescheduleRunningJobs(int before) {
   return true;
 }
 
-void Simulation::Deliver(double cpu_seconds, std::vector<int> firsts, std::vector<int> dones) {
+void Simulation::Deliver(double cpu_seconds, std::vector<int> firsts, std::vector<int> dones, int engine,
+                         double node_seconds) {
   if (options_.host_cores <= 0 || cpu_seconds <= 0) {
     ReachClient(firsts, dones);
     return;
+  }
+  double rest = 0;
+  if (engine >= 0 && node_seconds > 0) {
+    rest = std::max(0.0, cpu_seconds - node_seconds);
+    cpu_seconds -= rest;
+    handing_on_[static_cast<size_t>(engine)] = 1;
+  } else {
+    engine = -1;
   }
   int index;
   if (!free_path_jobs_.empty()) {
@@ -292,6 +311,8 @@ void Simulation::Deliver(double cpu_seconds, std::vector<int> firsts, std::vecto
   PathJob& path = path_jobs_[static_cast<size_t>(index)];
   path.firsts = std::move(firsts);
   path.dones = std::move(dones);
+  path.engine = engine;
+  path.rest_seconds = rest;
   StartJob(index, /*step=*/false, cpu_seconds);
 }
 
@@ -303,10 +324,17 @@ void Simulation::ReachClient(const std::vector<int>& firsts, const std::vector<i
 void Simulation::OnPathEnd(int index) {
   PathJob& path = path_jobs_[static_cast<size_t>(index)];
   EndJob(&path.job);
-  ReachClient(path.firsts, path.dones);
-  path.firsts.clear();
-  path.dones.clear();
-  free_path_jobs_.push_back(index);
+  std::vector<int> firsts = std::move(path.firsts), dones = std::move(path.dones);
+  const int engine = std::exchange(path.engine, -1);
+  const double rest = path.rest_seconds;
+  free_path_jobs_.push_back(index);  // `path` may move below
+  if (engine >= 0) {
+    handing_on_[static_cast<size_t>(engine)] = 0;
+    Kick(engine);
+    Deliver(rest, std::move(firsts), std::move(dones));
+  } else {
+    ReachClient(firsts, dones);
+  }
 }
 
 void Simulation::StartTransfer(int prefill) {
@@ -328,11 +356,11 @@ void Simulation::OnStepEnd(int node) {
       StartTransfer(node);
     }
   }
-  Kick(node);
   if (!prefill_node && out.sampled > 0) {
     Deliver(options_.host_cpu_seconds_per_output_token * out.sampled, std::move(out.first_tokens),
-            std::move(out.finished));
+            std::move(out.finished), node, options_.host_node_cpu_seconds_per_output_token * out.sampled);
   }
+  Kick(node);
   if (!prefill_node && out.released) PlacePending();
 }
 
@@ -352,6 +380,7 @@ SimResult Simulation::Run() {
   MakeRequests();
   MakeNodes();
   steps_in_progress_.resize(engines_.size());
+  handing_on_.assign(engines_.size(), 0);
   if (options_.host_cores > 0) {
     host_cores_ = std::max(0.1 * options_.host_cores,
                            options_.host_cores - options_.host_idle_cores_per_node * static_cast<double>(engines_.size()));

@@ -57,6 +57,12 @@ struct SimOptions {
   double host_idle_cores_per_node = 0;
   double host_cpu_seconds_per_request = 0;
   double host_cpu_seconds_per_output_token = 0;
+  // Of host_cpu_seconds_per_output_token, the decode node's own part (its output handed to
+  // the router), which the node's next step waits for: the threads a step's output wakes
+  // run on the engine's core before it does again. (A 1P1D run at 14 req/s on a host of
+  // two cores showed the decode engine thread waiting for a core 0.11 ms a step —
+  // /proc/<tid>/schedstat — while its node's other threads ran 0.10 ms a step.)
+  double host_node_cpu_seconds_per_output_token = 0;
   // The engines' speed against their profile: every step takes its profiled time / this
   // (1: as profiled). A what-if for slower or faster hosts; tandem-validate sets it to
   // what a run's engine threads measured (SimResult's work against their CPU time).

@@ -198,6 +198,31 @@ TEST(SimulatorTest, TheServingPathsCpuSharesTheHostWithTheSteps) {
   EXPECT_NEAR(run(10, 0, 0, c, c).e2e_p50, e2e, 1e-9);
 }
 
+// The decode node's own part of a token's path holds its engine: the next step starts when
+// that part is done (the rest runs beside it). Cores to spare, so no one shares one.
+TEST(SimulatorTest, TheDecodeEngineWaitsForItsNodesPartOfTheOutput) {
+  const CostModel cost = CostOf(Scaled(1));
+  const Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = 0.9};
+  const Layout layout{.prefill_nodes = 1, .decode_nodes = 1};
+  auto e2e = [&](double per_token, double node_part) {
+    Workload w;
+    for (double t : {0.0, 100.0}) w.trace.push_back({.arrival_seconds = t, .prompt_tokens = 512, .output_tokens = 10});
+    SimOptions o{.num_requests = 2, .warmup_fraction = 0, .min_span_ttfts = 0, .max_requests = 2, .host_cores = 64,
+                 .host_cpu_seconds_per_output_token = per_token};
+    o.host_node_cpu_seconds_per_output_token = node_part;
+    const SimResult r = Simulate(layout, cost, w, open, w.TraceRate(), o);
+    EXPECT_EQ(r.completed, 2);
+    return r.e2e_p50;
+  };
+  const double c = 1e-3, alone = e2e(0, 0);
+  EXPECT_NEAR(e2e(c, 0), alone + c, 1e-9);  // only the last token's path is on the way
+  // Nine decode steps (the first token came with the KV), each followed by the node's part.
+  EXPECT_NEAR(e2e(c, c), alone + 9 * c, 1e-9);
+  EXPECT_NEAR(e2e(c, c / 2), alone + 8 * c / 2 + c, 1e-9);
+  // The node's part is at most the whole path's.
+  EXPECT_NEAR(e2e(c, 2 * c), alone + 9 * c, 1e-9);
+}
+
 // engine_speed scales every step (not the transfer); the work reported is at speed 1.
 TEST(SimulatorTest, EngineSpeedScalesTheStepsAndTheWorkIsAsProfiled) {
   const CostModel cost = CostOf(Scaled(1));

@@ -73,6 +73,7 @@ struct PlanToolOptions {
   double host_idle_cores_per_node = 0;  // with host_cores: the serving path's CPU (planner::SimOptions)
   double host_cpu_ms_per_request = 0;
   double host_cpu_ms_per_output_token = 0;
+  double host_node_cpu_ms_per_output_token = 0;  // of it, the decode node's own
   double engine_speed = 1;              // the engines against their profile (what-if; tandem-validate measures it)
   double step_overhead_ms = 0;          // engine time per step beyond the profiled (tandem-validate measures it)
 

@@ -190,13 +190,9 @@ StatusOr<ClusterCpu> LayoutCluster::ScrapeCpu() const {
     TANDEM_ASSIGN_OR_RETURN(bench::PromPage page, bench::ParsePrometheusText(text));
     bool found = false;
     for (const bench::PromSample& sample : page.samples) {
-      if (sample.name == metrics::kProcessCpuSeconds) {
-        cpu.process_seconds += sample.value;
-        found = true;
-      }
-      if (sample.name == metrics::kEngineCpuSeconds) {
-        cpu.engine_seconds += sample.value;
-        if (p.name.rfind("prefill", 0) == 0) cpu.prefill_engine_seconds += sample.value;
+      if (sample.name == metrics::kProcessCpuSeconds || sample.name == metrics::kEngineCpuSeconds) {
+        found |= sample.name == metrics::kProcessCpuSeconds;
+        AddCpu(&cpu, p.name, sample.name, sample.value);
       }
     }
     if (!found) return UnavailableError(p.name + "'s /metrics has no " + metrics::kProcessCpuSeconds);

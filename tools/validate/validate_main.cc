@@ -60,6 +60,7 @@ struct ValidateOptions {
   double host_idle_cores_per_node = -1;
   double host_cpu_ms_per_request = -1;
   double host_cpu_ms_per_output_token = -1;
+  double host_node_cpu_ms_per_output_token = -1;  // of it, the decode node's own
   double engine_speed = -1;  // the engines against the profile; <= 0: measure (with the two above)
   double step_overhead_ms = -1;  // engine time per step beyond the profiled; < 0: measure
   // Predict each run, and each layout's knee, with the host as measured up to it: the
@@ -154,13 +155,12 @@ int64_t CompletionTokens(const std::vector<MeasuredRequest>& records) {
   return tokens;
 }
 
-// The CPU a run's summary recorded: the engine threads' (every node's server counters)
+// The CPU a run's summary recorded: the router's and the nodes' (their server counters)
 // and the load generator's own.
 struct RunCpu {
-  double process_seconds = 0;  // router and nodes
-  double engine_seconds = 0;
+  ClusterCpu cluster;
   double client_seconds = 0;
-  double seconds = 0;          // the run's duration
+  double seconds = 0;  // the run's duration
 };
 StatusOr<RunCpu> ReadRunCpu(const std::string& records) {
   const std::string path = records + ".summary.json";
@@ -170,11 +170,12 @@ StatusOr<RunCpu> ReadRunCpu(const std::string& records) {
       !j["client_cpu_s"].is_number()) {
     return UnavailableError(path + ": no server counters or client_cpu_s");
   }
-  RunCpu cpu{.client_seconds = j["client_cpu_s"].get<double>(), .seconds = j.value("duration_s", 0.0)};
+  RunCpu cpu{.cluster = {}, .client_seconds = j["client_cpu_s"].get<double>(), .seconds = j.value("duration_s", 0.0)};
   for (const auto& [page, report] : j["server"].items()) {
     if (!report.contains("counters")) return UnavailableError(path + ": " + page + ": no counters");
-    cpu.engine_seconds += report["counters"].value(metrics::kEngineCpuSeconds, 0.0);
-    cpu.process_seconds += report["counters"].value(metrics::kProcessCpuSeconds, 0.0);
+    for (const char* counter : {metrics::kProcessCpuSeconds, metrics::kEngineCpuSeconds}) {
+      AddCpu(&cpu.cluster, page, counter, report["counters"].value(counter, 0.0));
+    }
   }
   return cpu;
 }
@@ -213,14 +214,12 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
   std::this_thread::sleep_for(std::chrono::seconds(4));
   TANDEM_ASSIGN_OR_RETURN(ClusterCpu idle_end, cluster->ScrapeCpu());
   const double idle_seconds = seconds_since(idle_from);
-  const ClusterCpu idle{.process_seconds = idle_end.process_seconds - idle_start.process_seconds,
-                        .engine_seconds = idle_end.engine_seconds - idle_start.engine_seconds};
+  const ClusterCpu idle = CpuBetween(idle_start, idle_end);
   const int requests = std::clamp(static_cast<int>(0.3 * knee * o.seconds_per_point), o.min_requests, o.max_requests);
   HostModel host;
   host.cores = o.host_cores;
   // --repeats pairs of runs, full and quarter outputs.
   host.serving.idle_cores_per_node = IdleCoresPerNode(idle, idle_seconds, cluster->nodes());
-  const double idle_cores = host.serving.idle_cores_per_node * cluster->nodes();
   std::vector<double> speeds, overheads;
   for (int r = 0; r < 2 * o.repeats; ++r) {
     const std::string records_path = log_dir + "/run" + std::to_string(r) + ".jsonl";
@@ -233,10 +232,8 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
     const double run_seconds = seconds_since(run_from);
     TANDEM_ASSIGN_OR_RETURN(RunCpu run_cpu, ReadRunCpu(records_path));
     const double client_seconds = run_cpu.client_seconds;
-    const ClusterCpu run{.process_seconds = run_end.process_seconds - run_start.process_seconds,
-                         .engine_seconds = run_end.engine_seconds - run_start.engine_seconds,
-                         .prefill_engine_seconds = run_end.prefill_engine_seconds - run_start.prefill_engine_seconds};
-    samples->push_back(MeasureServingSample(run, idle_cores, client_seconds, run_seconds,
+    const ClusterCpu run = CpuBetween(run_start, run_end);
+    samples->push_back(MeasureServingSample(run, host.serving.idle_cores_per_node, client_seconds, run_seconds,
                                             static_cast<int>(records.size()), CompletionTokens(records)));
     HostModel measured_host = host;
     measured_host.serving = FitServingCpu(host.serving.idle_cores_per_node, {samples->back()});
@@ -244,16 +241,17 @@ StatusOr<HostModel> CalibrateHost(const ValidateOptions& o, const planner::Profi
     (void)PredictedStats(layout, cost, records, slo, o.seed, measured_host, &simulated);
     const EngineCalibration engines =
         CalibrateEngines(simulated.prefill_work, run.prefill_engine_seconds, simulated.decode_work,
-                         run.engine_seconds - run.prefill_engine_seconds);
+                         run.decode_engine_seconds);
     std::printf("calibration run %d (1P1D, logs in %s): %zu requests in %.1f s: the processes' CPU %.2f s, of it "
                 "the engine threads' %.2f s (prefill %.2f s for %.2f s of profiled work in %lld steps, decode %.2f s "
-                "for %.2f s in %lld steps); the load generator's %.2f s; the serving path's %.2f s for %lld output "
-                "tokens; engine speed %.2f, step overhead %.3f ms\n",
+                "for %.2f s in %lld steps); the load generator's %.2f s; the serving path's %.2f s (the decode node's %.2f s) for "
+                "%lld output tokens; engine speed %.2f, step overhead %.3f ms\n",
                 r, log_dir.c_str(), records.size(), run_seconds, run.process_seconds, run.engine_seconds,
                 run.prefill_engine_seconds, simulated.prefill_work.seconds,
-                static_cast<long long>(simulated.prefill_work.steps), run.engine_seconds - run.prefill_engine_seconds,
+                static_cast<long long>(simulated.prefill_work.steps), run.decode_engine_seconds,
                 simulated.decode_work.seconds, static_cast<long long>(simulated.decode_work.steps), client_seconds,
-                samples->back().cpu_seconds, static_cast<long long>(samples->back().output_tokens), engines.speed,
+                samples->back().cpu_seconds, samples->back().decode_node_cpu_seconds,
+                static_cast<long long>(samples->back().output_tokens), engines.speed,
                 engines.step_overhead_seconds * 1e3);
     speeds.push_back(engines.speed);
     overheads.push_back(engines.step_overhead_seconds);
@@ -319,7 +317,7 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
                               RunLoad(o, *cluster, point.target_rate, requests, seed, log_dir + name));
       PointStats m = MeasuredStats(records, slo);
       TANDEM_ASSIGN_OR_RETURN(RunCpu run_cpu, ReadRunCpu(log_dir + name));
-      m.engine_seconds = run_cpu.engine_seconds;
+      m.engine_seconds = run_cpu.cluster.engine_seconds;
       // The run with the host as measured before it (--track-host), at the profile's speed,
       // and at the speed its engine threads showed (the profiled work over their CPU time).
       planner::SimResult simulated;
@@ -338,10 +336,9 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
         tracked->engine_speed = speed.engine_speed;
         tracked->step_overhead_seconds = 0;
         if (host.cores > 0) {
-          samples->push_back(MeasureServingSample(
-              {.process_seconds = run_cpu.process_seconds, .engine_seconds = run_cpu.engine_seconds},
-              host.serving.idle_cores_per_node * cluster->nodes(), run_cpu.client_seconds, run_cpu.seconds,
-              static_cast<int>(records.size()), CompletionTokens(records)));
+          samples->push_back(MeasureServingSample(run_cpu.cluster, host.serving.idle_cores_per_node,
+                                                  run_cpu.client_seconds, run_cpu.seconds,
+                                                  static_cast<int>(records.size()), CompletionTokens(records)));
           tracked->serving = FitServingCpu(host.serving.idle_cores_per_node, *samples);
         }
       }
@@ -379,6 +376,7 @@ std::string ContextJson(const ValidateOptions& o, const planner::Profile& profil
                       {"host_idle_cores_per_node", host.serving.idle_cores_per_node},
                       {"host_cpu_ms_per_request", host.serving.seconds_per_request * 1e3},
                       {"host_cpu_ms_per_output_token", host.serving.seconds_per_output_token * 1e3},
+                      {"host_node_cpu_ms_per_output_token", host.serving.node_seconds_per_output_token * 1e3},
                       {"engine_speed", host.engine_speed},
                       {"step_overhead_ms", host.step_overhead_seconds * 1e3},
                       {"track_host", o.track_host},
@@ -447,25 +445,30 @@ StatusOr<int> Run(ValidateOptions o) {
   std::vector<ServingSample> samples;  // the serving path's CPU over the runs so far
   if (host.cores > 0) {
     if (o.host_idle_cores_per_node >= 0 && o.host_cpu_ms_per_request >= 0 && o.host_cpu_ms_per_output_token >= 0 &&
-        o.engine_speed > 0 && o.step_overhead_ms >= 0) {
+        o.host_node_cpu_ms_per_output_token >= 0 && o.engine_speed > 0 && o.step_overhead_ms >= 0) {
       host.serving = {.idle_cores_per_node = o.host_idle_cores_per_node,
                       .seconds_per_request = o.host_cpu_ms_per_request / 1e3,
-                      .seconds_per_output_token = o.host_cpu_ms_per_output_token / 1e3};
+                      .seconds_per_output_token = o.host_cpu_ms_per_output_token / 1e3,
+                      .node_seconds_per_output_token =
+                          std::min(o.host_node_cpu_ms_per_output_token, o.host_cpu_ms_per_output_token) / 1e3};
       host.engine_speed = o.engine_speed;
       host.step_overhead_seconds = o.step_overhead_ms / 1e3;
     } else {
       TANDEM_ASSIGN_OR_RETURN(host, CalibrateHost(o, profile, cost, workload, slo, model_dir, &samples));
     }
     std::printf("the host: %d cores; the serving path takes %.3f cores per node idle, %.2f ms of CPU per request "
-                "and %.3f ms per output token; the engines run at %.2f of the profile's speed, each step %.3f ms "
-                "beyond its profiled time\n",
+                "and %.3f ms per output token (%.3f ms of it on the decode node); the engines run at %.2f of the "
+                "profile's speed, each step %.3f ms beyond its profiled time\n",
                 host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3,
-                host.serving.seconds_per_output_token * 1e3, host.engine_speed, host.step_overhead_seconds * 1e3);
+                host.serving.seconds_per_output_token * 1e3, host.serving.node_seconds_per_output_token * 1e3,
+                host.engine_speed, host.step_overhead_seconds * 1e3);
     std::printf("  (tandem-plan on this host: --plan-host-cores %d --plan-host-idle-cores-per-node %.4f "
-                "--plan-host-cpu-ms-per-request %.3f --plan-host-cpu-ms-per-output-token %.4f --plan-engine-speed "
-                "%.3f --plan-step-overhead-ms %.4f)\n",
+                "--plan-host-cpu-ms-per-request %.3f --plan-host-cpu-ms-per-output-token %.4f "
+                "--plan-host-node-cpu-ms-per-output-token %.4f --plan-engine-speed %.3f --plan-step-overhead-ms "
+                "%.4f)\n",
                 host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3,
-                host.serving.seconds_per_output_token * 1e3, host.engine_speed, host.step_overhead_seconds * 1e3);
+                host.serving.seconds_per_output_token * 1e3, host.serving.node_seconds_per_output_token * 1e3,
+                host.engine_speed, host.step_overhead_seconds * 1e3);
     std::fflush(stdout);
   }
   std::vector<LayoutSweep> sweeps;
@@ -524,8 +527,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--host-idle-cores-per-node", o.host_idle_cores_per_node,
                  "the serving path's CPU per node while idle, in cores (the calibration is skipped when this, "
-                 "--host-cpu-ms-per-request, --host-cpu-ms-per-output-token, --engine-speed and --step-overhead-ms "
-                 "are all given; -1: measure them on a 1P1D cluster first)")
+                 "--host-cpu-ms-per-request, --host-cpu-ms-per-output-token, --host-node-cpu-ms-per-output-token, "
+                 "--engine-speed and --step-overhead-ms are all given; -1: measure them on a 1P1D cluster first)")
       ->capture_default_str();
   app.add_option("--host-cpu-ms-per-request", o.host_cpu_ms_per_request,
                  "the serving path's CPU per request outside the engines' steps, ms (-1: measure)")
@@ -533,6 +536,9 @@ int main(int argc, char** argv) {
   app.add_option("--host-cpu-ms-per-output-token", o.host_cpu_ms_per_output_token,
                  "the serving path's CPU per output token (the decode node's output, the router's stream, the client), "
                  "ms (-1: measure)")
+      ->capture_default_str();
+  app.add_option("--host-node-cpu-ms-per-output-token", o.host_node_cpu_ms_per_output_token,
+                 "of that, the decode node's own part, which its engine's next step waits for, ms (-1: measure)")
       ->capture_default_str();
   app.add_option("--engine-speed", o.engine_speed,
                  "the engines' speed against the profile (-1: measure, with the serving path's CPU, on a 1P1D cluster "

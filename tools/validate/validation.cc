@@ -6,8 +6,11 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "planner/linear_fit.h"
+#include "common/metrics/metric_names.h"
 #include "planner/simulator.h"
 
 namespace tandem::tools {
@@ -100,32 +103,75 @@ double IdleCoresPerNode(const ClusterCpu& idle, double idle_seconds, int nodes) 
   return std::max(0.0, idle.process_seconds / idle_seconds / nodes);
 }
 
-ServingSample MeasureServingSample(const ClusterCpu& run, double idle_cores, double client_seconds,
+void AddCpu(ClusterCpu* cpu, std::string_view process, std::string_view counter, double value) {
+  const bool node = process != "router";
+  const bool decodes = node && !process.starts_with("prefill");
+  if (counter == metrics::kProcessCpuSeconds) {
+    cpu->process_seconds += value;
+    cpu->nodes += node ? 1 : 0;
+    if (decodes) {
+      cpu->decode_process_seconds += value;
+      ++cpu->decode_nodes;
+    }
+  } else if (counter == metrics::kEngineCpuSeconds && node) {
+    cpu->engine_seconds += value;
+    (decodes ? cpu->decode_engine_seconds : cpu->prefill_engine_seconds) += value;
+  }
+}
+
+ClusterCpu CpuBetween(const ClusterCpu& from, const ClusterCpu& to) {
+  return {.process_seconds = to.process_seconds - from.process_seconds,
+          .engine_seconds = to.engine_seconds - from.engine_seconds,
+          .prefill_engine_seconds = to.prefill_engine_seconds - from.prefill_engine_seconds,
+          .decode_process_seconds = to.decode_process_seconds - from.decode_process_seconds,
+          .decode_engine_seconds = to.decode_engine_seconds - from.decode_engine_seconds,
+          .decode_nodes = to.decode_nodes,
+          .nodes = to.nodes};
+}
+
+ServingSample MeasureServingSample(const ClusterCpu& run, double idle_cores_per_node, double client_seconds,
                                    double run_seconds, int requests, int64_t output_tokens) {
-  return {.cpu_seconds = std::max(0.0, run.process_seconds - run.engine_seconds - idle_cores * run_seconds +
+  const double idle_seconds = idle_cores_per_node * run_seconds;
+  return {.cpu_seconds = std::max(0.0, run.process_seconds - run.engine_seconds - idle_seconds * run.nodes +
                                            client_seconds),
+          .decode_node_cpu_seconds = std::max(0.0, run.decode_process_seconds - run.decode_engine_seconds -
+                                                       idle_seconds * run.decode_nodes),
           .requests = requests,
           .output_tokens = output_tokens};
 }
 
-ServingCpu FitServingCpu(double idle_cores_per_node, const std::vector<ServingSample>& samples) {
-  ServingCpu out{.idle_cores_per_node = idle_cores_per_node};
+namespace {
+
+// cpu = requests · a + output_tokens · b, non-negative; {a, b}, or {a, 0} when the runs
+// cannot tell the two apart; {0, 0} without runs.
+std::pair<double, double> FitPerRequestAndToken(const std::vector<ServingSample>& samples,
+                                                double ServingSample::*cpu_seconds) {
   std::vector<std::vector<double>> both, requests;
   std::vector<double> cpu;
   for (const ServingSample& s : samples) {
-    if (!(s.cpu_seconds > 0) || s.requests <= 0) continue;
+    if (!(s.*cpu_seconds > 0) || s.requests <= 0) continue;
     both.push_back({static_cast<double>(s.requests), static_cast<double>(s.output_tokens)});
     requests.push_back({static_cast<double>(s.requests)});
-    cpu.push_back(s.cpu_seconds);
+    cpu.push_back(s.*cpu_seconds);
   }
   const planner::FitOptions options{.weighting = planner::FitWeighting::kAbsolute, .non_negative = true};
   if (StatusOr<planner::LinearFit> fit = planner::FitLeastSquares(both, cpu, options); fit.ok()) {
-    out.seconds_per_request = fit->coefficients[0];
-    out.seconds_per_output_token = fit->coefficients[1];
-  } else if (StatusOr<planner::LinearFit> per_request = planner::FitLeastSquares(requests, cpu, options);
-             per_request.ok()) {  // runs of alike tokens per request cannot tell the two apart
-    out.seconds_per_request = per_request->coefficients[0];
+    return {fit->coefficients[0], fit->coefficients[1]};
   }
+  if (StatusOr<planner::LinearFit> per_request = planner::FitLeastSquares(requests, cpu, options); per_request.ok()) {
+    return {per_request->coefficients[0], 0};  // runs of alike tokens per request
+  }
+  return {0, 0};
+}
+
+}  // namespace
+
+ServingCpu FitServingCpu(double idle_cores_per_node, const std::vector<ServingSample>& samples) {
+  ServingCpu out{.idle_cores_per_node = idle_cores_per_node};
+  std::tie(out.seconds_per_request, out.seconds_per_output_token) =
+      FitPerRequestAndToken(samples, &ServingSample::cpu_seconds);
+  out.node_seconds_per_output_token = std::min(
+      out.seconds_per_output_token, FitPerRequestAndToken(samples, &ServingSample::decode_node_cpu_seconds).second);
   return out;
 }
 
@@ -150,6 +196,7 @@ planner::SimOptions HostSimOptions(const HostModel& host, uint64_t seed) {
           .host_idle_cores_per_node = host.serving.idle_cores_per_node,
           .host_cpu_seconds_per_request = host.serving.seconds_per_request,
           .host_cpu_seconds_per_output_token = host.serving.seconds_per_output_token,
+          .host_node_cpu_seconds_per_output_token = host.serving.node_seconds_per_output_token,
           .engine_speed = host.engine_speed,
           .step_overhead_seconds = host.step_overhead_seconds};
 }

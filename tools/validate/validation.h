@@ -63,35 +63,53 @@ struct ClusterCpu {
   double process_seconds = 0;  // process_cpu_seconds_total, summed
   double engine_seconds = 0;   // the nodes' tandem_engine_cpu_seconds_total, summed
   double prefill_engine_seconds = 0;  // of it, the prefill nodes'
+  // The nodes that decode (decode and colocated nodes): their processes' CPU, of it their
+  // engine threads', and how many they are; and all the nodes (the router is none).
+  double decode_process_seconds = 0;
+  double decode_engine_seconds = 0;
+  int decode_nodes = 0;
+  int nodes = 0;
 };
+
+// Adds one counter of one process (the router, or a node by its name: prefill-N, or one
+// that decodes) to `cpu`: process_cpu_seconds_total (which counts the process) or
+// tandem_engine_cpu_seconds_total; other counters are ignored.
+void AddCpu(ClusterCpu* cpu, std::string_view process, std::string_view counter, double value);
+// The CPU between two readings (the processes of `to`).
+ClusterCpu CpuBetween(const ClusterCpu& from, const ClusterCpu& to);
 
 // What the serving path costs the host's CPU, outside the engines' steps, as the
 // simulation takes it (planner::SimOptions::host_idle_cores_per_node,
-// host_cpu_seconds_per_request, host_cpu_seconds_per_output_token).
+// host_cpu_seconds_per_request, host_cpu_seconds_per_output_token,
+// host_node_cpu_seconds_per_output_token).
 struct ServingCpu {
   double idle_cores_per_node = 0;
   double seconds_per_request = 0;
   double seconds_per_output_token = 0;
+  double node_seconds_per_output_token = 0;  // of it, the decode nodes' own (at most all of it)
 };
 
 // The processes' CPU over an idle spell of `idle_seconds` (polling, heartbeats), per node.
 double IdleCoresPerNode(const ClusterCpu& idle, double idle_seconds, int nodes);
 
 // One run's serving-path CPU: every process's CPU less the engine threads' and the idle
-// share (`idle_cores` × `run_seconds`), plus the load generator's own `client_seconds`;
-// and what the run served.
+// share (`idle_cores_per_node` × run.nodes × `run_seconds`), plus the load generator's own
+// `client_seconds`; of it the decode nodes' own (their processes' less their engines' and
+// their idle share); and what the run served.
 struct ServingSample {
   double cpu_seconds = 0;
+  double decode_node_cpu_seconds = 0;
   int requests = 0;
   int64_t output_tokens = 0;
 };
-ServingSample MeasureServingSample(const ClusterCpu& run, double idle_cores, double client_seconds,
+ServingSample MeasureServingSample(const ClusterCpu& run, double idle_cores_per_node, double client_seconds,
                                    double run_seconds, int requests, int64_t output_tokens);
 
 // The serving path's CPU per request and per output token: the least-squares fit
 // (planner::FitLeastSquares, non-negative) of cpu = requests · a + output_tokens · b over
 // runs of different output lengths; all per request when the runs' tokens per request
-// are alike and cannot tell the two apart. Runs of no CPU are left out.
+// are alike and cannot tell the two apart. Runs of no CPU are left out. The decode nodes'
+// own CPU per output token is fitted the same way from their part.
 ServingCpu FitServingCpu(double idle_cores_per_node, const std::vector<ServingSample>& samples);
 
 // The host the nodes share in a prediction: none (cores 0: a device per node), or

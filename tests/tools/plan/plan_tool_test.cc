@@ -149,6 +149,8 @@ TEST_F(PlanToolTest, BadInputGetsAMessageAndANonzeroExit) {
       {profile + "--workload-rate 1 --plan-step-overhead-ms -2", 1, "plan.step_overhead_ms"},
       {profile + "--workload-rate 1 --plan-host-cpu-ms-per-request -1", 1, "plan.host_cpu_ms_per_request"},
       {profile + "--workload-rate 1 --plan-host-cpu-ms-per-output-token -0.5", 1, "plan.host_cpu_ms_per_output_token"},
+      {profile + "--workload-rate 1 --plan-host-cpu-ms-per-output-token 0.1 --plan-host-node-cpu-ms-per-output-token 0.2",
+       1, "cannot be larger"},
       {profile + "--no-such-flag 1", 2, "no-such-flag"},
   };
   for (const auto& c : cases) {

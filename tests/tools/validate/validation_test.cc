@@ -21,6 +21,9 @@ std::string Line(double send, int prompt, int output, bool ok, double ttft, doub
   return text;
 }
 
+constexpr char kProcessCpu[] = "process_cpu_seconds_total";
+constexpr char kEngineCpu[] = "tandem_engine_cpu_seconds_total";
+
 TEST(ValidationTest, ParsesRecordsSortedBySendTimeAndRefusesBadLines) {
   auto records = ParseRequestRecords(Line(0.2, 10, 5, true, 0.1, 0.5) + "\n" + Line(0.1, 20, 5, true, 0.1, 0.5));
   ASSERT_TRUE(records.ok()) << records.status().ToString();
@@ -98,14 +101,51 @@ TEST(ValidationTest, ServingCpuIsTheProcessesCpuLessTheEnginesAndTheIdleShare) {
   // Idle: 0.6 s of CPU in 3 s over 2 nodes (and the router): 0.2 cores, 0.1 a node.
   EXPECT_NEAR(IdleCoresPerNode({.process_seconds = 0.6, .engine_seconds = 0.01}, 3, 2), 0.1, 1e-12);
   EXPECT_EQ(IdleCoresPerNode({.process_seconds = 3}, 1, 0), 0);  // nothing to divide by
-  // The run: 10 s of CPU in 5 s, 6 of them the engines', 1 the idle share (0.2 cores), plus
-  // the load generator's 0.5: 3.5 s.
-  const ServingSample run = MeasureServingSample({.process_seconds = 10, .engine_seconds = 6}, 0.2, 0.5, 5, 100, 6400);
+  // The run: 10 s of CPU in 5 s, 6 of them the engines', 1 the idle share (0.1 cores a node,
+  // two nodes), plus the load generator's 0.5: 3.5 s. The decode node's: 4 s, 3 of them its
+  // engine's, 0.5 its idle share: 0.5 s.
+  const ClusterCpu cpu{.process_seconds = 10, .engine_seconds = 6, .decode_process_seconds = 4,
+                       .decode_engine_seconds = 3, .decode_nodes = 1, .nodes = 2};
+  const ServingSample run = MeasureServingSample(cpu, 0.1, 0.5, 5, 100, 6400);
   EXPECT_NEAR(run.cpu_seconds, 3.5, 1e-12);
+  EXPECT_NEAR(run.decode_node_cpu_seconds, 0.5, 1e-12);
   EXPECT_EQ(run.requests, 100);
   EXPECT_EQ(run.output_tokens, 6400);
   // Less than the idle share: zero, never negative.
-  EXPECT_EQ(MeasureServingSample({.process_seconds = 1}, 2, 0, 5, 10, 10).cpu_seconds, 0);
+  const ServingSample short_run = MeasureServingSample({.process_seconds = 1, .decode_nodes = 1, .nodes = 1}, 2, 0, 5, 10, 10);
+  EXPECT_EQ(short_run.cpu_seconds, 0);
+  EXPECT_EQ(short_run.decode_node_cpu_seconds, 0);
+}
+
+// The counters of a cluster's pages: the router's process only; a prefill node's engine
+// apart from the nodes that decode (decode and colocated); the nodes counted.
+TEST(ValidationTest, ClusterCpuAddsEachProcessWhereItBelongs) {
+  ClusterCpu cpu;
+  AddCpu(&cpu, "router", kProcessCpu, 1);
+  AddCpu(&cpu, "router", kEngineCpu, 5);  // a router has no engine: not counted
+  AddCpu(&cpu, "prefill-0", kProcessCpu, 2);
+  AddCpu(&cpu, "prefill-0", kEngineCpu, 1.5);
+  AddCpu(&cpu, "decode-0", kProcessCpu, 3);
+  AddCpu(&cpu, "decode-0", kEngineCpu, 2);
+  AddCpu(&cpu, "colocated-0", kProcessCpu, 4);
+  AddCpu(&cpu, "colocated-0", kEngineCpu, 3);
+  AddCpu(&cpu, "decode-0", "tandem_generation_tokens_total", 100);
+  EXPECT_NEAR(cpu.process_seconds, 10, 1e-12);
+  EXPECT_NEAR(cpu.engine_seconds, 6.5, 1e-12);
+  EXPECT_NEAR(cpu.prefill_engine_seconds, 1.5, 1e-12);
+  EXPECT_NEAR(cpu.decode_process_seconds, 7, 1e-12);
+  EXPECT_NEAR(cpu.decode_engine_seconds, 5, 1e-12);
+  EXPECT_EQ(cpu.nodes, 3);
+  EXPECT_EQ(cpu.decode_nodes, 2);
+  const ClusterCpu later{.process_seconds = 12, .engine_seconds = 7, .prefill_engine_seconds = 2,
+                         .decode_process_seconds = 8, .decode_engine_seconds = 5.5, .decode_nodes = 2, .nodes = 3};
+  const ClusterCpu run = CpuBetween(cpu, later);
+  EXPECT_NEAR(run.process_seconds, 2, 1e-12);
+  EXPECT_NEAR(run.prefill_engine_seconds, 0.5, 1e-12);
+  EXPECT_NEAR(run.decode_process_seconds, 1, 1e-12);
+  EXPECT_NEAR(run.decode_engine_seconds, 0.5, 1e-12);
+  EXPECT_EQ(run.nodes, 3);
+  EXPECT_EQ(run.decode_nodes, 2);
 }
 
 // Runs of different output lengths separate the CPU per request from the CPU per token.
@@ -119,6 +159,17 @@ TEST(ValidationTest, ServingCpuIsFittedPerRequestAndPerOutputToken) {
   EXPECT_NEAR(fit.idle_cores_per_node, 0.01, 1e-15);
   EXPECT_NEAR(fit.seconds_per_request, 0.002, 1e-12);
   EXPECT_NEAR(fit.seconds_per_output_token, 0.0001, 1e-12);
+  EXPECT_EQ(fit.node_seconds_per_output_token, 0);  // no decode node's CPU measured
+  // The decode node's part: 1 ms a request and 0.04 ms a token of it; never more than all.
+  auto with_node = [&](int requests, int64_t tokens, double node_per_token) {
+    ServingSample s = sample(requests, tokens);
+    s.decode_node_cpu_seconds = requests * 0.001 + tokens * node_per_token;
+    return s;
+  };
+  EXPECT_NEAR(FitServingCpu(0, {with_node(100, 6400, 4e-5), with_node(100, 1600, 4e-5)}).node_seconds_per_output_token,
+              4e-5, 1e-12);
+  EXPECT_NEAR(FitServingCpu(0, {with_node(100, 6400, 3e-4), with_node(100, 1600, 3e-4)}).node_seconds_per_output_token,
+              1e-4, 1e-12);
   // Alike runs cannot tell the two apart: all of it per request.
   const ServingCpu alike = FitServingCpu(0, {sample(100, 6400), sample(50, 3200)});
   EXPECT_NEAR(alike.seconds_per_request, 0.0084, 1e-12);
