@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "common/cuda/cuda_status.h"
@@ -153,13 +154,40 @@ __device__ uint32_t SelectThreshold(const float* vals, int n, float mx, float in
   return prefix > lo ? prefix : lo;
 }
 
+// Calls f(logit, id) for this thread's share of a row: float4 loads, four in flight per
+// thread, where the row is 16-byte aligned (one block reads a whole row: its speed is the
+// loads it keeps in flight), one float at a time otherwise. Every pass below is
+// order-independent (argmax with the lowest index on ties, integer sums, atomics).
+template <typename F>
+__device__ __forceinline__ void ForEachLogit(const float* row, int vocab, F&& f) {
+  if ((reinterpret_cast<uintptr_t>(row) & 15) == 0) {
+    const int n4 = vocab / 4;
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n4; i += kThreads) {
+      const float4 v = row4[i];
+      f(v.x, 4 * i);
+      f(v.y, 4 * i + 1);
+      f(v.z, 4 * i + 2);
+      f(v.w, 4 * i + 3);
+    }
+    for (int i = 4 * n4 + threadIdx.x; i < vocab; i += kThreads) f(row[i], i);
+  } else {
+    for (int i = threadIdx.x; i < vocab; i += kThreads) f(row[i], i);
+  }
+}
+
+__device__ __forceinline__ ValIdx RowArgmax(const float* row, int vocab, float* sv, int* si) {
+  ValIdx best{-INFINITY, 0x7fffffff};
+  ForEachLogit(row, vocab, [&](float l, int i) { best = Better(best, ValIdx{l, i}); });
+  return BlockArgmax(best, sv, si);
+}
+
 __global__ void __launch_bounds__(kThreads) ArgmaxKernel(ArgmaxParams p) {
   __shared__ float sv[32];
   __shared__ int si[32];
   const float* row = p.logits + blockIdx.x * p.logits_stride;
-  ValIdx best{-INFINITY, 0x7fffffff};
-  for (int i = threadIdx.x; i < p.vocab; i += blockDim.x) best = Better(best, ValIdx{row[i], i});
-  best = BlockArgmax(best, sv, si);
+  const ValIdx best = RowArgmax(row, p.vocab, sv, si);
   if (threadIdx.x == 0) p.out_tokens[blockIdx.x] = best.i < p.vocab ? best.i : 0;
 }
 
@@ -180,9 +208,7 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
   extern __shared__ unsigned long long histograms[];  // kHistogramBytes
   const int r = blockIdx.x;
   const float* row = p.logits + r * p.logits_stride;
-  ValIdx best{-INFINITY, 0x7fffffff};
-  for (int i = threadIdx.x; i < p.vocab; i += blockDim.x) best = Better(best, ValIdx{row[i], i});
-  best = BlockArgmax(best, sv, si);
+  const ValIdx best = RowArgmax(row, p.vocab, sv, si);
   const float temperature = p.temperature[r];
   const int top_k = p.top_k[r];
   if (!(temperature > 0.f) || top_k == 1) {
@@ -203,8 +229,7 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
     uint64_t cnt[kNumCuts], mass[kNumCuts];
 #pragma unroll
     for (int j = 0; j < kNumCuts; ++j) cnt[j] = mass[j] = 0;
-    for (int i = threadIdx.x; i < p.vocab; i += blockDim.x) {
-      const float l = row[i];
+    ForEachLogit(row, p.vocab, [&](float l, int) {
       const uint64_t w = Weight(l, mx, inv_t);
       total += w;
 #pragma unroll
@@ -213,7 +238,7 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
           ++cnt[j];
           mass[j] += w;
         }
-    }
+    });
     total = BlockSumU64(total, scratch);
     const double target_all = ceil(static_cast<double>(top_p > 0.f ? top_p : 0.f) * static_cast<double>(total));
     int cut = -1;
@@ -229,14 +254,13 @@ __global__ void __launch_bounds__(kThreads) SamplingKernel(SamplingParams p) {
       if (threadIdx.x == 0) cand_count = 0;
       __syncthreads();
       const float bound = mx - temperature * kCutDeltas[cut];
-      for (int i = threadIdx.x; i < p.vocab; i += blockDim.x) {
-        const float l = row[i];
+      ForEachLogit(row, p.vocab, [&](float l, int i) {
         if (l >= bound) {
           const int pos = atomicAdd(&cand_count, 1);  // order does not matter below
           cand_logit[pos] = l;
           cand_index[pos] = i;
         }
-      }
+      });
       __syncthreads();
       vals = cand_logit;
       index = cand_index;
