@@ -65,7 +65,7 @@ Status DecodeNode::InitTransfer(DecodeNodeOptions& options) {
         PollUploads();
         sessions_.store(static_cast<int64_t>(receiver_->num_sessions()));
       },
-      [this, spin = node::MaySpin(transport_->Capabilities().progress_driven, pool_kind == kv_transfer::MemoryKind::kHost)] {
+      [this, spin = node::MaySpin(pool_kind == kv_transfer::MemoryKind::kHost)] {
         using Pace = node::PollThread::Pace;
         if (!receiver_ || (receiver_->num_sessions() == 0 && uploads_.empty())) return Pace::kIdle;
         // A one-sided receiver cannot see bytes arrive: it spins while any session is open.

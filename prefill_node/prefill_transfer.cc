@@ -70,7 +70,7 @@ Status PrefillNode::InitTransfer(PrefillNodeOptions& options) {
         sender_->Poll();
         sessions_.store(static_cast<int64_t>(sender_->num_sessions()));
       },
-      [this, spin = node::MaySpin(transport_->Capabilities().progress_driven, pool_kind == kv_transfer::MemoryKind::kHost)] {
+      [this, spin = node::MaySpin(pool_kind == kv_transfer::MemoryKind::kHost)] {
         using Pace = node::PollThread::Pace;
         if (!sender_ || (sender_->num_sessions() == 0 && outgoing_.empty())) return Pace::kIdle;
         return spin && sender_->num_in_flight() > 0 ? Pace::kSpin : Pace::kBusy;

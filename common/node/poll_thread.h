@@ -45,12 +45,15 @@ class PollThread {
   std::thread thread_;
 };
 
-// Whether a node's poll thread may spin (Pace::kSpin) on a progress-driven
-// transport: only when the engine computes elsewhere (a GPU). On the CPU backend
-// the engine shares the host's cores with it, and spinning poll threads (one at
-// each end of a handoff) take cores from the compute: on a 2-core host a 1P1D
-// cluster's prefill ran about 2× slower while both ends spun. Such a node polls at
-// the busy cadence (~200 us) instead.
-inline bool MaySpin(bool progress_driven, bool engine_on_host) { return progress_driven && !engine_on_host; }
+// Whether a node's poll thread may spin (Pace::kSpin) while a handoff is in flight:
+// only when the engine computes elsewhere (a GPU). A progress-driven transport (UCX)
+// moves bytes only inside Poll; a device-memory one (cuda_ipc) reports a session's
+// steps as soon as it is polled — at the busy cadence each of a session's round trips
+// waits for the next ~200 us poll at both ends (cuda_ipc on an H100: 1.05 ms a session).
+// On the CPU backend the engine shares the host's cores with the poll threads, and
+// spinning ones (one at each end of a handoff) take cores from the compute: on a 2-core
+// host a 1P1D cluster's prefill ran about 2× slower while both ends spun. Such a node
+// polls at the busy cadence (~200 us) instead.
+inline bool MaySpin(bool engine_on_host) { return !engine_on_host; }
 
 }  // namespace tandem::node

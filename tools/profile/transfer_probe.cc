@@ -363,7 +363,7 @@ StatusOr<planner::TransferPath> MeasureAcrossProcesses(const std::string& transp
                                                        const TransferProbeOptions& options, planner::TransferPath path) {
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<kv_transfer::Transport> send,
                           kv_transfer::MakeTransport(transport, transport_options));
-  const bool spin = node::MaySpin(send->Capabilities().progress_driven, backend == "cpu");
+  const bool spin = node::MaySpin(backend == "cpu");
   const kv_cache::KvLayout pools = PoolLayout(layout, options.max_blocks);
   TANDEM_ASSIGN_OR_RETURN(ProbeMemory source, ProbeMemory::Allocate(memory, pools.TotalBytes()));
   auto receiver = std::make_unique<PeerReceiver>(
