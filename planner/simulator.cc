@@ -112,6 +112,13 @@ class Simulation {
   void StartTransfer(int prefill);
   void OnStepEnd(int node);
   void OnTransferEnd(int prefill, int r);
+  // The decode node's part of a request's serving-path CPU, done when its KV has landed
+  // (SimOptions::host_node_cpu_seconds_per_request; none colocated: no KV lands).
+  double DecodeNodesPartOfRequest() const {
+    return layout_.colocated()
+               ? 0
+               : std::min(options_.host_node_cpu_seconds_per_request, options_.host_cpu_seconds_per_request);
+  }
   SimResult Measure() const;
   // Decode-capable engines: [first_decode_, engines_.size()).
   int first_decode_ = 0;
@@ -125,7 +132,7 @@ class Simulation {
   std::vector<Req> reqs_;
   std::vector<SimEngine> engines_;
   std::vector<RunningJob> steps_in_progress_;  // per engine
-  std::vector<char> handing_on_;               // per engine: its last step's tokens are still on the serving path
+  std::vector<int> handing_on_;                // per engine: its node's parts of the serving path it waits for
   std::vector<PathJob> path_jobs_;
   std::vector<int> free_path_jobs_;
   int running_jobs_ = 0;
@@ -296,7 +303,7 @@ void Simulation::Deliver(double cpu_seconds, std::vector<int> firsts, std::vecto
   if (engine >= 0 && node_seconds > 0) {
     rest = std::max(0.0, cpu_seconds - node_seconds);
     cpu_seconds -= rest;
-    handing_on_[static_cast<size_t>(engine)] = 1;
+    ++handing_on_[static_cast<size_t>(engine)];
   } else {
     engine = -1;
   }
@@ -329,7 +336,7 @@ void Simulation::OnPathEnd(int index) {
   const double rest = path.rest_seconds;
   free_path_jobs_.push_back(index);  // `path` may move below
   if (engine >= 0) {
-    handing_on_[static_cast<size_t>(engine)] = 0;
+    --handing_on_[static_cast<size_t>(engine)];
     Kick(engine);
     Deliver(rest, std::move(firsts), std::move(dones));
   } else {
@@ -370,7 +377,9 @@ void Simulation::OnTransferEnd(int prefill, int r) {
   engines_[static_cast<size_t>(prefill)].ReleaseHeld(r);
   Kick(prefill);
   const bool done = engines_[static_cast<size_t>(req.decode)].Activate(r);
-  Deliver(options_.host_cpu_seconds_per_output_token, {r}, done ? std::vector<int>{r} : std::vector<int>{});
+  const double node_request = DecodeNodesPartOfRequest();
+  Deliver(options_.host_cpu_seconds_per_output_token + node_request, {r}, done ? std::vector<int>{r} : std::vector<int>{},
+          req.decode, node_request + options_.host_node_cpu_seconds_per_output_token);
   if (done) PlacePending();
   Kick(req.decode);
   StartTransfer(prefill);
@@ -397,7 +406,7 @@ SimResult Simulation::Run() {
     now_ = e.time;
     switch (e.type) {
       case EventType::kArrival:
-        Deliver(options_.host_cpu_seconds_per_request, {}, {});
+        Deliver(options_.host_cpu_seconds_per_request - DecodeNodesPartOfRequest(), {}, {});
         if (!pending_.empty() || !Place(e.request)) pending_.push_back(e.request);
         break;
       case EventType::kStepEnd:

@@ -63,6 +63,10 @@ struct SimOptions {
   // two cores showed the decode engine thread waiting for a core 0.11 ms a step —
   // /proc/<tid>/schedstat — while its node's other threads ran 0.10 ms a step.)
   double host_node_cpu_seconds_per_output_token = 0;
+  // Of host_cpu_seconds_per_request, the decode node's own part (the reservation, the KV's
+  // landing), which a disaggregated request's decode node does when its KV has landed and
+  // its engine waits for, as for the tokens above; the rest is the job at the arrival.
+  double host_node_cpu_seconds_per_request = 0;
   // The engines' speed against their profile: every step takes its profiled time / this
   // (1: as profiled). A what-if for slower or faster hosts; tandem-validate sets it to
   // what a run's engine threads measured (SimResult's work against their CPU time).

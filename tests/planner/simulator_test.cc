@@ -216,11 +216,47 @@ TEST(SimulatorTest, TheDecodeEngineWaitsForItsNodesPartOfTheOutput) {
   };
   const double c = 1e-3, alone = e2e(0, 0);
   EXPECT_NEAR(e2e(c, 0), alone + c, 1e-9);  // only the last token's path is on the way
-  // Nine decode steps (the first token came with the KV), each followed by the node's part.
-  EXPECT_NEAR(e2e(c, c), alone + 9 * c, 1e-9);
-  EXPECT_NEAR(e2e(c, c / 2), alone + 8 * c / 2 + c, 1e-9);
+  // The first token (it came with the KV) and each of the nine decode steps' tokens: the node's
+  // part before the engine steps again; the last token's whole path before the client has it.
+  EXPECT_NEAR(e2e(c, c), alone + 10 * c, 1e-9);
+  EXPECT_NEAR(e2e(c, c / 2), alone + 9 * c / 2 + c, 1e-9);
   // The node's part is at most the whole path's.
-  EXPECT_NEAR(e2e(c, 2 * c), alone + 9 * c, 1e-9);
+  EXPECT_NEAR(e2e(c, 2 * c), alone + 10 * c, 1e-9);
+}
+
+// The decode node's part of a request's CPU moves from the arrival to the KV's landing, and
+// holds the node's first step after it: with cores to spare the request's E2E grows by it,
+// and a request already decoding there pauses while it runs. Colocated, nothing lands.
+TEST(SimulatorTest, TheDecodeEngineWaitsForItsNodesPartOfTheRequest) {
+  const CostModel cost = CostOf(Scaled(1));
+  const Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = 0.9};
+  auto run = [&](const Layout& layout, const std::vector<double>& arrivals, double node_part) {
+    Workload w;
+    for (double t : arrivals) w.trace.push_back({.arrival_seconds = t, .prompt_tokens = 512, .output_tokens = 200});
+    SimOptions o{.num_requests = static_cast<int>(arrivals.size()), .warmup_fraction = 0, .min_span_ttfts = 0,
+                 .max_requests = static_cast<int>(arrivals.size()), .host_cores = 64,
+                 .host_cpu_seconds_per_request = 0.01, .record_requests = true};
+    o.host_node_cpu_seconds_per_request = node_part;
+    return Simulate(layout, cost, w, open, w.TraceRate(), o);
+  };
+  const Layout disaggregated{.prefill_nodes = 1, .decode_nodes = 1};
+  const double c = 2e-3;
+  const SimResult base = run(disaggregated, {0.0, 100.0}, 0), held = run(disaggregated, {0.0, 100.0}, c);
+  // The arrival's job (10 ms, beside the prefill on cores to spare) delays nothing; the node's
+  // part, before the first token (which came with the KV) goes out and the first step, does.
+  EXPECT_NEAR(held.latency.ttft_p50, base.latency.ttft_p50 + c, 1e-9);
+  EXPECT_NEAR(held.e2e_p50, base.e2e_p50 + c, 1e-9);
+  // A second request landing while the first decodes: the first's next step waits for the
+  // part too (less what of it ran beside the step in progress; the later steps' boundaries
+  // move with it, so not exactly c).
+  const SimResult busy = run(disaggregated, {0.0, 0.05}, 0), busy_held = run(disaggregated, {0.0, 0.05}, c);
+  const auto e2e = [](const SimResult& r, int i) { return r.requests[i].done - r.requests[i].arrival; };
+  ASSERT_LT(busy.requests[1].first, busy.requests[0].done);  // it did land while the first decoded
+  EXPECT_GT(e2e(busy_held, 0), e2e(busy, 0) + c / 4);
+  EXPECT_LT(e2e(busy_held, 0), e2e(busy, 0) + 2 * c);
+  // Colocated: no KV lands, the whole request's CPU stays at the arrival.
+  const Layout colocated{.colocated_nodes = 1};
+  EXPECT_NEAR(run(colocated, {0.0, 100.0}, c).e2e_p50, run(colocated, {0.0, 100.0}, 0).e2e_p50, 1e-9);
 }
 
 // engine_speed scales every step (not the transfer); the work reported is at speed 1.

@@ -68,6 +68,10 @@ void PlanToolOptions::Bind(config::ConfigBinder& b) {
   b.Field("plan.host_node_cpu_ms_per_output_token", host_node_cpu_ms_per_output_token,
           "with host_cores: of that, the decode node's own part (its output handed to the router), which the node's "
           "next step waits for, as tandem-validate measures it (at most plan.host_cpu_ms_per_output_token)");
+  b.Field("plan.host_node_cpu_ms_per_request", host_node_cpu_ms_per_request,
+          "with host_cores: of plan.host_cpu_ms_per_request, the decode node's own part (the reservation, the KV's "
+          "landing), done when a request's KV has landed while the node's engine waits (at most "
+          "plan.host_cpu_ms_per_request)");
   b.Field("plan.engine_speed", engine_speed,
           "the engines' speed against their profile: every step takes its profiled time / this (1: as profiled)");
   b.Field("plan.step_overhead_ms", step_overhead_ms,
@@ -88,14 +92,18 @@ Status PlanToolOptions::Validate() const {
   if (simulate < 0) return InvalidArgumentError("plan.simulate must be >= 0");
   if (host_cores < 0 || host_cores > 4096) return InvalidArgumentError("plan.host_cores must be in [0, 4096]");
   if (!(host_idle_cores_per_node >= 0) || !(host_cpu_ms_per_request >= 0) || !(host_cpu_ms_per_output_token >= 0) ||
-      !(host_node_cpu_ms_per_output_token >= 0)) {
+      !(host_node_cpu_ms_per_request >= 0) || !(host_node_cpu_ms_per_output_token >= 0)) {
     return InvalidArgumentError(
-        "plan.host_idle_cores_per_node, plan.host_cpu_ms_per_request, plan.host_cpu_ms_per_output_token and "
-        "plan.host_node_cpu_ms_per_output_token must be >= 0");
+        "plan.host_idle_cores_per_node, plan.host_cpu_ms_per_request, plan.host_cpu_ms_per_output_token, "
+        "plan.host_node_cpu_ms_per_request and plan.host_node_cpu_ms_per_output_token must be >= 0");
   }
   if (host_node_cpu_ms_per_output_token > host_cpu_ms_per_output_token) {
     return InvalidArgumentError(
         "plan.host_node_cpu_ms_per_output_token is part of plan.host_cpu_ms_per_output_token: it cannot be larger");
+  }
+  if (host_node_cpu_ms_per_request > host_cpu_ms_per_request) {
+    return InvalidArgumentError(
+        "plan.host_node_cpu_ms_per_request is part of plan.host_cpu_ms_per_request: it cannot be larger");
   }
   if (!(engine_speed > 0) || engine_speed > 100) return InvalidArgumentError("plan.engine_speed must be in (0, 100]");
   if (!(step_overhead_ms >= 0) || step_overhead_ms > 1e4) {
@@ -123,6 +131,7 @@ planner::PlanOptions PlanToolOptions::ToPlanOptions() const {
   o.sim.host_cpu_seconds_per_request = host_cpu_ms_per_request / 1e3;
   o.sim.host_cpu_seconds_per_output_token = host_cpu_ms_per_output_token / 1e3;
   o.sim.host_node_cpu_seconds_per_output_token = host_node_cpu_ms_per_output_token / 1e3;
+  o.sim.host_node_cpu_seconds_per_request = host_node_cpu_ms_per_request / 1e3;
   o.sim.engine_speed = engine_speed;
   o.sim.step_overhead_seconds = step_overhead_ms / 1e3;
   return o;

@@ -74,6 +74,7 @@ struct PlanToolOptions {
   double host_cpu_ms_per_request = 0;
   double host_cpu_ms_per_output_token = 0;
   double host_node_cpu_ms_per_output_token = 0;  // of it, the decode node's own
+  double host_node_cpu_ms_per_request = 0;       // of host_cpu_ms_per_request, the decode node's own
   double engine_speed = 1;              // the engines against their profile (what-if; tandem-validate measures it)
   double step_overhead_ms = 0;          // engine time per step beyond the profiled (tandem-validate measures it)
 

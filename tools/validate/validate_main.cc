@@ -61,6 +61,7 @@ struct ValidateOptions {
   double host_cpu_ms_per_request = -1;
   double host_cpu_ms_per_output_token = -1;
   double host_node_cpu_ms_per_output_token = -1;  // of it, the decode node's own
+  double host_node_cpu_ms_per_request = -1;       // of host_cpu_ms_per_request, the decode node's own
   double engine_speed = -1;  // the engines against the profile; <= 0: measure (with the two above)
   double step_overhead_ms = -1;  // engine time per step beyond the profiled; < 0: measure
   // Predict each run, and each layout's knee, with the host as measured up to it: the
@@ -377,6 +378,7 @@ std::string ContextJson(const ValidateOptions& o, const planner::Profile& profil
                       {"host_cpu_ms_per_request", host.serving.seconds_per_request * 1e3},
                       {"host_cpu_ms_per_output_token", host.serving.seconds_per_output_token * 1e3},
                       {"host_node_cpu_ms_per_output_token", host.serving.node_seconds_per_output_token * 1e3},
+                      {"host_node_cpu_ms_per_request", host.serving.node_seconds_per_request * 1e3},
                       {"engine_speed", host.engine_speed},
                       {"step_overhead_ms", host.step_overhead_seconds * 1e3},
                       {"track_host", o.track_host},
@@ -445,30 +447,33 @@ StatusOr<int> Run(ValidateOptions o) {
   std::vector<ServingSample> samples;  // the serving path's CPU over the runs so far
   if (host.cores > 0) {
     if (o.host_idle_cores_per_node >= 0 && o.host_cpu_ms_per_request >= 0 && o.host_cpu_ms_per_output_token >= 0 &&
-        o.host_node_cpu_ms_per_output_token >= 0 && o.engine_speed > 0 && o.step_overhead_ms >= 0) {
+        o.host_node_cpu_ms_per_output_token >= 0 && o.host_node_cpu_ms_per_request >= 0 && o.engine_speed > 0 &&
+        o.step_overhead_ms >= 0) {
       host.serving = {.idle_cores_per_node = o.host_idle_cores_per_node,
                       .seconds_per_request = o.host_cpu_ms_per_request / 1e3,
                       .seconds_per_output_token = o.host_cpu_ms_per_output_token / 1e3,
                       .node_seconds_per_output_token =
-                          std::min(o.host_node_cpu_ms_per_output_token, o.host_cpu_ms_per_output_token) / 1e3};
+                          std::min(o.host_node_cpu_ms_per_output_token, o.host_cpu_ms_per_output_token) / 1e3,
+                      .node_seconds_per_request =
+                          std::min(o.host_node_cpu_ms_per_request, o.host_cpu_ms_per_request) / 1e3};
       host.engine_speed = o.engine_speed;
       host.step_overhead_seconds = o.step_overhead_ms / 1e3;
     } else {
       TANDEM_ASSIGN_OR_RETURN(host, CalibrateHost(o, profile, cost, workload, slo, model_dir, &samples));
     }
     std::printf("the host: %d cores; the serving path takes %.3f cores per node idle, %.2f ms of CPU per request "
-                "and %.3f ms per output token (%.3f ms of it on the decode node); the engines run at %.2f of the "
-                "profile's speed, each step %.3f ms beyond its profiled time\n",
+                "and %.3f ms per output token (%.2f and %.3f ms of them on the decode node); the engines run at %.2f "
+                "of the profile's speed, each step %.3f ms beyond its profiled time\n",
                 host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3,
-                host.serving.seconds_per_output_token * 1e3, host.serving.node_seconds_per_output_token * 1e3,
-                host.engine_speed, host.step_overhead_seconds * 1e3);
+                host.serving.seconds_per_output_token * 1e3, host.serving.node_seconds_per_request * 1e3,
+                host.serving.node_seconds_per_output_token * 1e3, host.engine_speed, host.step_overhead_seconds * 1e3);
     std::printf("  (tandem-plan on this host: --plan-host-cores %d --plan-host-idle-cores-per-node %.4f "
                 "--plan-host-cpu-ms-per-request %.3f --plan-host-cpu-ms-per-output-token %.4f "
-                "--plan-host-node-cpu-ms-per-output-token %.4f --plan-engine-speed %.3f --plan-step-overhead-ms "
-                "%.4f)\n",
+                "--plan-host-node-cpu-ms-per-request %.3f --plan-host-node-cpu-ms-per-output-token %.4f "
+                "--plan-engine-speed %.3f --plan-step-overhead-ms %.4f)\n",
                 host.cores, host.serving.idle_cores_per_node, host.serving.seconds_per_request * 1e3,
-                host.serving.seconds_per_output_token * 1e3, host.serving.node_seconds_per_output_token * 1e3,
-                host.engine_speed, host.step_overhead_seconds * 1e3);
+                host.serving.seconds_per_output_token * 1e3, host.serving.node_seconds_per_request * 1e3,
+                host.serving.node_seconds_per_output_token * 1e3, host.engine_speed, host.step_overhead_seconds * 1e3);
     std::fflush(stdout);
   }
   std::vector<LayoutSweep> sweeps;
@@ -527,8 +532,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--host-idle-cores-per-node", o.host_idle_cores_per_node,
                  "the serving path's CPU per node while idle, in cores (the calibration is skipped when this, "
-                 "--host-cpu-ms-per-request, --host-cpu-ms-per-output-token, --host-node-cpu-ms-per-output-token, "
-                 "--engine-speed and --step-overhead-ms are all given; -1: measure them on a 1P1D cluster first)")
+                 "--host-cpu-ms-per-request, --host-cpu-ms-per-output-token, --host-node-cpu-ms-per-request, "
+                 "--host-node-cpu-ms-per-output-token, --engine-speed and --step-overhead-ms are all given; -1: measure them on a 1P1D cluster first)")
       ->capture_default_str();
   app.add_option("--host-cpu-ms-per-request", o.host_cpu_ms_per_request,
                  "the serving path's CPU per request outside the engines' steps, ms (-1: measure)")
@@ -536,6 +541,10 @@ int main(int argc, char** argv) {
   app.add_option("--host-cpu-ms-per-output-token", o.host_cpu_ms_per_output_token,
                  "the serving path's CPU per output token (the decode node's output, the router's stream, the client), "
                  "ms (-1: measure)")
+      ->capture_default_str();
+  app.add_option("--host-node-cpu-ms-per-request", o.host_node_cpu_ms_per_request,
+                 "of the CPU per request, the decode node's own part, done when the KV has landed while its engine "
+                 "waits, ms (-1: measure)")
       ->capture_default_str();
   app.add_option("--host-node-cpu-ms-per-output-token", o.host_node_cpu_ms_per_output_token,
                  "of that, the decode node's own part, which its engine's next step waits for, ms (-1: measure)")

@@ -170,8 +170,10 @@ ServingCpu FitServingCpu(double idle_cores_per_node, const std::vector<ServingSa
   ServingCpu out{.idle_cores_per_node = idle_cores_per_node};
   std::tie(out.seconds_per_request, out.seconds_per_output_token) =
       FitPerRequestAndToken(samples, &ServingSample::cpu_seconds);
-  out.node_seconds_per_output_token = std::min(
-      out.seconds_per_output_token, FitPerRequestAndToken(samples, &ServingSample::decode_node_cpu_seconds).second);
+  const auto [node_per_request, node_per_token] =
+      FitPerRequestAndToken(samples, &ServingSample::decode_node_cpu_seconds);
+  out.node_seconds_per_request = std::min(out.seconds_per_request, node_per_request);
+  out.node_seconds_per_output_token = std::min(out.seconds_per_output_token, node_per_token);
   return out;
 }
 
@@ -197,6 +199,7 @@ planner::SimOptions HostSimOptions(const HostModel& host, uint64_t seed) {
           .host_cpu_seconds_per_request = host.serving.seconds_per_request,
           .host_cpu_seconds_per_output_token = host.serving.seconds_per_output_token,
           .host_node_cpu_seconds_per_output_token = host.serving.node_seconds_per_output_token,
+          .host_node_cpu_seconds_per_request = host.serving.node_seconds_per_request,
           .engine_speed = host.engine_speed,
           .step_overhead_seconds = host.step_overhead_seconds};
 }

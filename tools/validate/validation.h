@@ -81,12 +81,13 @@ ClusterCpu CpuBetween(const ClusterCpu& from, const ClusterCpu& to);
 // What the serving path costs the host's CPU, outside the engines' steps, as the
 // simulation takes it (planner::SimOptions::host_idle_cores_per_node,
 // host_cpu_seconds_per_request, host_cpu_seconds_per_output_token,
-// host_node_cpu_seconds_per_output_token).
+// host_node_cpu_seconds_per_output_token, host_node_cpu_seconds_per_request).
 struct ServingCpu {
   double idle_cores_per_node = 0;
   double seconds_per_request = 0;
   double seconds_per_output_token = 0;
   double node_seconds_per_output_token = 0;  // of it, the decode nodes' own (at most all of it)
+  double node_seconds_per_request = 0;       // of seconds_per_request, the decode nodes' own
 };
 
 // The processes' CPU over an idle spell of `idle_seconds` (polling, heartbeats), per node.
@@ -109,7 +110,8 @@ ServingSample MeasureServingSample(const ClusterCpu& run, double idle_cores_per_
 // (planner::FitLeastSquares, non-negative) of cpu = requests · a + output_tokens · b over
 // runs of different output lengths; all per request when the runs' tokens per request
 // are alike and cannot tell the two apart. Runs of no CPU are left out. The decode nodes'
-// own CPU per output token is fitted the same way from their part.
+// own CPU per request and per output token are fitted the same way from their part (each at
+// most the whole path's).
 ServingCpu FitServingCpu(double idle_cores_per_node, const std::vector<ServingSample>& samples);
 
 // The host the nodes share in a prediction: none (cores 0: a device per node), or

@@ -151,6 +151,8 @@ TEST_F(PlanToolTest, BadInputGetsAMessageAndANonzeroExit) {
       {profile + "--workload-rate 1 --plan-host-cpu-ms-per-output-token -0.5", 1, "plan.host_cpu_ms_per_output_token"},
       {profile + "--workload-rate 1 --plan-host-cpu-ms-per-output-token 0.1 --plan-host-node-cpu-ms-per-output-token 0.2",
        1, "cannot be larger"},
+      {profile + "--workload-rate 1 --plan-host-cpu-ms-per-request 1 --plan-host-node-cpu-ms-per-request 2", 1,
+       "plan.host_node_cpu_ms_per_request is part of"},
       {profile + "--no-such-flag 1", 2, "no-such-flag"},
   };
   for (const auto& c : cases) {

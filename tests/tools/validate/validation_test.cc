@@ -166,8 +166,9 @@ TEST(ValidationTest, ServingCpuIsFittedPerRequestAndPerOutputToken) {
     s.decode_node_cpu_seconds = requests * 0.001 + tokens * node_per_token;
     return s;
   };
-  EXPECT_NEAR(FitServingCpu(0, {with_node(100, 6400, 4e-5), with_node(100, 1600, 4e-5)}).node_seconds_per_output_token,
-              4e-5, 1e-12);
+  const ServingCpu node = FitServingCpu(0, {with_node(100, 6400, 4e-5), with_node(100, 1600, 4e-5)});
+  EXPECT_NEAR(node.node_seconds_per_output_token, 4e-5, 1e-12);
+  EXPECT_NEAR(node.node_seconds_per_request, 0.001, 1e-12);
   EXPECT_NEAR(FitServingCpu(0, {with_node(100, 6400, 3e-4), with_node(100, 1600, 3e-4)}).node_seconds_per_output_token,
               1e-4, 1e-12);
   // Alike runs cannot tell the two apart: all of it per request.
