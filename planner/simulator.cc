@@ -55,8 +55,8 @@ struct PathJob {
   std::vector<int> firsts;  // requests whose first token this carries
   std::vector<int> dones;   // requests whose last token this carries
   // The decode node's own part of the work, which its engine's next step waits for
-  // (SimOptions::host_node_cpu_seconds_per_output_token): the engine, and the rest of the
-  // work, to do after this before the tokens reach the client.
+  // (SimOptions::host_node_cpu_seconds_per_*): the engine, and the rest of the work, to do
+  // after this before the tokens reach the client.
   int engine = -1;
   double rest_seconds = 0;
 };
@@ -103,8 +103,8 @@ class Simulation {
   void PushJobEnd(int index, const RunningJob& job, bool step);
   // Tokens (and a request's arrival) through the serving path: `firsts` and `dones`
   // reach the client after `cpu_seconds` of the host's CPU (at once without a host).
-  // `engine` >= 0: that engine's step sampled them, and its next step waits for
-  // `node_seconds` of the work, the node's own part.
+  // `engine` >= 0: a decode engine whose node does `node_seconds` of the work first (its
+  // own part: a step's output, a landed KV); the engine's next step waits for that part.
   void Deliver(double cpu_seconds, std::vector<int> firsts, std::vector<int> dones, int engine = -1,
                double node_seconds = 0);
   void ReachClient(const std::vector<int>& firsts, const std::vector<int>& dones);

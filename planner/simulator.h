@@ -14,7 +14,8 @@
 // request whole (placement as for decode). Nodes that share a host's cores slow
 // each other, and the serving path's own CPU takes its share of them where it
 // happens: at a request's arrival, and for every token on its way to the client,
-// who sees the token when that is done (SimOptions::host_cores, host_*).
+// who sees the token when that is done; the decode node's own parts of it (when a KV
+// lands, a step's output) hold that node's next step (SimOptions::host_cores, host_*).
 // Thread rule: free functions.
 #pragma once
 
