@@ -10,16 +10,16 @@
 #include <vector>
 
 #include "bench/kv_transfer/gpu_bench_parts.h"
+#include "common/base/line_pipe.h"
 #include "kv_transfer/transport_factory.h"
-#include "tests/kv_transfer/peer_io.h"
 
 namespace tandem::bench {
 namespace {
 
 using namespace kv_transfer;
-using kv_transfer::testing::Hex;
-using kv_transfer::testing::PeerProcess;
-using kv_transfer::testing::Unhex;
+using line_pipe::Hex;
+using line_pipe::PeerProcess;
+using line_pipe::Unhex;
 
 constexpr uint64_t kRegionBytes = 512 << 20;
 constexpr uint64_t kPiece = 64 << 10;

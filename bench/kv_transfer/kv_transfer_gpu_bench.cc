@@ -19,23 +19,23 @@
 #include <string>
 #include <vector>
 
-#include "bench/kv_transfer/gpu_bench_util.h"
 #include "bench/kv_transfer/gpu_bench_parts.h"
+#include "bench/kv_transfer/gpu_bench_util.h"
 #include "common/base/clock.h"
+#include "common/base/line_pipe.h"
 #include "common/kernels/kv_run_copy.h"
 #include "kv_transfer/kv_receiver.h"
 #include "kv_transfer/kv_sender.h"
 #include "kv_transfer/transport_factory.h"
-#include "tests/kv_transfer/peer_io.h"
 
 namespace tandem::bench {
 namespace {
 
 using namespace kv_transfer;
-using kv_transfer::testing::Hex;
-using kv_transfer::testing::PeerProcess;
-using kv_transfer::testing::StdinLines;
-using kv_transfer::testing::Unhex;
+using line_pipe::Hex;
+using line_pipe::PeerProcess;
+using line_pipe::StdinLines;
+using line_pipe::Unhex;
 
 // The decode side of the KV benchmark: a KvReceiver over a device pool.
 // stdin "open <request> contiguous|scattered" -> the KvTarget (hex);

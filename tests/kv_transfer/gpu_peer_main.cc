@@ -28,14 +28,18 @@
 #include <vector>
 
 #include "common/base/clock.h"
+#include "common/base/line_pipe.h"
 #include "kv_transfer/kv_receiver.h"
 #include "kv_transfer/kv_sender.h"
 #include "kv_transfer/transport_factory.h"
-#include "tests/kv_transfer/peer_io.h"
 #include "tests/kv_transfer/peer_plan.h"
 
 namespace tandem::kv_transfer::testing {
 namespace {
+
+using line_pipe::Hex;
+using line_pipe::StdinLines;
+using line_pipe::Unhex;
 
 using SteadyClock = std::chrono::steady_clock;
 

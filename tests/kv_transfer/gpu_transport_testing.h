@@ -23,11 +23,15 @@
 #include <string>
 #include <vector>
 
+#include "common/base/line_pipe.h"
 #include "common/cuda/cuda_status.h"
-#include "tests/kv_transfer/peer_io.h"
 #include "tests/kv_transfer/transport_conformance.h"
 
 namespace tandem::kv_transfer::testing {
+
+using line_pipe::Hex;
+using line_pipe::PeerProcess;
+using line_pipe::Unhex;
 
 #define TANDEM_SKIP_WITHOUT_GPUS(n)                                                                \
   do {                                                                                             \

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "common/base/clock.h"
+#include "common/base/line_pipe.h"
 #include "kv_transfer/kv_receiver.h"
 #include "kv_transfer/ucx/ucx_transport.h"
-#include "tests/kv_transfer/peer_io.h"
 #include "tests/kv_transfer/peer_plan.h"
 
 namespace {
@@ -29,6 +29,7 @@ uint8_t PatternByte(uint32_t seed, size_t i) { return static_cast<uint8_t>((i * 
 int RunSession(tandem::kv_transfer::Transport& t) {
   using namespace tandem::kv_transfer;
   using namespace tandem::kv_transfer::testing;
+  using namespace tandem::line_pipe;
   tandem::SystemClock clock;
   auto recv_layout = PeerLayout(kPeerRecvBlocks);
   std::vector<uint8_t> pool(recv_layout.TotalBytes(), 0);
@@ -80,6 +81,7 @@ int RunSession(tandem::kv_transfer::Transport& t) {
 int main(int argc, char** argv) {
   using namespace tandem::kv_transfer;
   using namespace tandem::kv_transfer::testing;
+  using namespace tandem::line_pipe;
   UcxConfig config;
   if (argc > 1) config.transports = argv[1];
   config.peer_error_handling = config.transports != "shm";

@@ -7,9 +7,9 @@
 #include <chrono>
 #include <set>
 
-#include "tests/kv_transfer/peer_io.h"
-#include "tests/kv_transfer/session_harness.h"
+#include "common/base/line_pipe.h"
 #include "tests/kv_transfer/peer_plan.h"
+#include "tests/kv_transfer/session_harness.h"
 #include "tests/kv_transfer/transport_conformance.h"
 
 namespace tandem::kv_transfer {
@@ -73,12 +73,12 @@ uint8_t PatternByte(uint32_t seed, size_t i) { return static_cast<uint8_t>((i * 
 
 // The helper process (ucx_peer_main.cc). mode "raw": a bare transport whose
 // address and region descriptor it prints first; "session": a KvReceiver.
-class Peer : public testing::PeerProcess {
+class Peer : public line_pipe::PeerProcess {
  public:
   Peer(const char* tls, const char* mode = "raw") : PeerProcess(TANDEM_UCX_PEER_PATH, {tls, mode}) {
     if (std::string(mode) == "raw") {
-      address = testing::Unhex(ReadLine());
-      descriptor = testing::Unhex(ReadLine());
+      address = line_pipe::Unhex(ReadLine());
+      descriptor = line_pipe::Unhex(ReadLine());
     }
   }
   std::string address, descriptor;
@@ -88,7 +88,7 @@ TEST(UcxTwoProcessTest, SessionStreamsLayersIntoAnotherProcess) {
   using testing::kPeerDstBlocks;
   using testing::kPeerSrcBlocks;
   Peer decode("tcp", "session");
-  std::string target = testing::Unhex(decode.ReadLine());
+  std::string target = line_pipe::Unhex(decode.ReadLine());
   ASSERT_FALSE(target.empty());
   auto t = MakeUcx("tcp");
   kv_cache::KvLayout layout = testing::PeerLayout(testing::kPeerSendBlocks);
@@ -101,7 +101,7 @@ TEST(UcxTwoProcessTest, SessionStreamsLayersIntoAnotherProcess) {
     KvSender sender(KvSenderConfig{.model_id = "peer-model", .layout = layout}, *t, clock,
                     [&](RequestId id, std::string m) {
                       EXPECT_EQ(id, 42u);
-                      decode.Command("msg " + testing::Hex(m));
+                      decode.Command("msg " + line_pipe::Hex(m));
                     });
     SendParams p;
     p.target = target;

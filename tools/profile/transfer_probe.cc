@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "common/base/clock.h"
+#include "common/base/line_pipe.h"
+#include "common/node/poll_thread.h"
 #include "kv_transfer/kv_receiver.h"
 #include "kv_transfer/kv_sender.h"
 #include "kv_transfer/local/local_transport.h"
 #include "kv_transfer/transport_factory.h"
-#include "common/node/poll_thread.h"
 #include "planner/linear_fit.h"
-#include "tests/kv_transfer/peer_io.h"
 
 #ifdef TANDEM_PROFILE_CUDA
 #include <cuda_runtime.h>
@@ -148,13 +148,13 @@ class PeerReceiver : public ReceiverEnd {
     while (true) {
       std::optional<std::string> line = peer_.TryReadLine(60'000);
       if (!line) return UnavailableError("the transfer peer did not answer an open");
-      if (line->rfind("target ", 0) == 0) return kv_transfer::testing::Unhex(line->substr(7));
+      if (line->rfind("target ", 0) == 0) return line_pipe::Unhex(line->substr(7));
       if (line->rfind("error ", 0) == 0) return UnavailableError("transfer peer: " + line->substr(6));
       Handle(*line);
     }
   }
   void OnControlMessage(const std::string& message) override {
-    peer_.Command("msg " + kv_transfer::testing::Hex(message));
+    peer_.Command("msg " + line_pipe::Hex(message));
   }
   void Poll() override {
     while (std::optional<std::string> line = peer_.TryReadLine(0)) Handle(*line);
@@ -169,7 +169,7 @@ class PeerReceiver : public ReceiverEnd {
   // "tosender <hex>" or "done <id> <status>".
   void Handle(const std::string& line) {
     if (line.rfind("tosender ", 0) == 0) {
-      to_sender.push_back(kv_transfer::testing::Unhex(line.substr(9)));
+      to_sender.push_back(line_pipe::Unhex(line.substr(9)));
     } else if (line.rfind("done ", 0) == 0) {
       const RequestId id = std::stoull(line.substr(5));
       const std::string status = line.substr(line.find(' ', 5) + 1);
@@ -180,7 +180,7 @@ class PeerReceiver : public ReceiverEnd {
       done(status == "OK" ? Status::Ok() : UnavailableError("receiver: " + status));
     }
   }
-  kv_transfer::testing::PeerProcess peer_;
+  line_pipe::PeerProcess peer_;
   std::map<RequestId, std::function<void(const Status&)>> on_done_;
 };
 
@@ -428,8 +428,8 @@ StatusOr<planner::TransferProfile> MeasureTransfers(const kv_cache::KvLayout& la
 }
 
 int RunTransferPeer(const std::vector<std::string>& args) {
-  using kv_transfer::testing::Hex;
-  using kv_transfer::testing::Unhex;
+  using line_pipe::Hex;
+  using line_pipe::Unhex;
   auto fail = [](const std::string& why) {
     std::printf("error %s\n", why.c_str());
     return 2;
@@ -465,7 +465,7 @@ int RunTransferPeer(const std::vector<std::string>& args) {
   if (Status s = receiver.RegisterLanding(landing->data(), memory); !s.ok()) return fail(s.ToString());
   std::printf("ready\n");
   std::fflush(stdout);
-  kv_transfer::testing::StdinLines lines;
+  line_pipe::StdinLines lines;
   std::string line;
   bool eof = false;
   while (!eof) {

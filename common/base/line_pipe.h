@@ -1,6 +1,7 @@
-// What the two-process transport tests share: hex encoding of wire bytes, a
-// non-blocking line reader for a helper's stdin, and the helper process itself
-// (fork + exec with its stdin/stdout as pipes, killable).
+// Talking lines with a helper process: hex encoding of wire bytes, a non-blocking
+// line reader for the helper's own stdin, and the helper process itself (fork + exec
+// with its stdin/stdout as pipes, killable). tandem-profile's transfer peer, the
+// two-process transport tests and the GPU transfer benches use it.
 #pragma once
 
 #include <poll.h>
@@ -15,7 +16,7 @@
 
 #include "common/base/check.h"
 
-namespace tandem::kv_transfer::testing {
+namespace tandem::line_pipe {
 
 inline std::string Hex(const std::string& s) {
   static const char* k = "0123456789abcdef";
@@ -136,4 +137,4 @@ class PeerProcess {
   std::string buffer_;
 };
 
-}  // namespace tandem::kv_transfer::testing
+}  // namespace tandem::line_pipe
