@@ -121,4 +121,27 @@ __device__ __forceinline__ float RoundToBf16(float v) { return __bfloat162float(
 // silu(gate) * up, silu(x) = x / (1 + exp(-x)): the one formula of every SiLU-mul here.
 __device__ __forceinline__ float SiluMul(float gate, float up) { return gate / (1.f + __expf(-gate)) * up; }
 
+// Calls f(x, index) for this thread's share of one row of `vocab` floats, read by a block
+// of kBlockThreads threads: float4 loads, four in flight per thread, where the row is
+// 16-byte aligned (a block reading a whole row alone goes as fast as the loads it keeps in
+// flight), one float at a time otherwise. The order of the calls is unspecified.
+template <int kBlockThreads, typename F>
+__device__ __forceinline__ void ForEachInRow(const float* row, int vocab, F&& f) {
+  if ((reinterpret_cast<uintptr_t>(row) & 15) == 0) {
+    const int n4 = vocab / 4;
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n4; i += kBlockThreads) {
+      const float4 v = row4[i];
+      f(v.x, 4 * i);
+      f(v.y, 4 * i + 1);
+      f(v.z, 4 * i + 2);
+      f(v.w, 4 * i + 3);
+    }
+    for (int i = 4 * n4 + threadIdx.x; i < vocab; i += kBlockThreads) f(row[i], i);
+  } else {
+    for (int i = threadIdx.x; i < vocab; i += kBlockThreads) f(row[i], i);
+  }
+}
+
 }  // namespace tandem::kernels::detail

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/cuda/cuda_status.h"
+#include "common/kernels/kernel_util.cuh"
 
 namespace tandem::kernels {
 namespace {
@@ -23,25 +24,11 @@ struct Scan {
 
 __device__ __forceinline__ float Clean(float x) { return isnan(x) ? -INFINITY : x; }
 
-// Calls f(x, id) for this thread's elements of the row (NaN as -inf): float4 loads
-// where the row is 16-byte aligned, one float at a time otherwise.
+// Calls f(x, id) for this thread's elements of the row (NaN as -inf), float4 loads
+// where the row is aligned (detail::ForEachInRow).
 template <typename F>
 __device__ __forceinline__ void ForEach(const float* row, int vocab, F&& f) {
-  if ((reinterpret_cast<uintptr_t>(row) & 15) == 0) {
-    const int n4 = vocab / 4;
-    const float4* row4 = reinterpret_cast<const float4*>(row);
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n4; i += kThreads) {
-      const float4 v = row4[i];
-      f(Clean(v.x), 4 * i);
-      f(Clean(v.y), 4 * i + 1);
-      f(Clean(v.z), 4 * i + 2);
-      f(Clean(v.w), 4 * i + 3);
-    }
-    for (int i = 4 * n4 + threadIdx.x; i < vocab; i += kThreads) f(Clean(row[i]), i);
-  } else {
-    for (int i = threadIdx.x; i < vocab; i += kThreads) f(Clean(row[i]), i);
-  }
+  detail::ForEachInRow<kThreads>(row, vocab, [&](float x, int id) { f(Clean(x), id); });
 }
 
 // One block per row.

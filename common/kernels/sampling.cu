@@ -154,27 +154,11 @@ __device__ uint32_t SelectThreshold(const float* vals, int n, float mx, float in
   return prefix > lo ? prefix : lo;
 }
 
-// Calls f(logit, id) for this thread's share of a row: float4 loads, four in flight per
-// thread, where the row is 16-byte aligned (one block reads a whole row: its speed is the
-// loads it keeps in flight), one float at a time otherwise. Every pass below is
+// A row's logits, four in flight per thread (detail::ForEachInRow). Every pass below is
 // order-independent (argmax with the lowest index on ties, integer sums, atomics).
 template <typename F>
 __device__ __forceinline__ void ForEachLogit(const float* row, int vocab, F&& f) {
-  if ((reinterpret_cast<uintptr_t>(row) & 15) == 0) {
-    const int n4 = vocab / 4;
-    const float4* row4 = reinterpret_cast<const float4*>(row);
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n4; i += kThreads) {
-      const float4 v = row4[i];
-      f(v.x, 4 * i);
-      f(v.y, 4 * i + 1);
-      f(v.z, 4 * i + 2);
-      f(v.w, 4 * i + 3);
-    }
-    for (int i = 4 * n4 + threadIdx.x; i < vocab; i += kThreads) f(row[i], i);
-  } else {
-    for (int i = threadIdx.x; i < vocab; i += kThreads) f(row[i], i);
-  }
+  detail::ForEachInRow<kThreads>(row, vocab, std::forward<F>(f));
 }
 
 __device__ __forceinline__ ValIdx RowArgmax(const float* row, int vocab, float* sv, int* si) {
