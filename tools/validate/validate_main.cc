@@ -40,6 +40,9 @@ struct ValidateOptions {
   std::string model_dir;                  // empty: write the built-in tiny model
   std::vector<std::string> layouts = {"1P1D", "1P2D", "2P1D", "2P2D", "1C"};
   std::vector<double> rate_fractions = {0.3, 0.6, 0.9, 1.2, 1.5};  // of each layout's predicted knee
+  // One more rate where the knee's bracket puts it (the measured knee from three points
+  // around it, not two).
+  bool refine_knee = true;
   int prompt_tokens = 512;                // uniform in len·(1 ± range_ratio), as tandem-bench-serving draws
   int output_tokens = 64;
   double range_ratio = 0.5;
@@ -65,8 +68,9 @@ struct ValidateOptions {
   double engine_speed = -1;  // the engines against the profile; <= 0: measure (with the two above)
   double step_overhead_ms = -1;  // engine time per step beyond the profiled; < 0: measure
   // Predict each run, and each layout's knee, with the host as measured up to it: the
-  // engines at the speed the run before measured (the first at the calibration's: the host's
-  // speed drifts between minutes), the serving path's CPU fitted over every run so far.
+  // engines' speed and per-step overhead as the run before measured them (the first at the
+  // calibration's: the host's speed drifts between minutes), the serving path's CPU fitted
+  // over every run so far.
   bool track_host = true;
   bool short_form = false;                // CI: 1P1D and 1C, two rates, a quick profile
   // > 0: exit 1 when the mean |E2E error| of the points at or below the predicted knee is
@@ -298,8 +302,8 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
                                                cluster_options));
   // Warm-up: first requests pay for lazy setup (connections, UCX endpoints).
   (void)RunLoad(o, *cluster, 0.5 * sweep.predicted_knee, 10, o.seed + 999, log_dir + "/warmup.jsonl");
-  std::vector<double> rates, attainments, layout_speeds;
-  for (double fraction : o.rate_fractions) {
+  std::vector<double> rates, attainments, layout_speeds, layout_overheads;
+  auto run_point = [&](double fraction) -> Status {
     SweepPoint point;
     point.fraction = fraction;
     point.target_rate = fraction * sweep.predicted_knee;
@@ -319,23 +323,30 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       PointStats m = MeasuredStats(records, slo);
       TANDEM_ASSIGN_OR_RETURN(RunCpu run_cpu, ReadRunCpu(log_dir + name));
       m.engine_seconds = run_cpu.cluster.engine_seconds;
-      // The run with the host as measured before it (--track-host), at the profile's speed,
-      // and at the speed its engine threads showed (the profiled work over their CPU time).
+      // The run with the host as measured before it (--track-host), as profiled, and with
+      // the engines as its own engine threads showed them (CalibrateEngines: the speed and
+      // per-step overhead that turn the profiled work of its steps into their CPU time).
       planner::SimResult simulated;
       predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed, host, &simulated));
       std::ofstream(log_dir + name + ".compared.jsonl") << ComparedRecordsJsonl(records, simulated);
-      HostModel speed = host;
-      speed.engine_speed = 1;
-      speed.step_overhead_seconds = 0;
-      profiled.push_back(PredictedStats(layout, cost, records, slo, o.seed, speed));
-      speed.engine_speed = EngineSpeed(profiled.back(), m);
-      speeds.push_back(speed.engine_speed);
-      layout_speeds.push_back(speed.engine_speed);
-      at_run_speed.push_back(PredictedStats(layout, cost, records, slo, o.seed, speed));
+      HostModel own = host;
+      own.engine_speed = 1;
+      own.step_overhead_seconds = 0;
+      planner::SimResult as_profiled;
+      profiled.push_back(PredictedStats(layout, cost, records, slo, o.seed, own, &as_profiled));
+      const EngineCalibration engines =
+          CalibrateEngines(as_profiled.prefill_work, run_cpu.cluster.prefill_engine_seconds, as_profiled.decode_work,
+                           run_cpu.cluster.decode_engine_seconds);
+      own.engine_speed = engines.speed;
+      own.step_overhead_seconds = engines.step_overhead_seconds;
+      speeds.push_back(engines.speed);
+      layout_speeds.push_back(engines.speed);
+      layout_overheads.push_back(engines.step_overhead_seconds);
+      at_run_speed.push_back(PredictedStats(layout, cost, records, slo, o.seed, own));
       measured.push_back(m);
-      if (o.track_host) {  // the next run is predicted at this one's speed, with this one's serving path
-        tracked->engine_speed = speed.engine_speed;
-        tracked->step_overhead_seconds = 0;
+      if (o.track_host) {  // the next run is predicted with this one's engines, the serving path fitted so far
+        tracked->engine_speed = engines.speed;
+        tracked->step_overhead_seconds = engines.step_overhead_seconds;
         if (host.cores > 0) {
           samples->push_back(MeasureServingSample(run_cpu.cluster, host.serving.idle_cores_per_node,
                                                   run_cpu.client_seconds, run_cpu.seconds,
@@ -349,7 +360,7 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
     point.at_run_speed = MedianStats(at_run_speed);
     point.profiled = MedianStats(profiled);
     point.engine_speed = Median(speeds);
-    std::printf("  %.2f req/s: E2E %.1f ms predicted (%.1f at the run's engine speed %.2f, %.1f as profiled), %.1f "
+    std::printf("  %.2f req/s: E2E %.1f ms predicted (%.1f with the run's own engines, speed %.2f; %.1f as profiled), %.1f "
                 "measured; attainment %.2f / %.2f; load %.1f\n",
                 point.target_rate, point.predicted.e2e_mean * 1e3, point.at_run_speed.e2e_mean * 1e3,
                 point.engine_speed, point.profiled.e2e_mean * 1e3, point.measured.e2e_mean * 1e3,
@@ -358,10 +369,22 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
     rates.push_back(point.measured.offered_rate);
     attainments.push_back(point.measured.attainment);
     sweep.points.push_back(point);
-  }
+    return Status::Ok();
+  };
+  for (double fraction : o.rate_fractions) TANDEM_RETURN_IF_ERROR(run_point(fraction));
   sweep.measured_knee = FindKnee(rates, attainments, slo.attainment);
-  // The knee again at the engines' speed over the sweep (the median of its runs').
-  sweep.run_speed_knee = knee_at(Median(layout_speeds), 0);
+  if (o.refine_knee && sweep.measured_knee.bracketed) {
+    // The straight line between the two rates around the crossing puts the knee low: the
+    // attainment holds until close to the knee and falls fast past it. One more point
+    // where that line crosses the SLO halves the bracket.
+    std::printf("  the knee's bracket refined:\n");
+    TANDEM_RETURN_IF_ERROR(run_point(sweep.measured_knee.rate / sweep.predicted_knee));
+    std::sort(sweep.points.begin(), sweep.points.end(),
+              [](const SweepPoint& a, const SweepPoint& b) { return a.target_rate < b.target_rate; });
+    sweep.measured_knee = FindKnee(rates, attainments, slo.attainment);
+  }
+  // The knee again with the engines as the sweep's runs measured them (the medians).
+  sweep.run_speed_knee = knee_at(Median(layout_speeds), Median(layout_overheads));
   return sweep;
 }
 
@@ -512,6 +535,10 @@ int main(int argc, char** argv) {
   app.add_option("--layouts", o.layouts, "layouts to run: xPyD or NC")->delimiter(',')->capture_default_str();
   app.add_option("--rate-fractions", o.rate_fractions, "rates as fractions of each layout's predicted knee")
       ->delimiter(',')->capture_default_str();
+  app.add_option("--refine-knee", o.refine_knee,
+                 "run one more rate per layout where the swept rates around the knee put it, and measure the knee "
+                 "again with it")
+      ->capture_default_str();
   app.add_option("--prompt-tokens", o.prompt_tokens, "prompt length (uniform within ± range ratio)")
       ->capture_default_str();
   app.add_option("--output-tokens", o.output_tokens, "output length (uniform within ± range ratio)")
@@ -557,9 +584,9 @@ int main(int argc, char** argv) {
                  "engine time each step costs beyond its profiled time, ms (-1: measure)")
       ->capture_default_str();
   app.add_option("--track-host", o.track_host,
-                 "predict each run (and each layout's knee) with the host as measured up to it: the engines at the "
-                 "speed the run before measured, the serving path's CPU fitted over every run so far; false: as "
-                 "calibrated throughout")
+                 "predict each run (and each layout's knee) with the host as measured up to it: the engines' speed "
+                 "and per-step overhead as the run before measured them, the serving path's CPU "
+                 "fitted over every run so far; false: as calibrated throughout")
       ->capture_default_str();
   app.add_flag("--short", o.short_form, "the CI form: 1P1D and 1C, two rates, a --quick profile");
   app.add_option("--max-mean-e2e-error", o.max_mean_e2e_error,

@@ -113,7 +113,7 @@ std::string FormatSweeps(const std::vector<LayoutSweep>& sweeps) {
   char line[512];
   for (const LayoutSweep& sweep : sweeps) {
     std::snprintf(line, sizeof(line),
-                  "\n%s: goodput knee predicted %.2f req/s (%.2f at the sweep's engine speed, %.2f as profiled), "
+                  "\n%s: goodput knee predicted %.2f req/s (%.2f with the sweep's engines, %.2f as profiled), "
                   "measured %s req/s",
                   sweep.layout.Name().c_str(), sweep.predicted_knee, sweep.run_speed_knee, sweep.profiled_knee,
                   KneeText(sweep.measured_knee).c_str());
@@ -173,7 +173,7 @@ std::string FormatSummary(const ValidationSummary& s, const ValidationSummary& a
                   v.max_knee_error * 100, names.c_str());
     out += text;
   };
-  line("at the engine speed each run measured", at_run_speed);
+  line("with the engines as each run measured them", at_run_speed);
   line("as profiled (engine speed 1)", as_profiled);
   return out;
 }

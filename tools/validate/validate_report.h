@@ -17,16 +17,16 @@ struct SweepPoint {
   double fraction = 0;           // of the layout's predicted knee
   PointStats measured;           // median over the repeats
   PointStats predicted;          // median over the repeats (each on its run's requests; the host as calibrated)
-  PointStats at_run_speed;       // the same at the engine speed each run measured
+  PointStats at_run_speed;       // the same with the engines as each run measured them (CalibrateEngines)
   PointStats profiled;           // the same at the profile's speed (engine speed 1)
-  double engine_speed = 1;       // the runs' engine threads against the profile (EngineSpeed), median
+  double engine_speed = 1;       // the runs' engine speed against the profile (CalibrateEngines), median
   double load_average = 0;       // the host's 1-minute load average before the point (max over repeats)
 };
 
 struct LayoutSweep {
   planner::Layout layout;
   double predicted_knee = 0;     // the planner's goodput: max Poisson rate at the SLO attainment (host as calibrated)
-  double run_speed_knee = 0;     // the same at the engine speed measured over the sweep (median of its runs)
+  double run_speed_knee = 0;     // the same with the engines as the sweep's runs measured them (medians)
   double profiled_knee = 0;      // the same at the profile's speed
   Knee measured_knee;            // where the sweep's measured attainment crosses it
   std::vector<SweepPoint> points;

@@ -93,11 +93,6 @@ PointStats MeasuredStats(const std::vector<MeasuredRequest>& requests, const pla
   return s;
 }
 
-double EngineSpeed(const PointStats& profiled, const PointStats& measured) {
-  return profiled.engine_seconds > 0 && measured.engine_seconds > 0 ? profiled.engine_seconds / measured.engine_seconds
-                                                                   : 1.0;
-}
-
 double IdleCoresPerNode(const ClusterCpu& idle, double idle_seconds, int nodes) {
   if (!(idle_seconds > 0) || nodes <= 0) return 0;
   return std::max(0.0, idle.process_seconds / idle_seconds / nodes);
@@ -227,7 +222,7 @@ PointStats PredictedStats(const planner::Layout& layout, const planner::CostMode
   s.completed = all.completed;
   s.offered_rate = OfferedRate(requests);
   s.e2e_mean = all.e2e_mean;
-  // The engines' busy time at speed 1, the overhead included (EngineSpeed's numerator).
+  // The engines' busy time at speed 1, the overhead included.
   s.engine_seconds = all.prefill_work.seconds + all.decode_work.seconds +
                      host.step_overhead_seconds * static_cast<double>(all.prefill_work.steps + all.decode_work.steps);
   if (simulated != nullptr) *simulated = all;

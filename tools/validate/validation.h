@@ -139,10 +139,6 @@ struct EngineCalibration {
 EngineCalibration CalibrateEngines(const planner::EngineWork& prefill, double prefill_cpu,
                                    const planner::EngineWork& decode, double decode_cpu);
 
-// The engines' speed in a run against their profile: predicted.engine_seconds (the
-// profiled work, simulated at speed 1) / measured.engine_seconds; 1 when either is 0.
-double EngineSpeed(const PointStats& profiled, const PointStats& measured);
-
 // The planner's prediction for the same requests on `layout`; `simulated` (if not null)
 // gets the simulation of every request to its end.
 PointStats PredictedStats(const planner::Layout& layout, const planner::CostModel& cost,
