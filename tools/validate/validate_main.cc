@@ -72,7 +72,7 @@ struct ValidateOptions {
   // calibration's: the host's speed drifts between minutes), the serving path's CPU fitted
   // over every run so far.
   bool track_host = true;
-  bool short_form = false;                // CI: 1P1D and 1C, two rates, a quick profile
+  bool short_form = false;                // CI: 1P1D and 1C, two rates (+ the refinement), a quick profile
   // > 0: exit 1 when the mean |E2E error| of the points at or below the predicted knee is
   // above it (past the knee a backlog's growth makes any latency noisy: not a CI bound).
   double max_mean_e2e_error = 0;
@@ -376,7 +376,7 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
   if (o.refine_knee && sweep.measured_knee.bracketed) {
     // The straight line between the two rates around the crossing puts the knee low: the
     // attainment holds until close to the knee and falls fast past it. One more point
-    // where that line crosses the SLO halves the bracket.
+    // where that line crosses the SLO narrows the bracket.
     std::printf("  the knee's bracket refined:\n");
     TANDEM_RETURN_IF_ERROR(run_point(sweep.measured_knee.rate / sweep.predicted_knee));
     std::sort(sweep.points.begin(), sweep.points.end(),
@@ -588,7 +588,7 @@ int main(int argc, char** argv) {
                  "and per-step overhead as the run before measured them, the serving path's CPU "
                  "fitted over every run so far; false: as calibrated throughout")
       ->capture_default_str();
-  app.add_flag("--short", o.short_form, "the CI form: 1P1D and 1C, two rates, a --quick profile");
+  app.add_flag("--short", o.short_form, "the CI form: 1P1D and 1C, two rates and the knee's refinement, a --quick profile");
   app.add_option("--max-mean-e2e-error", o.max_mean_e2e_error,
                  "exit 1 when the mean |relative error| of mean E2E at or below the predicted knees is above this "
                  "(e.g. 0.8)");
