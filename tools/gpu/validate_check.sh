@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The planner's validation sweep (tandem-validate, issue 24) on the GPU machine's CPU cores: the CPU
+# backend and the tiny model as on the build box, but on 16 cores, where no node shares a core with
+# another and nothing else runs. Run on the GPU machine with binaries packed here:
+#   PACK_BUILD_DIR=build PACK_BUILD_TYPE=RelWithDebInfo PACK_OUT=build-carry/validate.tar.xz \
+#     PACK_TARGETS="tandem-validate tandem-router tandem-prefill tandem-decode tandem-make-model \
+#     tandem-bench-serving tandem-profile" tools/gpu/pack_prebuilt.sh
+#   TANDEM_GPU_PREBUILT=build-carry/validate.tar.xz tools/gpu/validate_check.sh [tandem-validate flags]
+# Writes $OUT/validate.log (the tables and the summary), $OUT/validation.json and $OUT/runs.tar.xz
+# (every run's logs and records).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+T0=$(date +%s)
+OUT=${OUT:-/tmp/validate_check}
+LOG=$OUT/steps.log
+mkdir -p "$OUT"
+source tools/gpu/lib.sh
+[ -n "${TANDEM_GPU_PREBUILT:-}" ] || { echo "validate_check.sh: set TANDEM_GPU_PREBUILT"; exit 1; }
+use_prebuilt "$TANDEM_GPU_PREBUILT" || exit 1
+
+# tandem-validate finds every program in a build tree's layout (router/tandem-router, ...).
+tree=$(mktemp -d) runs=$(mktemp -d)
+trap 'rm -rf "$tree" "$runs"' EXIT
+declare -A DIR_OF=([tandem-router]=router [tandem-prefill]=prefill_node [tandem-decode]=decode_node
+                   [tandem-make-model]=tools/make_model [tandem-bench-serving]=tools/bench_serving
+                   [tandem-profile]=tools/profile [tandem-validate]=tools/validate)
+for p in "${!DIR_OF[@]}"; do
+  f=$(find_bin "$p")
+  [ -n "$f" ] || { echo "validate_check.sh: $p is not in $TANDEM_GPU_PREBUILT"; exit 1; }
+  mkdir -p "$tree/${DIR_OF[$p]}" && ln -s "$f" "$tree/${DIR_OF[$p]}/$p"
+done
+
+step "tandem-validate on $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg)"
+"$tree/tools/validate/tandem-validate" --binary-dir "$tree" --source-dir "$PWD" --out-dir "$runs" "$@" \
+  > "$OUT/validate.log" 2>&1
+rc=$?
+cp "$runs/validation.json" "$OUT/" 2> /dev/null
+tar -cJf "$OUT/runs.tar.xz" -C "$runs" .
+step "tandem-validate exit $rc"
+tail -n 12 "$OUT/validate.log"
+exit $rc
