@@ -7,4 +7,11 @@ namespace tandem {
 double ProcessCpuSeconds();
 double ThisThreadCpuSeconds();
 
+// The calling thread's id (gettid), for ThreadRunQueueWaitSeconds from another thread.
+int ThisThreadId();
+// How long thread `tid` of this process has been runnable but waiting for a core, in
+// seconds (the kernel's /proc/self/task/<tid>/schedstat); -1 when the kernel does not
+// say (no such thread, no schedstat).
+double ThreadRunQueueWaitSeconds(int tid);
+
 }  // namespace tandem

@@ -319,6 +319,7 @@ void Engine::Stop() {
 
 void Engine::Loop() {
   pthread_setname_np(pthread_self(), "tandem-engine");  // for top -H and /proc/<pid>/task/*/comm
+  thread_id_.store(ThisThreadId(), std::memory_order_relaxed);
   bool busy = false;
   while (true) {
     cpu_seconds_.store(ThisThreadCpuSeconds(), std::memory_order_relaxed);

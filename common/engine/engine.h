@@ -125,6 +125,9 @@ class Engine {
   // CPU time the engine thread has spent (its steps and everything it runs), seconds;
   // as of its last step or wake-up. Thread-safe. The thread is named "tandem-engine".
   double CpuSeconds() const { return cpu_seconds_.load(std::memory_order_relaxed); }
+  // The engine thread's id (ThisThreadId) once it runs, else 0: how long it waited for a
+  // core is ThreadRunQueueWaitSeconds(ThreadId()).
+  int ThreadId() const { return thread_id_.load(std::memory_order_relaxed); }
   // Wakes the loop; used after external state changes.
   void Wake();
   // Replaces the step observer; takes effect before the next step.
@@ -226,6 +229,7 @@ class Engine {
   std::condition_variable cv_;
   std::deque<std::function<void(std::vector<EngineOutput>*)>> events_;
   scheduler::SchedulerCounters counters_;
+  std::atomic<int> thread_id_{0};
   std::atomic<double> cpu_seconds_{0};  // the engine thread's CPU time, as of its last step or wake-up
   bool stop_ = false;
   OutputSink sink_;

@@ -65,6 +65,7 @@ inline constexpr char kNodeReady[] = "tandem_node_ready";
 inline constexpr char kProcessCpuSeconds[] = "process_cpu_seconds_total";
 inline constexpr char kProcessResidentMemoryBytes[] = "process_resident_memory_bytes";
 inline constexpr char kEngineCpuSeconds[] = "tandem_engine_cpu_seconds_total";
+inline constexpr char kEngineRunQueueWaitSeconds[] = "tandem_engine_runqueue_wait_seconds_total";
 
 // Bucket bounds. Latencies: vLLM's bounds, with finer ones below them so an
 // H200's millisecond (and sub-millisecond) phases resolve; quantiles over

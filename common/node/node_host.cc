@@ -1,5 +1,6 @@
 #include "common/node/node_host.h"
 
+#include "common/base/cpu_time.h"
 #include "common/base/logging.h"
 #include "common/base/version.h"
 #include "common/proto/messages.h"
@@ -159,7 +160,7 @@ HttpReply NodeHost::Serve(const std::string& path) {
   }
   if (path == "/metrics") {
     metrics_->ready->Set(ready() ? 1 : 0);
-    metrics_->CollectCpu(engine_->CpuSeconds());
+    metrics_->CollectCpu(engine_->CpuSeconds(), ThreadRunQueueWaitSeconds(engine_->ThreadId()));
     if (hooks_.refresh) hooks_.refresh(*metrics_);
     return HttpReply{200, metrics::kPrometheusContentType, metrics_->Render()};
   }

@@ -97,12 +97,16 @@ NodeMetrics::NodeMetrics(const NodeMetricsOptions& o) {
       &r.AddGauge(m::kKvTransferBlocksInUse, "Landing or staging host blocks held by transfers.").Get();
   ready = &r.AddGauge(m::kNodeReady, "1 when registered with the router and not draining.").Get();
   engine_cpu_ = &r.AddCounter(m::kEngineCpuSeconds, "CPU time of the engine thread (its steps), seconds.").Get();
+  engine_wait_ = &r.AddCounter(m::kEngineRunQueueWaitSeconds,
+                               "Time the engine thread was runnable but waited for a core, seconds.")
+                      .Get();
   process_ = std::make_unique<metrics::ProcessMetrics>(r);
 }
 
-void NodeMetrics::CollectCpu(double engine_cpu_seconds) {
+void NodeMetrics::CollectCpu(double engine_cpu_seconds, double engine_wait_seconds) {
   process_->Collect();
   engine_cpu_->AdvanceTo(engine_cpu_seconds);
+  if (engine_wait_seconds >= 0) engine_wait_->AdvanceTo(engine_wait_seconds);
 }
 
 void NodeMetrics::ObserveFinished(const engine::EngineOutput& out) {

@@ -69,8 +69,10 @@ struct NodeMetrics {
   void Update(const scheduler::SchedulerCounters& counters, int64_t transfer_sessions_open,
               int64_t transfer_blocks_held);
   // Refreshes the process's CPU time and memory and the engine thread's CPU time
-  // (Engine::CpuSeconds): what the node costs its host, and how much of it the steps.
-  void CollectCpu(double engine_cpu_seconds);
+  // (Engine::CpuSeconds): what the node costs its host, and how much of it the steps;
+  // and how long the engine thread waited for a core (ThreadRunQueueWaitSeconds; < 0:
+  // unknown, left as it was).
+  void CollectCpu(double engine_cpu_seconds, double engine_wait_seconds);
   std::string Render() const { return registry.RenderText(); }
 
  private:
@@ -83,6 +85,7 @@ struct NodeMetrics {
   metrics::Gauge* reservations_active_ = nullptr;  // decode only
   metrics::Counter* preemptions_ = nullptr;
   metrics::Counter* engine_cpu_ = nullptr;
+  metrics::Counter* engine_wait_ = nullptr;
   std::unique_ptr<metrics::ProcessMetrics> process_;
 };
 

@@ -64,7 +64,7 @@ const std::set<std::string> kPrefillFamilies = {
     "tandem_prompt_tokens_total",        "tandem_generation_tokens_total",      "tandem_prefix_cache_queries_total",
     "tandem_prefix_cache_hits_total",    "tandem_num_preemptions_total",        "tandem_cache_config_info",
     "tandem_kv_transfer_sessions",       "tandem_kv_transfer_blocks_in_use",    "tandem_node_ready",
-    "tandem_engine_cpu_seconds_total"};
+    "tandem_engine_cpu_seconds_total",   "tandem_engine_runqueue_wait_seconds_total"};
 std::set<std::string> DecodeFamilies() {
   std::set<std::string> f = kPrefillFamilies;
   f.insert({"tandem_request_decode_time_seconds", "tandem_kv_handoff_wait_seconds", "tandem_kv_reservations_active",
@@ -182,7 +182,7 @@ TEST_F(MetricsE2eTest, EveryFamilyMovesAsDocumentedOnRouterPrefillAndDecode) {
       if (line.empty() || line[0] == '#' || line.rfind("tandem_router_node", 0) == 0 ||
           line.rfind("tandem_router_pool", 0) == 0 ||
           line.rfind("tandem_kv_transfer_sessions", 0) == 0 || line.rfind("tandem_kv_transfer_blocks", 0) == 0 ||
-          line.rfind("tandem_node_ready", 0) == 0 || line.rfind("tandem_engine_cpu", 0) == 0 ||
+          line.rfind("tandem_node_ready", 0) == 0 || line.rfind("tandem_engine_", 0) == 0 ||
           line.rfind("process_", 0) == 0) {
         continue;
       }
