@@ -178,7 +178,8 @@ StatusOr<RunCpu> ReadRunCpu(const std::string& records) {
   RunCpu cpu{.cluster = {}, .client_seconds = j["client_cpu_s"].get<double>(), .seconds = j.value("duration_s", 0.0)};
   for (const auto& [page, report] : j["server"].items()) {
     if (!report.contains("counters")) return UnavailableError(path + ": " + page + ": no counters");
-    for (const char* counter : {metrics::kProcessCpuSeconds, metrics::kEngineCpuSeconds}) {
+    for (const char* counter :
+         {metrics::kProcessCpuSeconds, metrics::kEngineCpuSeconds, metrics::kEngineRunQueueWaitSeconds}) {
       AddCpu(&cpu.cluster, page, counter, report["counters"].value(counter, 0.0));
     }
   }
@@ -310,7 +311,7 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
     const int requests = std::clamp(static_cast<int>(point.target_rate * o.seconds_per_point), o.min_requests,
                                     o.max_requests);
     std::vector<PointStats> measured, predicted, at_run_speed, profiled;
-    std::vector<double> speeds;
+    std::vector<double> speeds, prefill_ran, decode_ran;
     for (int r = 0; r < o.repeats; ++r) {
       point.load_average = std::max(point.load_average, LoadAverage());
       char name[128];
@@ -340,6 +341,9 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       own.engine_speed = engines.speed;
       own.step_overhead_seconds = engines.step_overhead_seconds;
       speeds.push_back(engines.speed);
+      const ClusterCpu& c = run_cpu.cluster;
+      prefill_ran.push_back(RanOfRunnable(c.prefill_engine_seconds, c.prefill_engine_wait_seconds));
+      decode_ran.push_back(RanOfRunnable(c.decode_engine_seconds, c.decode_engine_wait_seconds));
       layout_speeds.push_back(engines.speed);
       layout_overheads.push_back(engines.step_overhead_seconds);
       at_run_speed.push_back(PredictedStats(layout, cost, records, slo, o.seed, own));
@@ -361,10 +365,12 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
     point.profiled = MedianStats(profiled);
     point.engine_speed = Median(speeds);
     std::printf("  %.2f req/s: E2E %.1f ms predicted (%.1f with the run's own engines, speed %.2f; %.1f as profiled), %.1f "
-                "measured; attainment %.2f / %.2f; load %.1f\n",
+                "measured; attainment %.2f / %.2f; load %.1f; of their runnable time the engines ran %.2f "
+                "(prefill) / %.2f (decode)\n",
                 point.target_rate, point.predicted.e2e_mean * 1e3, point.at_run_speed.e2e_mean * 1e3,
                 point.engine_speed, point.profiled.e2e_mean * 1e3, point.measured.e2e_mean * 1e3,
-                point.predicted.attainment, point.measured.attainment, point.load_average);
+                point.predicted.attainment, point.measured.attainment, point.load_average, Median(prefill_ran),
+                Median(decode_ran));
     std::fflush(stdout);
     rates.push_back(point.measured.offered_rate);
     attainments.push_back(point.measured.attainment);

@@ -111,6 +111,8 @@ void AddCpu(ClusterCpu* cpu, std::string_view process, std::string_view counter,
   } else if (counter == metrics::kEngineCpuSeconds && node) {
     cpu->engine_seconds += value;
     (decodes ? cpu->decode_engine_seconds : cpu->prefill_engine_seconds) += value;
+  } else if (counter == metrics::kEngineRunQueueWaitSeconds && node) {
+    (decodes ? cpu->decode_engine_wait_seconds : cpu->prefill_engine_wait_seconds) += value;
   }
 }
 
@@ -121,7 +123,14 @@ ClusterCpu CpuBetween(const ClusterCpu& from, const ClusterCpu& to) {
           .decode_process_seconds = to.decode_process_seconds - from.decode_process_seconds,
           .decode_engine_seconds = to.decode_engine_seconds - from.decode_engine_seconds,
           .decode_nodes = to.decode_nodes,
-          .nodes = to.nodes};
+          .nodes = to.nodes,
+          .prefill_engine_wait_seconds = to.prefill_engine_wait_seconds - from.prefill_engine_wait_seconds,
+          .decode_engine_wait_seconds = to.decode_engine_wait_seconds - from.decode_engine_wait_seconds};
+}
+
+double RanOfRunnable(double engine_cpu_seconds, double engine_wait_seconds) {
+  const double runnable = engine_cpu_seconds + engine_wait_seconds;
+  return runnable > 0 ? engine_cpu_seconds / runnable : 0;
 }
 
 ServingSample MeasureServingSample(const ClusterCpu& run, double idle_cores_per_node, double client_seconds,

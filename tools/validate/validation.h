@@ -69,14 +69,22 @@ struct ClusterCpu {
   double decode_engine_seconds = 0;
   int decode_nodes = 0;
   int nodes = 0;
+  // The engine threads' waits for a core (tandem_engine_runqueue_wait_seconds_total): the
+  // prefill nodes', and the nodes' that decode.
+  double prefill_engine_wait_seconds = 0;
+  double decode_engine_wait_seconds = 0;
 };
 
 // Adds one counter of one process (the router, or a node by its name: prefill-N, or one
-// that decodes) to `cpu`: process_cpu_seconds_total (which counts the process) or
-// tandem_engine_cpu_seconds_total; other counters are ignored.
+// that decodes) to `cpu`: process_cpu_seconds_total (which counts the process),
+// tandem_engine_cpu_seconds_total or tandem_engine_runqueue_wait_seconds_total; other
+// counters are ignored.
 void AddCpu(ClusterCpu* cpu, std::string_view process, std::string_view counter, double value);
 // The CPU between two readings (the processes of `to`).
 ClusterCpu CpuBetween(const ClusterCpu& from, const ClusterCpu& to);
+// Of the time engine threads were runnable, the share they ran: cpu / (cpu + wait); 1 when
+// they never waited, 0 when they did nothing.
+double RanOfRunnable(double engine_cpu_seconds, double engine_wait_seconds);
 
 // What the serving path costs the host's CPU, outside the engines' steps, as the
 // simulation takes it (planner::SimOptions::host_idle_cores_per_node,

@@ -23,6 +23,7 @@ std::string Line(double send, int prompt, int output, bool ok, double ttft, doub
 
 constexpr char kProcessCpu[] = "process_cpu_seconds_total";
 constexpr char kEngineCpu[] = "tandem_engine_cpu_seconds_total";
+constexpr char kEngineWait[] = "tandem_engine_runqueue_wait_seconds_total";
 
 TEST(ValidationTest, ParsesRecordsSortedBySendTimeAndRefusesBadLines) {
   auto records = ParseRequestRecords(Line(0.2, 10, 5, true, 0.1, 0.5) + "\n" + Line(0.1, 20, 5, true, 0.1, 0.5));
@@ -130,6 +131,10 @@ TEST(ValidationTest, ClusterCpuAddsEachProcessWhereItBelongs) {
   AddCpu(&cpu, "colocated-0", kProcessCpu, 4);
   AddCpu(&cpu, "colocated-0", kEngineCpu, 3);
   AddCpu(&cpu, "decode-0", "tandem_generation_tokens_total", 100);
+  AddCpu(&cpu, "prefill-0", kEngineWait, 0.25);
+  AddCpu(&cpu, "decode-0", kEngineWait, 1);
+  AddCpu(&cpu, "colocated-0", kEngineWait, 0.5);
+  AddCpu(&cpu, "router", kEngineWait, 9);  // not counted
   EXPECT_NEAR(cpu.process_seconds, 10, 1e-12);
   EXPECT_NEAR(cpu.engine_seconds, 6.5, 1e-12);
   EXPECT_NEAR(cpu.prefill_engine_seconds, 1.5, 1e-12);
@@ -137,8 +142,11 @@ TEST(ValidationTest, ClusterCpuAddsEachProcessWhereItBelongs) {
   EXPECT_NEAR(cpu.decode_engine_seconds, 5, 1e-12);
   EXPECT_EQ(cpu.nodes, 3);
   EXPECT_EQ(cpu.decode_nodes, 2);
+  EXPECT_NEAR(cpu.prefill_engine_wait_seconds, 0.25, 1e-12);
+  EXPECT_NEAR(cpu.decode_engine_wait_seconds, 1.5, 1e-12);
   const ClusterCpu later{.process_seconds = 12, .engine_seconds = 7, .prefill_engine_seconds = 2,
-                         .decode_process_seconds = 8, .decode_engine_seconds = 5.5, .decode_nodes = 2, .nodes = 3};
+                         .decode_process_seconds = 8, .decode_engine_seconds = 5.5, .decode_nodes = 2, .nodes = 3,
+                         .prefill_engine_wait_seconds = 0.5, .decode_engine_wait_seconds = 2};
   const ClusterCpu run = CpuBetween(cpu, later);
   EXPECT_NEAR(run.process_seconds, 2, 1e-12);
   EXPECT_NEAR(run.prefill_engine_seconds, 0.5, 1e-12);
@@ -146,6 +154,13 @@ TEST(ValidationTest, ClusterCpuAddsEachProcessWhereItBelongs) {
   EXPECT_NEAR(run.decode_engine_seconds, 0.5, 1e-12);
   EXPECT_EQ(run.nodes, 3);
   EXPECT_EQ(run.decode_nodes, 2);
+  EXPECT_NEAR(run.prefill_engine_wait_seconds, 0.25, 1e-12);
+  EXPECT_NEAR(run.decode_engine_wait_seconds, 0.5, 1e-12);
+  // The decode engines ran 0.5 s and waited 0.5 s: half of their runnable time.
+  EXPECT_NEAR(RanOfRunnable(run.decode_engine_seconds, run.decode_engine_wait_seconds), 0.5, 1e-12);
+  EXPECT_NEAR(RanOfRunnable(run.prefill_engine_seconds, run.prefill_engine_wait_seconds), 2.0 / 3, 1e-12);
+  EXPECT_EQ(RanOfRunnable(1, 0), 1);
+  EXPECT_EQ(RanOfRunnable(0, 0), 0);
 }
 
 // Runs of different output lengths separate the CPU per request from the CPU per token.
