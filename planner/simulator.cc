@@ -133,6 +133,9 @@ class Simulation {
   std::vector<SimEngine> engines_;
   std::vector<RunningJob> steps_in_progress_;  // per engine
   std::vector<int> handing_on_;                // per engine: its node's parts of the serving path it waits for
+  // Per engine: when its step began and its work (seconds at full speed); since when it
+  // has waited for its node's handing on (< 0: not waiting). For EngineWork::wait_seconds.
+  std::vector<double> step_began_, step_cpu_, handing_on_since_;
   std::vector<PathJob> path_jobs_;
   std::vector<int> free_path_jobs_;
   int running_jobs_ = 0;
@@ -238,6 +241,10 @@ void Simulation::Kick(int node) {
     EngineWork& work = node < first_decode_ ? prefill_work_ : decode_work_;
     work.seconds += *seconds;
     ++work.steps;
+    const size_t n = static_cast<size_t>(node);
+    if (handing_on_since_[n] >= 0) work.wait_seconds += now_ - std::exchange(handing_on_since_[n], -1.0);
+    step_began_[n] = now_;
+    step_cpu_[n] = (*seconds + options_.step_overhead_seconds) / options_.engine_speed;
     StartJob(node, /*step=*/true, *seconds + options_.step_overhead_seconds);
   }
 }
@@ -303,7 +310,7 @@ void Simulation::Deliver(double cpu_seconds, std::vector<int> firsts, std::vecto
   if (engine >= 0 && node_seconds > 0) {
     rest = std::max(0.0, cpu_seconds - node_seconds);
     cpu_seconds -= rest;
-    ++handing_on_[static_cast<size_t>(engine)];
+    if (handing_on_[static_cast<size_t>(engine)]++ == 0) handing_on_since_[static_cast<size_t>(engine)] = now_;
   } else {
     engine = -1;
   }
@@ -338,6 +345,7 @@ void Simulation::OnPathEnd(int index) {
   if (engine >= 0) {
     --handing_on_[static_cast<size_t>(engine)];
     Kick(engine);
+    if (handing_on_[static_cast<size_t>(engine)] == 0) handing_on_since_[static_cast<size_t>(engine)] = -1;
     Deliver(rest, std::move(firsts), std::move(dones));
   } else {
     ReachClient(firsts, dones);
@@ -355,6 +363,9 @@ void Simulation::StartTransfer(int prefill) {
 
 void Simulation::OnStepEnd(int node) {
   EndJob(&steps_in_progress_[static_cast<size_t>(node)]);
+  const size_t n = static_cast<size_t>(node);
+  (node < first_decode_ ? prefill_work_ : decode_work_).wait_seconds += std::max(0.0, now_ - step_began_[n] - step_cpu_[n]);
+  if (handing_on_since_[n] >= 0) handing_on_since_[n] = now_;  // waiting from here, not while it computed
   StepOutcome out = engines_[static_cast<size_t>(node)].EndStep();
   const bool prefill_node = node < first_decode_;
   if (prefill_node) {
@@ -390,6 +401,9 @@ SimResult Simulation::Run() {
   MakeNodes();
   steps_in_progress_.resize(engines_.size());
   handing_on_.assign(engines_.size(), 0);
+  step_began_.assign(engines_.size(), 0);
+  step_cpu_.assign(engines_.size(), 0);
+  handing_on_since_.assign(engines_.size(), -1);
   if (options_.host_cores > 0) {
     host_cores_ = std::max(0.1 * options_.host_cores,
                            options_.host_cores - options_.host_idle_cores_per_node * static_cast<double>(engines_.size()));

@@ -84,6 +84,11 @@ struct SimOptions {
 struct EngineWork {
   double seconds = 0;
   int64_t steps = 0;
+  // How long the engines had a step to run but did not run it: a step's time beyond its
+  // work at engine_speed while it shared the host's cores, and a decode engine's wait for
+  // its node's part of the serving path before its next step (as a thread's run-queue
+  // wait, tandem_engine_runqueue_wait_seconds_total). 0 without a host.
+  double wait_seconds = 0;
 };
 
 // One simulated request's times, seconds from the first arrival; first / done < 0: never.

@@ -259,6 +259,44 @@ TEST(SimulatorTest, TheDecodeEngineWaitsForItsNodesPartOfTheRequest) {
   EXPECT_NEAR(run(colocated, {0.0, 100.0}, c).e2e_p50, run(colocated, {0.0, 100.0}, 0).e2e_p50, 1e-9);
 }
 
+// EngineWork::wait_seconds: time an engine had a step to run and did not run it, sharing a
+// core (its step's time beyond its work) or held by its node's part of the serving path.
+TEST(SimulatorTest, TheEnginesWaitIsTimeTheyCouldHaveRun) {
+  const CostModel cost = CostOf(Scaled(1));
+  const Slo open{.ttft_seconds = 1e6, .tpot_seconds = 1e6, .attainment = 0.9};
+  auto run = [&](const Layout& layout, const std::vector<double>& arrivals, int cores, double per_token,
+                 double node_part) {
+    Workload w;
+    for (double t : arrivals) w.trace.push_back({.arrival_seconds = t, .prompt_tokens = 512, .output_tokens = 10});
+    const int n = static_cast<int>(arrivals.size());
+    SimOptions o{.num_requests = n, .warmup_fraction = 0, .min_span_ttfts = 0, .max_requests = n, .host_cores = cores,
+                 .host_cpu_seconds_per_output_token = per_token};
+    o.host_node_cpu_seconds_per_output_token = node_part;
+    const SimResult r = Simulate(layout, cost, w, open, w.TraceRate(), o);
+    EXPECT_EQ(r.completed, n);
+    return r;
+  };
+  const Layout two_prefills{.prefill_nodes = 2, .decode_nodes = 1};
+  // A core each: no one waits.
+  const SimResult apart = run(two_prefills, {0.0, 0.0, 100.0}, 0, 0, 0);
+  EXPECT_NEAR(apart.prefill_work.wait_seconds, 0, 1e-12);
+  EXPECT_NEAR(apart.decode_work.wait_seconds, 0, 1e-12);
+  // One core, the first two prompts at once on the two prefill nodes: each step takes twice
+  // its work, so each waits one prefill (the third, alone, none).
+  const double prefill = apart.prefill_work.seconds / 3;
+  EXPECT_NEAR(run(two_prefills, {0.0, 0.0, 100.0}, 1, 0, 0).prefill_work.wait_seconds, 2 * prefill, 1e-9);
+  // Cores to spare, the decode node's part of each token's path (c) before its next step:
+  // a request's first token (it came with the KV) and each of its decode steps' but the last
+  // hold its next step: nine holds before nine steps, for each of two requests apart.
+  const double c = 1e-3;
+  const Layout one_each{.prefill_nodes = 1, .decode_nodes = 1};
+  const SimResult held = run(one_each, {0.0, 100.0}, 64, c, c);
+  EXPECT_EQ(held.decode_work.steps, 18);
+  EXPECT_NEAR(held.decode_work.wait_seconds, 18 * c, 1e-9);
+  EXPECT_NEAR(held.prefill_work.wait_seconds, 0, 1e-12);
+  EXPECT_NEAR(run(one_each, {0.0, 100.0}, 64, c, 0).decode_work.wait_seconds, 0, 1e-12);
+}
+
 // engine_speed scales every step (not the transfer); the work reported is at speed 1.
 TEST(SimulatorTest, EngineSpeedScalesTheStepsAndTheWorkIsAsProfiled) {
   const CostModel cost = CostOf(Scaled(1));

@@ -311,7 +311,7 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
     const int requests = std::clamp(static_cast<int>(point.target_rate * o.seconds_per_point), o.min_requests,
                                     o.max_requests);
     std::vector<PointStats> measured, predicted, at_run_speed, profiled;
-    std::vector<double> speeds, prefill_ran, decode_ran;
+    std::vector<double> speeds, prefill_ran, decode_ran, prefill_ran_simulated, decode_ran_simulated;
     for (int r = 0; r < o.repeats; ++r) {
       point.load_average = std::max(point.load_average, LoadAverage());
       char name[128];
@@ -346,7 +346,14 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       decode_ran.push_back(RanOfRunnable(c.decode_engine_seconds, c.decode_engine_wait_seconds));
       layout_speeds.push_back(engines.speed);
       layout_overheads.push_back(engines.step_overhead_seconds);
-      at_run_speed.push_back(PredictedStats(layout, cost, records, slo, o.seed, own));
+      planner::SimResult at_own;
+      at_run_speed.push_back(PredictedStats(layout, cost, records, slo, o.seed, own, &at_own));
+      auto ran_simulated = [&](const planner::EngineWork& w) {
+        const double cpu = (w.seconds + own.step_overhead_seconds * static_cast<double>(w.steps)) / own.engine_speed;
+        return RanOfRunnable(cpu, w.wait_seconds);
+      };
+      prefill_ran_simulated.push_back(ran_simulated(at_own.prefill_work));
+      decode_ran_simulated.push_back(ran_simulated(at_own.decode_work));
       measured.push_back(m);
       if (o.track_host) {  // the next run is predicted with this one's engines, the serving path fitted so far
         tracked->engine_speed = engines.speed;
@@ -366,11 +373,11 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
     point.engine_speed = Median(speeds);
     std::printf("  %.2f req/s: E2E %.1f ms predicted (%.1f with the run's own engines, speed %.2f; %.1f as profiled), %.1f "
                 "measured; attainment %.2f / %.2f; load %.1f; of their runnable time the engines ran %.2f "
-                "(prefill) / %.2f (decode)\n",
+                "(prefill; simulated with the run's own engines %.2f) / %.2f (decode; %.2f)\n",
                 point.target_rate, point.predicted.e2e_mean * 1e3, point.at_run_speed.e2e_mean * 1e3,
                 point.engine_speed, point.profiled.e2e_mean * 1e3, point.measured.e2e_mean * 1e3,
                 point.predicted.attainment, point.measured.attainment, point.load_average, Median(prefill_ran),
-                Median(decode_ran));
+                Median(prefill_ran_simulated), Median(decode_ran), Median(decode_ran_simulated));
     std::fflush(stdout);
     rates.push_back(point.measured.offered_rate);
     attainments.push_back(point.measured.attainment);
