@@ -58,7 +58,9 @@ nlohmann::json SummaryJson(const ValidationSummary& s) {
           {"predicted_top2", s.predicted_top2},
           {"measured_best", s.measured_best},
           {"best_in_top2", s.best_in_top2},
-          {"max_load_average", s.max_load_average}};
+          {"max_load_average", s.max_load_average},
+          {"repeated_points", s.repeated_points},
+          {"median_e2e_error_spread", Finite(s.median_e2e_error_spread)}};
 }
 
 }  // namespace
@@ -67,6 +69,7 @@ ValidationSummary Summarize(const std::vector<LayoutSweep>& sweeps, Prediction w
   ValidationSummary s;
   double e2e = 0, ttft = 0;
   std::vector<std::pair<double, std::string>> predicted, measured;
+  std::vector<double> spreads;
   for (const LayoutSweep& sweep : sweeps) {
     const double predicted_knee = which == Prediction::kProfiled   ? sweep.profiled_knee
                                   : which == Prediction::kRunSpeed ? sweep.run_speed_knee
@@ -84,6 +87,7 @@ ValidationSummary Summarize(const std::vector<LayoutSweep>& sweeps, Prediction w
       }
       ttft += std::abs(Finite(RelativeError(predicted_stats.ttft_p90, p.measured.ttft_p90)));
       s.max_load_average = std::max(s.max_load_average, p.load_average);
+      if (which == Prediction::kCalibrated && p.e2e_error_spread > 0) spreads.push_back(p.e2e_error_spread);
     }
     if (sweep.measured_knee.bracketed) {
       ++s.bracketed_knees;
@@ -95,6 +99,8 @@ ValidationSummary Summarize(const std::vector<LayoutSweep>& sweeps, Prediction w
     measured.push_back({-sweep.measured_knee.rate / nodes, sweep.layout.Name()});
   }
   if (s.light_points > 0) s.light_e2e_error /= s.light_points;
+  s.repeated_points = static_cast<int>(spreads.size());
+  s.median_e2e_error_spread = Median(std::move(spreads));
   if (s.points > 0) {
     s.mean_e2e_error = e2e / s.points;
     s.mean_ttft_p90_error = ttft / s.points;
@@ -163,6 +169,13 @@ std::string FormatSummary(const ValidationSummary& s, const ValidationSummary& a
                 s.bracketed_knees == 1 ? "" : "s", s.measured_best.c_str(), top2.c_str(),
                 s.best_in_top2 ? "ok" : "MISS", s.max_load_average);
   std::string out = text;
+  if (s.repeated_points > 0) {
+    std::snprintf(text, sizeof(text),
+                  "  the repeats of a point disagreed on its E2E error by %.1f %% (median over %d points): the "
+                  "host's noise floor\n",
+                  s.median_e2e_error_spread * 100, s.repeated_points);
+    out += text;
+  }
   auto line = [&](const char* what, const ValidationSummary& v) {
     std::string names;
     for (const std::string& name : v.predicted_top2) names += (names.empty() ? "" : ", ") + name;
@@ -189,6 +202,7 @@ std::string ValidationJson(const std::vector<LayoutSweep>& sweeps, const Validat
                         {"fraction_of_predicted_knee", p.fraction},
                         {"load_average", p.load_average},
                         {"engine_speed", p.engine_speed},
+                        {"e2e_error_spread", Finite(p.e2e_error_spread)},
                         {"predicted", StatsJson(p.predicted)},
                         {"at_run_speed", StatsJson(p.at_run_speed)},
                         {"profiled", StatsJson(p.profiled)},

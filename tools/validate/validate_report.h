@@ -21,6 +21,7 @@ struct SweepPoint {
   PointStats profiled;           // the same at the profile's speed (engine speed 1)
   double engine_speed = 1;       // the runs' engine speed against the profile (CalibrateEngines), median
   double load_average = 0;       // the host's 1-minute load average before the point (max over repeats)
+  double e2e_error_spread = 0;   // E2eErrorSpread of its repeats (the prediction proper); 0 with one run
 };
 
 struct LayoutSweep {
@@ -44,6 +45,10 @@ struct ValidationSummary {
   std::string measured_best;                // by measured knee per node
   bool best_in_top2 = false;
   double max_load_average = 0;
+  // The median over the points with repeats of their E2eErrorSpread: how much two runs of one
+  // point disagree on the error, which no prediction can get under; 0 points without repeats.
+  int repeated_points = 0;
+  double median_e2e_error_spread = 0;
 };
 
 // Which prediction a summary is of: the engines at the speed calibrated before the

@@ -281,6 +281,19 @@ PointStats MedianStats(const std::vector<PointStats>& runs) {
   return s;
 }
 
+double E2eErrorSpread(const std::vector<PointStats>& predicted, const std::vector<PointStats>& measured) {
+  const size_t n = std::min(predicted.size(), measured.size());
+  if (n < 2) return 0;
+  double lo = kInf, hi = -kInf;
+  for (size_t i = 0; i < n; ++i) {
+    const double e = RelativeError(predicted[i].e2e_mean, measured[i].e2e_mean);
+    if (!std::isfinite(e)) return kInf;
+    lo = std::min(lo, e);
+    hi = std::max(hi, e);
+  }
+  return hi - lo;
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

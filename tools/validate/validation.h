@@ -160,6 +160,10 @@ std::string ComparedRecordsJsonl(const std::vector<MeasuredRequest>& requests, c
 
 // Each field the median over the runs (repeats of one point).
 PointStats MedianStats(const std::vector<PointStats>& runs);
+// How far the repeats of one point disagree on the prediction's error: the largest less the
+// smallest of the runs' relative mean-E2E errors (each run against its own prediction, pairs
+// in order); 0 with fewer than two runs. The host's noise floor for the E2E bound.
+double E2eErrorSpread(const std::vector<PointStats>& predicted, const std::vector<PointStats>& measured);
 double Median(std::vector<double> values);  // 0 when empty
 
 // (predicted − measured) / measured; 0 when both are 0, +inf when only measured is.

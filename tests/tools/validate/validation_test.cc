@@ -300,6 +300,36 @@ TEST(ValidationTest, SummaryAveragesAbsoluteErrorsAndRanksByGoodputPerNode) {
   EXPECT_NE(text.find("MISS"), std::string::npos);  // knee 25 % > 15 %
   EXPECT_NE(text.find("as profiled"), std::string::npos);
   EXPECT_NE(FormatSweeps({a}).find("| 0.00 (0.00) |"), std::string::npos);
+  EXPECT_EQ(s.repeated_points, 0);  // no repeats: no noise floor
+  EXPECT_EQ(text.find("noise floor"), std::string::npos);
+}
+
+// The repeats of a point, each against its own prediction: how far their errors lie apart.
+TEST(ValidationTest, RepeatsGiveTheSpreadOfTheErrorAsTheNoiseFloor) {
+  auto stats = [](double e2e) {
+    PointStats s;
+    s.e2e_mean = e2e;
+    return s;
+  };
+  EXPECT_EQ(E2eErrorSpread({stats(1.1)}, {stats(1)}), 0);  // one run
+  EXPECT_NEAR(E2eErrorSpread({stats(1.1), stats(0.9)}, {stats(1), stats(1)}), 0.2, 1e-12);
+  EXPECT_NEAR(E2eErrorSpread({stats(1), stats(1), stats(3)}, {stats(1), stats(2), stats(2)}), 1.0, 1e-12);
+  EXPECT_FALSE(std::isfinite(E2eErrorSpread({stats(1), stats(1)}, {stats(1), stats(0)})));
+  auto point = [](double spread) {
+    SweepPoint p;
+    p.predicted.e2e_mean = p.measured.e2e_mean = p.at_run_speed.e2e_mean = p.profiled.e2e_mean = 1;
+    p.e2e_error_spread = spread;
+    return p;
+  };
+  LayoutSweep a{.layout = {.prefill_nodes = 1, .decode_nodes = 1}, .predicted_knee = 10, .run_speed_knee = 10,
+                .profiled_knee = 10, .measured_knee = {.rate = 10, .bracketed = true},
+                .points = {point(0.1), point(0.3), point(0)}};
+  const ValidationSummary s = Summarize({a});
+  EXPECT_EQ(s.repeated_points, 2);
+  EXPECT_NEAR(s.median_e2e_error_spread, 0.2, 1e-12);
+  EXPECT_EQ(Summarize({a}, Prediction::kRunSpeed).repeated_points, 0);  // of the prediction proper only
+  EXPECT_NE(FormatSummary(s, s, s).find("disagreed on its E2E error by 20.0 % (median over 2 points)"),
+            std::string::npos);
 }
 
 }  // namespace
