@@ -371,6 +371,7 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
     point.at_run_speed = MedianStats(at_run_speed);
     point.profiled = MedianStats(profiled);
     point.engine_speed = Median(speeds);
+    point.runs = static_cast<int>(measured.size());
     point.e2e_error_spread = E2eErrorSpread(predicted, measured);
     std::printf("  %.2f req/s: E2E %.1f ms predicted (%.1f with the run's own engines, speed %.2f; %.1f as profiled), %.1f "
                 "measured; attainment %.2f / %.2f; load %.1f; of their runnable time the engines ran %.2f "

@@ -87,7 +87,7 @@ ValidationSummary Summarize(const std::vector<LayoutSweep>& sweeps, Prediction w
       }
       ttft += std::abs(Finite(RelativeError(predicted_stats.ttft_p90, p.measured.ttft_p90)));
       s.max_load_average = std::max(s.max_load_average, p.load_average);
-      if (which == Prediction::kCalibrated && p.e2e_error_spread > 0) spreads.push_back(p.e2e_error_spread);
+      if (which == Prediction::kCalibrated && p.runs >= 2) spreads.push_back(p.e2e_error_spread);
     }
     if (sweep.measured_knee.bracketed) {
       ++s.bracketed_knees;
@@ -202,6 +202,7 @@ std::string ValidationJson(const std::vector<LayoutSweep>& sweeps, const Validat
                         {"fraction_of_predicted_knee", p.fraction},
                         {"load_average", p.load_average},
                         {"engine_speed", p.engine_speed},
+                        {"runs", p.runs},
                         {"e2e_error_spread", Finite(p.e2e_error_spread)},
                         {"predicted", StatsJson(p.predicted)},
                         {"at_run_speed", StatsJson(p.at_run_speed)},

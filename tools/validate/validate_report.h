@@ -21,7 +21,8 @@ struct SweepPoint {
   PointStats profiled;           // the same at the profile's speed (engine speed 1)
   double engine_speed = 1;       // the runs' engine speed against the profile (CalibrateEngines), median
   double load_average = 0;       // the host's 1-minute load average before the point (max over repeats)
-  double e2e_error_spread = 0;   // E2eErrorSpread of its repeats (the prediction proper); 0 with one run
+  int runs = 1;                  // repeats measured
+  double e2e_error_spread = 0;   // E2eErrorSpread of its runs (the prediction proper); 0 with one run
 };
 
 struct LayoutSweep {

@@ -315,20 +315,22 @@ TEST(ValidationTest, RepeatsGiveTheSpreadOfTheErrorAsTheNoiseFloor) {
   EXPECT_NEAR(E2eErrorSpread({stats(1.1), stats(0.9)}, {stats(1), stats(1)}), 0.2, 1e-12);
   EXPECT_NEAR(E2eErrorSpread({stats(1), stats(1), stats(3)}, {stats(1), stats(2), stats(2)}), 1.0, 1e-12);
   EXPECT_FALSE(std::isfinite(E2eErrorSpread({stats(1), stats(1)}, {stats(1), stats(0)})));
-  auto point = [](double spread) {
+  auto point = [](int runs, double spread) {
     SweepPoint p;
     p.predicted.e2e_mean = p.measured.e2e_mean = p.at_run_speed.e2e_mean = p.profiled.e2e_mean = 1;
+    p.runs = runs;
     p.e2e_error_spread = spread;
     return p;
   };
+  // Three points with repeats (one whose runs agreed exactly) and one without.
   LayoutSweep a{.layout = {.prefill_nodes = 1, .decode_nodes = 1}, .predicted_knee = 10, .run_speed_knee = 10,
                 .profiled_knee = 10, .measured_knee = {.rate = 10, .bracketed = true},
-                .points = {point(0.1), point(0.3), point(0)}};
+                .points = {point(2, 0.1), point(3, 0.3), point(2, 0), point(1, 0)}};
   const ValidationSummary s = Summarize({a});
-  EXPECT_EQ(s.repeated_points, 2);
-  EXPECT_NEAR(s.median_e2e_error_spread, 0.2, 1e-12);
+  EXPECT_EQ(s.repeated_points, 3);
+  EXPECT_NEAR(s.median_e2e_error_spread, 0.1, 1e-12);
   EXPECT_EQ(Summarize({a}, Prediction::kRunSpeed).repeated_points, 0);  // of the prediction proper only
-  EXPECT_NE(FormatSummary(s, s, s).find("disagreed on its E2E error by 20.0 % (median over 2 points)"),
+  EXPECT_NE(FormatSummary(s, s, s).find("disagreed on its E2E error by 10.0 % (median over 3 points)"),
             std::string::npos);
 }
 
