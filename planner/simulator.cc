@@ -245,6 +245,7 @@ void Simulation::Kick(int node) {
     if (handing_on_since_[n] >= 0) work.wait_seconds += now_ - std::exchange(handing_on_since_[n], -1.0);
     step_began_[n] = now_;
     step_cpu_[n] = (*seconds + options_.step_overhead_seconds) / options_.engine_speed;
+    work.cpu_seconds += step_cpu_[n];
     StartJob(node, /*step=*/true, *seconds + options_.step_overhead_seconds);
   }
 }

@@ -84,6 +84,8 @@ struct SimOptions {
 struct EngineWork {
   double seconds = 0;
   int64_t steps = 0;
+  // The steps' CPU time as simulated: (profiled time + step_overhead_seconds) / engine_speed.
+  double cpu_seconds = 0;
   // How long the engines had a step to run but did not run it: a step's time beyond its
   // work at engine_speed while it shared the host's cores, and a decode engine's wait for
   // its node's part of the serving path before its next step (as a thread's run-queue

@@ -316,12 +316,15 @@ TEST(SimulatorTest, EngineSpeedScalesTheStepsAndTheWorkIsAsProfiled) {
   EXPECT_EQ(full.prefill_work.steps, 2);
   EXPECT_EQ(full.decode_work.steps, 0);  // one output token: the prefill's
   EXPECT_DOUBLE_EQ(half.prefill_work.seconds, full.prefill_work.seconds);
+  EXPECT_DOUBLE_EQ(full.prefill_work.cpu_seconds, full.prefill_work.seconds);  // the CPU the steps took
+  EXPECT_NEAR(half.prefill_work.cpu_seconds, 2 * full.prefill_work.seconds, 1e-9);
   // A per-step overhead adds to every step, and not to the work.
   SimOptions o{.num_requests = 2, .warmup_fraction = 0, .min_span_ttfts = 0, .max_requests = 2,
                .step_overhead_seconds = 0.003};
   const SimResult slower = Simulate(layout, cost, w, open, w.TraceRate(), o);
   EXPECT_NEAR(slower.latency.ttft_p50, full.latency.ttft_p50 + 0.003, 1e-9);
   EXPECT_DOUBLE_EQ(slower.prefill_work.seconds, full.prefill_work.seconds);
+  EXPECT_NEAR(slower.prefill_work.cpu_seconds, full.prefill_work.seconds + 2 * 0.003, 1e-9);
 }
 
 TEST(PlanTest, RecommendsTheSmallestLayoutThatServesTheRate) {

@@ -348,12 +348,8 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       layout_overheads.push_back(engines.step_overhead_seconds);
       planner::SimResult at_own;
       at_run_speed.push_back(PredictedStats(layout, cost, records, slo, o.seed, own, &at_own));
-      auto ran_simulated = [&](const planner::EngineWork& w) {
-        const double cpu = (w.seconds + own.step_overhead_seconds * static_cast<double>(w.steps)) / own.engine_speed;
-        return RanOfRunnable(cpu, w.wait_seconds);
-      };
-      prefill_ran_simulated.push_back(ran_simulated(at_own.prefill_work));
-      decode_ran_simulated.push_back(ran_simulated(at_own.decode_work));
+      prefill_ran_simulated.push_back(RanOfRunnable(at_own.prefill_work.cpu_seconds, at_own.prefill_work.wait_seconds));
+      decode_ran_simulated.push_back(RanOfRunnable(at_own.decode_work.cpu_seconds, at_own.decode_work.wait_seconds));
       measured.push_back(m);
       if (o.track_host) {  // the next run is predicted with this one's engines, the serving path fitted so far
         tracked->engine_speed = engines.speed;
