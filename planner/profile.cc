@@ -1,8 +1,10 @@
 #include "planner/profile.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <utility>
+#include <vector>
 
 namespace tandem::planner {
 namespace {
@@ -85,6 +87,7 @@ Status ValidatePrefill(const PrefillProfile& prefill) {
     TANDEM_RETURN_IF_ERROR(Positive(at + ".requests", p.requests));
     TANDEM_RETURN_IF_ERROR(Positive(at + ".steps", p.steps));
     TANDEM_RETURN_IF_ERROR(Positive(at + ".seconds", p.seconds));
+    TANDEM_RETURN_IF_ERROR(NonNegative(at + ".spread", p.spread));
     if (!seen.insert({p.requests, p.prompt_tokens}).second) {
       return Bad(at, "repeats the shape (prompt_tokens, requests) of an earlier point");
     }
@@ -94,6 +97,7 @@ Status ValidatePrefill(const PrefillProfile& prefill) {
 
 Status ValidateDecode(const DecodeProfile& decode) {
   if (decode.timed_steps < 1) return Bad("decode.timed_steps", "must be >= 1");
+  if (decode.repetitions < 1) return Bad("decode.repetitions", "must be >= 1");
   if (decode.points.size() < 3) return Bad("decode.points", "must hold at least 3 points (the fit has 3 terms)");
   for (size_t i = 0; i < decode.points.size(); ++i) {
     const DecodePoint& p = decode.points[i];
@@ -102,6 +106,7 @@ Status ValidateDecode(const DecodeProfile& decode) {
     TANDEM_RETURN_IF_ERROR(Positive(at + ".context_tokens", p.context_tokens));
     TANDEM_RETURN_IF_ERROR(Positive(at + ".kv_tokens", p.kv_tokens));
     TANDEM_RETURN_IF_ERROR(Positive(at + ".step_seconds", p.step_seconds));
+    TANDEM_RETURN_IF_ERROR(NonNegative(at + ".spread", p.spread));
   }
   const DecodeFit& f = decode.fit;
   TANDEM_RETURN_IF_ERROR(NonNegative("decode.fit.intercept_seconds", f.intercept_seconds));
@@ -146,6 +151,44 @@ Status ValidateProfile(const Profile& profile) {
   TANDEM_RETURN_IF_ERROR(ValidatePrefill(profile.prefill));
   TANDEM_RETURN_IF_ERROR(ValidateDecode(profile.decode));
   return ValidateTransfer(profile.transfer);
+}
+
+ProfileSpread MeasurementSpread(const Profile& profile) {
+  ProfileSpread out;
+  std::vector<double> spreads;
+  auto add = [&](int repetitions, double spread, const std::string& where) {
+    if (repetitions < 2) return;
+    spreads.push_back(spread);
+    if (spread > out.max || spreads.size() == 1) {
+      out.max = spread;
+      out.where = where;
+    }
+  };
+  for (const PrefillPoint& p : profile.prefill.points) {
+    add(profile.prefill.repetitions, p.spread,
+        "prefill " + std::to_string(p.requests) + " × " + std::to_string(p.prompt_tokens));
+  }
+  for (const DecodePoint& p : profile.decode.points) {
+    add(profile.decode.repetitions, p.spread,
+        "decode " + std::to_string(p.batch) + " at " + std::to_string(p.context_tokens));
+  }
+  out.points = static_cast<int>(spreads.size());
+  if (!spreads.empty()) {
+    std::sort(spreads.begin(), spreads.end());
+    const size_t n = spreads.size();
+    out.median = n % 2 == 1 ? spreads[n / 2] : (spreads[n / 2 - 1] + spreads[n / 2]) / 2;
+  }
+  return out;
+}
+
+std::string NoisyProfileWarning(const Profile& profile) {
+  const ProfileSpread spread = MeasurementSpread(profile);
+  if (spread.median <= kNoisyProfileSpread) return "";
+  auto percent = [](double x) { return std::to_string(static_cast<int>(100 * x + 0.5)) + " %"; };
+  return "the repetitions of half its " + std::to_string(spread.points) + " points disagreed by more than " +
+         percent(spread.median) + " (up to " + percent(spread.max) + ", " + spread.where +
+         "): the host's speed moved while it was profiled, and no prediction from it is closer than that; "
+         "measure again on a quiet host";
 }
 
 }  // namespace tandem::planner

@@ -62,25 +62,31 @@ struct KvCapacity {
 // `requests` prompts of `prompt_tokens` each, submitted together, computed
 // with max_tokens 1 (as a prefill node does): wall time of the engine steps from
 // the first until every prompt has its first token, median over the repetitions.
+// The repetitions are rounds over the whole grid, so that a drift of the host's
+// speed while profiling shows as spread rather than bending the grid's shape.
 struct PrefillPoint {
   int prompt_tokens = 0;
   int requests = 0;
   int steps = 0;  // engine steps it took (chunked prefill: more than one)
   double seconds = 0;
+  double spread = 0;  // (slowest − fastest) / median over the repetitions; 0 with one
 };
 
 struct PrefillProfile {
-  int repetitions = 0;
+  int repetitions = 0;  // rounds over the grid
   std::vector<PrefillPoint> points;  // by requests, then prompt_tokens
   std::vector<std::string> capped;   // what the grid left out and why (context, KV pool, token budget)
 };
 
-// Decode-only steps of `batch` sequences prefilled to `context_tokens`.
+// Decode-only steps of `batch` sequences prefilled to `context_tokens`, in
+// rounds over the grid as prefill's points are.
 struct DecodePoint {
   int batch = 0;
   int context_tokens = 0;   // prompt length of each sequence
   double kv_tokens = 0;     // Σ tokens in the KV cache over the batch, mean over the timed steps
-  double step_seconds = 0;  // median wall time of one engine step (schedule, forward, sample)
+  double step_seconds = 0;  // wall time of one engine step (schedule, forward, sample): median over the
+                            // timed steps of a round, then over the rounds
+  double spread = 0;        // (slowest − fastest) / median of the rounds' step times; 0 with one round
 };
 
 // step_seconds ≈ intercept + per_sequence × batch + per_kv_token × kv_tokens,
@@ -99,7 +105,8 @@ struct DecodeFit {
 };
 
 struct DecodeProfile {
-  int timed_steps = 0;  // steps timed per point
+  int timed_steps = 0;  // steps timed per point and round
+  int repetitions = 1;  // rounds over the grid
   std::vector<DecodePoint> points;
   DecodeFit fit;
   std::vector<std::string> capped;
@@ -162,5 +169,25 @@ struct Profile {
 // inconsistent (e.g. device_tokens ≠ num_device_blocks × block_size, a fit
 // with a non-finite coefficient, two prefill points of the same shape).
 Status ValidateProfile(const Profile& profile);
+
+// How far the repetitions of the engine's points (prefill and decode) disagreed:
+// the host's own noise while it was profiled, below which no prediction from the
+// profile can be trusted.
+struct ProfileSpread {
+  int points = 0;      // points measured more than once
+  double max = 0;      // largest PrefillPoint/DecodePoint::spread
+  double median = 0;   // median of them
+  std::string where;   // the point of the largest ("prefill 4 × 512", "decode 32 at 512")
+};
+ProfileSpread MeasurementSpread(const Profile& profile);
+
+// Above this median spread the profile's host moved while it was measured (one
+// point's spread alone may be a short point's jitter): a profile to measure
+// again (tandem-profile and tandem-plan say so).
+inline constexpr double kNoisyProfileSpread = 0.05;
+
+// That warning ("the repetitions of half the points disagreed by more than 8 % ...") when
+// MeasurementSpread(profile).median is above kNoisyProfileSpread; empty otherwise.
+std::string NoisyProfileWarning(const Profile& profile);
 
 }  // namespace tandem::planner

@@ -66,16 +66,19 @@ ordered_json MeasuredJson(const Profile& p) {
   ordered_json prefill = {{"repetitions", p.prefill.repetitions}, {"points", ordered_json::array()}};
   for (const PrefillPoint& x : p.prefill.points) {
     prefill["points"].push_back(
-        {{"prompt_tokens", x.prompt_tokens}, {"requests", x.requests}, {"steps", x.steps}, {"seconds", x.seconds}});
+        {{"prompt_tokens", x.prompt_tokens}, {"requests", x.requests}, {"steps", x.steps}, {"seconds", x.seconds},
+         {"spread", x.spread}});
   }
   prefill["capped"] = p.prefill.capped;
   j["prefill"] = std::move(prefill);
-  ordered_json decode = {{"timed_steps", p.decode.timed_steps}, {"points", ordered_json::array()}};
+  ordered_json decode = {
+      {"timed_steps", p.decode.timed_steps}, {"repetitions", p.decode.repetitions}, {"points", ordered_json::array()}};
   for (const DecodePoint& x : p.decode.points) {
     decode["points"].push_back({{"batch", x.batch},
                                 {"context_tokens", x.context_tokens},
                                 {"kv_tokens", x.kv_tokens},
-                                {"step_seconds", x.step_seconds}});
+                                {"step_seconds", x.step_seconds},
+                                {"spread", x.spread}});
   }
   const DecodeFit& f = p.decode.fit;
   ordered_json fit = {{"intercept_seconds", f.intercept_seconds},
@@ -178,6 +181,18 @@ Status Get(const model::JsonFields& f, std::string_view key, std::string* out) {
   return f.String(key, out);
 }
 
+// A field later profiles carry and earlier ones lack: absent or null leaves the default.
+template <typename T>
+struct Optional {
+  T* out;
+};
+Status Get(const model::JsonFields& f, std::string_view key, Optional<double> field) {
+  return f.Has(key) ? f.Double(key, field.out) : Status::Ok();
+}
+Status Get(const model::JsonFields& f, std::string_view key, Optional<int> field) {
+  return f.Has(key) ? f.Int(key, field.out) : Status::Ok();
+}
+
 // Reads every (key, field) pair of one object.
 template <typename... Pairs>
 Status GetAll(const model::JsonFields& f, Pairs... pairs) {
@@ -189,6 +204,10 @@ Status GetAll(const model::JsonFields& f, Pairs... pairs) {
 template <typename T>
 std::pair<const char*, T*> Field(const char* key, T* out) {
   return {key, out};
+}
+template <typename T>
+std::pair<const char*, Optional<T>> OptionalField(const char* key, T* out) {
+  return {key, Optional<T>{out}};
 }
 
 Status ParseHeader(const Reader& r, const json& root, Profile* p) {
@@ -234,20 +253,23 @@ Status ParsePrefill(const Reader& r, const json& root, PrefillProfile* prefill) 
     PrefillPoint& x = prefill->points.emplace_back();
     TANDEM_RETURN_IF_ERROR(GetAll(r.Fields((*points)[i], "prefill.points[" + std::to_string(i) + "]"),
                                   Field("prompt_tokens", &x.prompt_tokens), Field("requests", &x.requests),
-                                  Field("steps", &x.steps), Field("seconds", &x.seconds)));
+                                  Field("steps", &x.steps), Field("seconds", &x.seconds),
+                                  OptionalField("spread", &x.spread)));
   }
   return r.Strings(*section, "capped", "prefill", &prefill->capped);
 }
 
 Status ParseDecode(const Reader& r, const json& root, DecodeProfile* decode) {
   TANDEM_ASSIGN_OR_RETURN(const json* section, r.Object(root, "decode", "top level"));
-  TANDEM_RETURN_IF_ERROR(GetAll(r.Fields(*section, "decode"), Field("timed_steps", &decode->timed_steps)));
+  TANDEM_RETURN_IF_ERROR(GetAll(r.Fields(*section, "decode"), Field("timed_steps", &decode->timed_steps),
+                                OptionalField("repetitions", &decode->repetitions)));
   TANDEM_ASSIGN_OR_RETURN(const json* points, r.Array(*section, "points", "decode"));
   for (size_t i = 0; i < points->size(); ++i) {
     DecodePoint& x = decode->points.emplace_back();
     TANDEM_RETURN_IF_ERROR(GetAll(r.Fields((*points)[i], "decode.points[" + std::to_string(i) + "]"),
                                   Field("batch", &x.batch), Field("context_tokens", &x.context_tokens),
-                                  Field("kv_tokens", &x.kv_tokens), Field("step_seconds", &x.step_seconds)));
+                                  Field("kv_tokens", &x.kv_tokens), Field("step_seconds", &x.step_seconds),
+                                  OptionalField("spread", &x.spread)));
   }
   TANDEM_ASSIGN_OR_RETURN(const json* fit, r.Object(*section, "fit", "decode"));
   DecodeFit& f = decode->fit;

@@ -111,6 +111,48 @@ TEST(ProfileIoTest, RefusesValuesOutOfRangeOrInconsistent) {
               "device.backend must be cpu or cuda");
 }
 
+TEST(ProfileIoTest, ReadsProfilesMadeBeforeTheRoundsWereRecorded) {
+  // Profiles of the first format-1 builds carry no spread and no decode repetitions.
+  json j = json::parse(SerializeProfile(SampleProfile()));
+  j["decode"].erase("repetitions");
+  for (json& point : j["prefill"]["points"]) point.erase("spread");
+  for (json& point : j["decode"]["points"]) point.erase("spread");
+  StatusOr<Profile> p = ParseProfile(j.dump(), "old.json");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->decode.repetitions, 1);
+  EXPECT_EQ(p->prefill.points[2].spread, 0);
+  EXPECT_EQ(MeasurementSpread(*p).points, 3);  // prefill's three repetitions; decode measured once
+  ExpectError(ParseEdited([](json& j) { j["decode"]["points"][1]["spread"] = -0.1; }), StatusCode::kInvalidArgument,
+              "decode.points[1].spread must be a number >= 0");
+  ExpectError(ParseEdited([](json& j) { j["decode"]["repetitions"] = 0; }), StatusCode::kInvalidArgument,
+              "decode.repetitions must be >= 1");
+}
+
+TEST(ProfileIoTest, MeasurementSpreadIsTheHostsNoiseWhileProfiled) {
+  Profile p = SampleProfile();
+  ProfileSpread spread = MeasurementSpread(p);
+  EXPECT_EQ(spread.points, 6);
+  EXPECT_DOUBLE_EQ(spread.max, 0.04);
+  EXPECT_EQ(spread.where, "decode 8 at 8192");
+  EXPECT_DOUBLE_EQ(spread.median, 0.015);  // of 0, 0.01, 0.01, 0.02, 0.03, 0.04
+  EXPECT_EQ(NoisyProfileWarning(p), "");   // one point's 4 % is jitter, not a moving host
+
+  for (PrefillPoint& x : p.prefill.points) x.spread = 0.2;
+  p.decode.points[0].spread = 0.08;
+  spread = MeasurementSpread(p);
+  EXPECT_DOUBLE_EQ(spread.median, 0.14);  // of 0, 0.04, 0.08, 0.2, 0.2, 0.2
+  EXPECT_EQ(spread.where, "prefill 1 × 64");
+  const std::string warning = NoisyProfileWarning(p);
+  EXPECT_NE(warning.find("half its 6 points disagreed by more than 14 % (up to 20 %, prefill 1 × 64)"),
+            std::string::npos)
+      << warning;
+
+  p.prefill.repetitions = 1;  // one run per point: nothing to disagree
+  p.decode.repetitions = 1;
+  EXPECT_EQ(MeasurementSpread(p).points, 0);
+  EXPECT_EQ(NoisyProfileWarning(p), "");
+}
+
 TEST(ProfileIoTest, IgnoresUnknownKeys) {
   EXPECT_TRUE(ParseEdited([](json& j) { j["added_later"] = {{"x", 1}}; }).ok());
 }

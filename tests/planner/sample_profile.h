@@ -34,14 +34,16 @@ inline Profile SampleProfile() {
               .enable_prefix_caching = true};
   p.kv_capacity = {.bytes_per_token = 131072, .device_tokens = 16000, .host_tokens = 1600};
   p.prefill.repetitions = 3;
-  p.prefill.points = {{.prompt_tokens = 64, .requests = 1, .steps = 1, .seconds = 0.004},
-                      {.prompt_tokens = 4096, .requests = 1, .steps = 2, .seconds = 0.09},
-                      {.prompt_tokens = 64, .requests = 2, .steps = 1, .seconds = 0.0045}};
+  p.prefill.points = {{.prompt_tokens = 64, .requests = 1, .steps = 1, .seconds = 0.004, .spread = 0.02},
+                      {.prompt_tokens = 4096, .requests = 1, .steps = 2, .seconds = 0.09, .spread = 0.01},
+                      {.prompt_tokens = 64, .requests = 2, .steps = 1, .seconds = 0.0045, .spread = 0.03}};
   p.prefill.capped = {"prompt_tokens 65536 and longer: over max_model_len 32768"};
   p.decode.timed_steps = 8;
-  p.decode.points = {{.batch = 1, .context_tokens = 128, .kv_tokens = 132, .step_seconds = 0.0041},
-                     {.batch = 8, .context_tokens = 128, .kv_tokens = 1056, .step_seconds = 0.0045},
-                     {.batch = 8, .context_tokens = 8192, .kv_tokens = 65568, .step_seconds = 0.0052}};
+  p.decode.repetitions = 3;
+  p.decode.points = {{.batch = 1, .context_tokens = 128, .kv_tokens = 132, .step_seconds = 0.0041, .spread = 0.01},
+                     {.batch = 8, .context_tokens = 128, .kv_tokens = 1056, .step_seconds = 0.0045, .spread = 0.0},
+                     {.batch = 8, .context_tokens = 8192, .kv_tokens = 65568, .step_seconds = 0.0052,
+                      .spread = 0.04}};
   p.decode.fit = {.intercept_seconds = 0.004,
                   .per_sequence_seconds = 5e-5,
                   .per_kv_token_seconds = 1.5e-8,

@@ -30,8 +30,9 @@ for p in "${!DIR_OF[@]}"; do
   mkdir -p "$tree/${DIR_OF[$p]}" && ln -s "$f" "$tree/${DIR_OF[$p]}/$p"
 done
 
+# Stopped at VALIDATE_LIMIT_S so that the logs of the points run so far still come back.
 step "tandem-validate on $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg)"
-"$tree/tools/validate/tandem-validate" --binary-dir "$tree" --source-dir "$PWD" --out-dir "$runs" "$@" \
+timeout "${VALIDATE_LIMIT_S:-540}" "$tree/tools/validate/tandem-validate" --binary-dir "$tree" --source-dir "$PWD" --out-dir "$runs" "$@" \
   > "$OUT/validate.log" 2>&1
 rc=$?
 cp "$runs/validation.json" "$OUT/" 2> /dev/null

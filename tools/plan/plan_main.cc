@@ -50,6 +50,9 @@ StatusOr<Profiles> LoadProfiles(const PlanToolOptions& options) {
                                      " (measure again with this build, or --profile-origin warn to plan anyway)");
     }
     for (const std::string& w : warnings) std::fprintf(stderr, "tandem-plan: warning: %s: %s\n", path.c_str(), w.c_str());
+    if (const std::string noisy = planner::NoisyProfileWarning(*profile); !noisy.empty()) {
+      std::fprintf(stderr, "tandem-plan: warning: %s: %s\n", path.c_str(), noisy.c_str());
+    }
     if (profile->quick) {
       std::fprintf(stderr, "tandem-plan: warning: %s was made with --quick (small grids: not for planning)\n",
                    path.c_str());

@@ -18,6 +18,12 @@ double Median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+// (slowest − fastest) / median of one point's repetitions.
+double Spread(const std::vector<double>& values) {
+  const auto [low, high] = std::minmax_element(values.begin(), values.end());
+  return (*high - *low) / Median(values);
+}
+
 // Points by requests, then prompt tokens; an empty grid is an error.
 StatusOr<planner::PrefillProfile> Finalize(planner::PrefillProfile profile) {
   if (profile.points.empty()) return FailedPreconditionError("prefill: no point of the grid fits this engine");
@@ -127,12 +133,14 @@ StatusOr<planner::PrefillProfile> EngineProbe::MeasurePrefill() {
   const int max_len = config.scheduler.max_model_len, budget = config.scheduler.max_num_batched_tokens;
   planner::PrefillProfile profile;
   profile.repetitions = options_.prefill_repetitions;
+  std::vector<planner::PrefillPoint> shapes;
   for (int tokens = options_.prefill_min_tokens; tokens <= options_.prefill_max_tokens; tokens *= 2) {
     if (tokens + 1 > max_len) {
       profile.capped.push_back("prompt_tokens " + std::to_string(tokens) + " and longer: over max_model_len " +
                                std::to_string(max_len));
       break;
     }
+    bool pool_full = false;
     for (int requests = 1; requests <= options_.prefill_max_requests; requests *= 2) {
       // More than one request only where they share one step's token budget.
       if (requests > 1 && (requests * tokens > budget || requests > config.scheduler.max_num_seqs)) break;
@@ -140,19 +148,27 @@ StatusOr<planner::PrefillProfile> EngineProbe::MeasurePrefill() {
         profile.capped.push_back(std::to_string(requests) + " × " + std::to_string(tokens) +
                                  " prompt tokens and more: over the device KV pool of " + std::to_string(PoolTokens()) +
                                  " tokens");
-        if (requests == 1) return Finalize(std::move(profile));
+        pool_full = requests == 1;
         break;
       }
-      TANDEM_RETURN_IF_ERROR(PrefillOnce(tokens, requests).status());  // warm-up
-      std::vector<double> seconds;
-      planner::PrefillPoint point;
-      for (int rep = 0; rep < options_.prefill_repetitions; ++rep) {
-        TANDEM_ASSIGN_OR_RETURN(point, PrefillOnce(tokens, requests));
-        seconds.push_back(point.seconds);
-      }
-      point.seconds = Median(seconds);
-      profile.points.push_back(point);
+      shapes.push_back({.prompt_tokens = tokens, .requests = requests});
     }
+    if (pool_full) break;
+  }
+  // A warm-up round, then the timed rounds: each walks the whole grid.
+  std::vector<std::vector<double>> seconds(shapes.size());
+  for (int round = 0; round <= options_.prefill_repetitions; ++round) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      TANDEM_ASSIGN_OR_RETURN(planner::PrefillPoint point, PrefillOnce(shapes[i].prompt_tokens, shapes[i].requests));
+      if (round == 0) continue;
+      shapes[i].steps = point.steps;
+      seconds[i].push_back(point.seconds);
+    }
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    shapes[i].seconds = Median(seconds[i]);
+    shapes[i].spread = Spread(seconds[i]);
+    profile.points.push_back(shapes[i]);
   }
   return Finalize(std::move(profile));
 }
@@ -195,6 +211,8 @@ StatusOr<planner::DecodeProfile> EngineProbe::MeasureDecode() {
       std::min({options_.decode_max_batch, config.scheduler.max_num_seqs, config.scheduler.max_num_batched_tokens});
   planner::DecodeProfile profile;
   profile.timed_steps = options_.decode_steps;
+  profile.repetitions = options_.decode_repetitions;
+  std::vector<std::pair<int, int>> shapes;  // (batch, context)
   for (int context = options_.decode_min_context; context <= options_.decode_max_context; context *= 4) {
     if (context + DecodeMaxTokens(1, context) > config.scheduler.max_model_len) {
       profile.capped.push_back("context " + std::to_string(context) + " and longer: over max_model_len " +
@@ -214,9 +232,21 @@ StatusOr<planner::DecodeProfile> EngineProbe::MeasureDecode() {
                                  std::to_string(PoolTokens()) + " tokens");
         break;
       }
-      TANDEM_ASSIGN_OR_RETURN(planner::DecodePoint point, DecodePoint(batch, context));
-      profile.points.push_back(point);
+      shapes.emplace_back(batch, context);
     }
+  }
+  // Rounds over the whole grid, as prefill's (each point has its own warm-up steps).
+  std::vector<std::vector<double>> seconds(shapes.size());
+  for (int round = 0; round < options_.decode_repetitions; ++round) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      TANDEM_ASSIGN_OR_RETURN(planner::DecodePoint point, DecodePoint(shapes[i].first, shapes[i].second));
+      if (round == 0) profile.points.push_back(point);
+      seconds[i].push_back(point.step_seconds);
+    }
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    profile.points[i].step_seconds = Median(seconds[i]);
+    profile.points[i].spread = Spread(seconds[i]);
   }
   std::vector<std::vector<double>> rows;
   std::vector<double> step_seconds;

@@ -86,6 +86,7 @@ Status Run(const node::NodeConfig& node, const ProfileOptions& options) {
   PrintPrefill(profile.prefill);
   TANDEM_ASSIGN_OR_RETURN(profile.decode, probe.MeasureDecode());
   PrintDecode(profile.decode);
+  PrintSpread(profile);
   const kv_cache::KvLayout layout = engine->device_kv().layout();
   engine.reset();  // its memory back before the transfer pools
   TANDEM_ASSIGN_OR_RETURN(

@@ -12,7 +12,8 @@ void ProfileOptions::Bind(config::ConfigBinder& b) {
   b.Field("prefill.max_tokens", prefill_max_tokens,
           "longest prompt of the prefill grid (tokens; capped by context and KV)");
   b.Field("prefill.max_requests", prefill_max_requests, "most prompts submitted together in the prefill grid");
-  b.Field("prefill.repetitions", prefill_repetitions, "timed runs per prefill point (median)");
+  b.Field("prefill.repetitions", prefill_repetitions,
+          "timed rounds over the prefill grid (median per point; a warm-up round first)");
   b.Field("decode.max_batch", decode_max_batch, "largest decode batch (also capped by scheduler.max_num_seqs)");
   b.Field("decode.min_context", decode_min_context, "shortest context of the decode grid (tokens)");
   b.Field("decode.max_context", decode_max_context, "longest context of the decode grid (tokens)");
@@ -20,6 +21,7 @@ void ProfileOptions::Bind(config::ConfigBinder& b) {
           "leave out decode points above this many KV tokens (0: the pool)");
   b.Field("decode.steps", decode_steps, "decode steps timed per point (median)");
   b.Field("decode.warmup_steps", decode_warmup_steps, "untimed decode steps before them");
+  b.Field("decode.repetitions", decode_repetitions, "rounds over the decode grid (median per point)");
   b.Field("transfer.transports", transfer_transports, "KV transfer paths to measure: local, ucx, cuda_ipc (a CUDA build; GPU memory), nccl (named as left out)");
   b.Field("transfer.max_blocks", transfer_max_blocks, "largest request of the transfer grid (KV blocks)");
   b.Field("transfer.repetitions", transfer_repetitions, "timed sessions per transfer point (median)");
@@ -40,6 +42,7 @@ Status ProfileOptions::Validate() const {
   if (decode_steps < 1 || decode_warmup_steps < 0) {
     return InvalidArgumentError("decode.steps must be >= 1 and decode.warmup_steps >= 0");
   }
+  if (decode_repetitions < 1) return InvalidArgumentError("decode.repetitions must be >= 1");
   for (const std::string& t : transfer_transports) {
     if (t != "local" && t != "ucx" && t != "cuda_ipc" && t != "nccl") {
       return InvalidArgumentError("transfer.transports: unknown transport '" + t + "' (local, ucx, cuda_ipc, nccl)");
@@ -61,6 +64,7 @@ void ProfileOptions::ApplyQuick() {
   decode_max_context = std::min(decode_max_context, 512);
   decode_steps = std::min(decode_steps, 4);
   decode_warmup_steps = std::min(decode_warmup_steps, 1);
+  decode_repetitions = std::min(decode_repetitions, 2);
   transfer_max_blocks = std::min(transfer_max_blocks, 64);
   transfer_repetitions = std::min(transfer_repetitions, 3);
 }

@@ -45,6 +45,7 @@ struct ProfileOptions {
   // Decode steps timed per point (median), after warm-up steps (CUDA graph capture).
   int decode_steps = 8;
   int decode_warmup_steps = 2;
+  int decode_repetitions = 3;
 
   // KV transfer paths measured (transfer_probe.h): "local" (in-process memcpy
   // transport), "ucx" (UCX over ucx_transports, host memory) and "cuda_ipc" (a CUDA

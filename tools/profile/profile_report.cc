@@ -31,23 +31,24 @@ void PrintHeader(const planner::Profile& p) {
 }
 
 void PrintPrefill(const planner::PrefillProfile& prefill) {
-  std::printf("prefill (median of %d runs; max_tokens 1)\n", prefill.repetitions);
-  std::printf("| requests | prompt tokens | steps | ms | prompt tokens/s |\n|---|---|---|---|---|\n");
+  std::printf("prefill (median of %d rounds over the grid; max_tokens 1)\n", prefill.repetitions);
+  std::printf("| requests | prompt tokens | steps | ms | spread | prompt tokens/s |\n|---|---|---|---|---|---|\n");
   for (const planner::PrefillPoint& x : prefill.points) {
-    std::printf("| %d | %d | %d | %.3f | %.0f |\n", x.requests, x.prompt_tokens, x.steps, x.seconds * 1e3,
-                x.requests * x.prompt_tokens / x.seconds);
+    std::printf("| %d | %d | %d | %.3f | %.0f %% | %.0f |\n", x.requests, x.prompt_tokens, x.steps, x.seconds * 1e3,
+                100 * x.spread, x.requests * x.prompt_tokens / x.seconds);
   }
   PrintCapped(prefill.capped, "capped:");
   std::printf("\n");
 }
 
 void PrintDecode(const planner::DecodeProfile& decode) {
-  std::printf("decode (median of %d steps)\n", decode.timed_steps);
-  std::printf("| batch | context | KV tokens | step ms | fit ms | error |\n|---|---|---|---|---|---|\n");
+  std::printf("decode (median of %d steps, then of %d rounds over the grid)\n", decode.timed_steps,
+              decode.repetitions);
+  std::printf("| batch | context | KV tokens | step ms | spread | fit ms | error |\n|---|---|---|---|---|---|---|\n");
   for (const planner::DecodePoint& x : decode.points) {
     const double fit = decode.fit.StepSeconds(x.batch, x.kv_tokens);
-    std::printf("| %d | %d | %.0f | %.4f | %.4f | %+.1f %% |\n", x.batch, x.context_tokens, x.kv_tokens,
-                x.step_seconds * 1e3, fit * 1e3, 100 * (fit - x.step_seconds) / x.step_seconds);
+    std::printf("| %d | %d | %.0f | %.4f | %.0f %% | %.4f | %+.1f %% |\n", x.batch, x.context_tokens, x.kv_tokens,
+                x.step_seconds * 1e3, 100 * x.spread, fit * 1e3, 100 * (fit - x.step_seconds) / x.step_seconds);
   }
   const planner::DecodeFit& f = decode.fit;
   std::printf(
@@ -56,6 +57,16 @@ void PrintDecode(const planner::DecodeProfile& decode) {
       f.intercept_seconds * 1e3, f.per_sequence_seconds * 1e3, f.per_kv_token_seconds * 1e3, f.r2,
       100 * f.max_relative_error, 100 * f.mean_relative_error);
   PrintCapped(decode.capped, "capped:");
+  std::printf("\n");
+}
+
+void PrintSpread(const planner::Profile& profile) {
+  const planner::ProfileSpread spread = planner::MeasurementSpread(profile);
+  if (spread.points == 0) return;
+  std::printf("the rounds agreed within %.0f %% (%s; median over %d points %.0f %%)\n", 100 * spread.max,
+              spread.where.c_str(), spread.points, 100 * spread.median);
+  const std::string warning = planner::NoisyProfileWarning(profile);
+  if (!warning.empty()) std::printf("warning: %s\n", warning.c_str());
   std::printf("\n");
 }
 

@@ -10,6 +10,8 @@ namespace tandem::tools {
 void PrintHeader(const planner::Profile& profile);
 void PrintPrefill(const planner::PrefillProfile& prefill);
 void PrintDecode(const planner::DecodeProfile& decode);
+// How far the rounds of the engine's points disagreed, and the warning when too far.
+void PrintSpread(const planner::Profile& profile);
 void PrintTransfer(const planner::TransferProfile& transfer);
 
 }  // namespace tandem::tools

@@ -68,6 +68,13 @@ TEST_F(ProfileToolTest, QuickCpuProfileIsWellFormedAndMonotone) {
 
   EXPECT_EQ(p.commit, std::string(BuildCommit()));
   EXPECT_TRUE(p.quick);
+  // Rounds over the grids (prefill 3, decode 2 with --quick), each point's spread recorded and summed up.
+  EXPECT_EQ(p.prefill.repetitions, 3);
+  EXPECT_EQ(p.decode.repetitions, 2);
+  const ProfileSpread spread = MeasurementSpread(p);
+  EXPECT_EQ(spread.points, static_cast<int>(p.prefill.points.size() + p.decode.points.size()));
+  EXPECT_GT(spread.max, 0) << "no two rounds of any point took the same time to the nanosecond";
+  EXPECT_NE(run.output.find("the rounds agreed within "), std::string::npos) << run.output;
   EXPECT_EQ(p.device.backend, "cpu");
   EXPECT_EQ(p.model.id, "tiny");
   EXPECT_EQ(p.model.num_layers, 2);
