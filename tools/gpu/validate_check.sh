@@ -30,11 +30,30 @@ for p in "${!DIR_OF[@]}"; do
   mkdir -p "$tree/${DIR_OF[$p]}" && ln -s "$f" "$tree/${DIR_OF[$p]}/$p"
 done
 
+# VALIDATE_PROBE_CORE=N: meanwhile a quick tandem-profile runs again and again pinned to core N, its
+# 1 × 512 and 4 × 512 prefill times with the time of day in $OUT/probe.txt: the host's speed beside
+# the sweep's, measured by something that is not the cluster (the runs' end times are the records'
+# modification times in runs.tar.xz).
+probe_pid=
+if [ -n "${VALIDATE_PROBE_CORE:-}" ]; then
+  probe_dir=$(mktemp -d)
+  "$tree/tools/make_model/tandem-make-model" --preset tiny -f -o "$probe_dir/tiny" > /dev/null
+  ( while true; do
+      taskset -c "$VALIDATE_PROBE_CORE" "$tree/tools/profile/tandem-profile" --model-dir "$probe_dir/tiny" --quick \
+        --transfer-transports local --output "$probe_dir/p.json" > "$probe_dir/p.log" 2>&1 || break
+      echo "$(date +%s.%N) $(awk -F'|' '/^prefill/ {p = 1} /^decode/ {p = 0}
+                                   p && $2+0 == 1 && $3+0 == 512 {a=$5} p && $2+0 == 4 && $3+0 == 512 {b=$5}
+                                   END {print a, b}' "$probe_dir/p.log")" >> "$OUT/probe.txt"
+    done ) &
+  probe_pid=$!
+fi
+
 # Stopped at VALIDATE_LIMIT_S so that the logs of the points run so far still come back.
 step "tandem-validate on $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg)"
 timeout "${VALIDATE_LIMIT_S:-540}" "$tree/tools/validate/tandem-validate" --binary-dir "$tree" --source-dir "$PWD" --out-dir "$runs" "$@" \
   > "$OUT/validate.log" 2>&1
 rc=$?
+[ -n "$probe_pid" ] && kill "$probe_pid" 2> /dev/null
 cp "$runs/validation.json" "$OUT/" 2> /dev/null
 tar -cJf "$OUT/runs.tar.xz" -C "$runs" .
 step "tandem-validate exit $rc"
