@@ -23,7 +23,10 @@ class EngineProbe {
   // REQUIRES: `engine` idle, not started, outlives this.
   EngineProbe(engine::Engine& engine, const ProfileOptions& options);
 
-  // Prefill time against prompt tokens and requests submitted together.
+  // Both grids are measured in rounds, each walking every point once (a drift of the host's
+  // speed shows as each point's spread instead of bending the grid); a point is the median
+  // over the rounds.
+  // Prefill time against prompt tokens and requests submitted together (after a warm-up round).
   StatusOr<planner::PrefillProfile> MeasurePrefill();
   // Decode step time against batch and KV tokens, with the fitted cost model.
   StatusOr<planner::DecodeProfile> MeasureDecode();
