@@ -30,18 +30,21 @@ for p in "${!DIR_OF[@]}"; do
   mkdir -p "$tree/${DIR_OF[$p]}" && ln -s "$f" "$tree/${DIR_OF[$p]}/$p"
 done
 
-# VALIDATE_PROBE_CORE=N: meanwhile a quick tandem-profile runs again and again pinned to core N, its
-# 1 × 512 and 4 × 512 prefill times with the time of day in $OUT/probe.txt: the host's speed beside
-# the sweep's, measured by something that is not the cluster (the runs' end times are the records'
-# modification times in runs.tar.xz).
+# VALIDATE_PROBE_CORE=N: meanwhile a quick tandem-profile runs again and again pinned to core N (or, with
+# "rotate", to each core in turn), its time of day, core, and 1 × 512 and 4 × 512 prefill times in
+# $OUT/probe.txt: the host's speed beside the sweep's, measured by something that is not the cluster
+# (the runs' end times are the records' modification times in runs.tar.xz).
 probe_pid=
 if [ -n "${VALIDATE_PROBE_CORE:-}" ]; then
   probe_dir=$(mktemp -d)
   "$tree/tools/make_model/tandem-make-model" --preset tiny -f -o "$probe_dir/tiny" > /dev/null
-  ( while true; do
-      taskset -c "$VALIDATE_PROBE_CORE" "$tree/tools/profile/tandem-profile" --model-dir "$probe_dir/tiny" --quick \
+  ( i=0
+    while true; do
+      core=$VALIDATE_PROBE_CORE
+      [ "$core" = rotate ] && core=$((i++ % $(nproc)))
+      taskset -c "$core" "$tree/tools/profile/tandem-profile" --model-dir "$probe_dir/tiny" --quick \
         --transfer-transports local --output "$probe_dir/p.json" > "$probe_dir/p.log" 2>&1 || break
-      echo "$(date +%s.%N) $(awk -F'|' '/^prefill/ {p = 1} /^decode/ {p = 0}
+      echo "$(date +%s.%N) $core $(awk -F'|' '/^prefill/ {p = 1} /^decode/ {p = 0}
                                    p && $2+0 == 1 && $3+0 == 512 {a=$5} p && $2+0 == 4 && $3+0 == 512 {b=$5}
                                    END {print a, b}' "$probe_dir/p.log")" >> "$OUT/probe.txt"
     done ) &
