@@ -113,6 +113,24 @@ TEST_F(PlanToolTest, TakesTheWorkloadFromAFileAndATrace) {
   EXPECT_NE(run.output.find("at 10 req/s"), std::string::npos) << run.output;  // the trace's own rate
 }
 
+TEST_F(PlanToolTest, WarnsAboutAProfileWhoseRoundsDisagreed) {
+  Result quiet = RunCommand(Plan());
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output.find("disagreed"), std::string::npos) << quiet.output;
+
+  planner::Profile noisy = planner::testing::SampleProfile();
+  noisy.engine.num_device_blocks = 10000;
+  noisy.kv_capacity.device_tokens = 160000;
+  for (planner::PrefillPoint& x : noisy.prefill.points) x.spread = 0.3;
+  ASSERT_TRUE(planner::SaveProfile(noisy, *root_ + "/noisy.json").ok());
+  Result run = RunCommand(Plan("--prefill-profile " + *root_ + "/noisy.json --decode-profile " + *root_ + "/noisy.json"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;  // a warning: the plan is still made
+  EXPECT_NE(run.output.find("noisy.json: the repetitions of half its 6 points disagreed by more than"),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("recommended: "), std::string::npos) << run.output;
+}
+
 TEST_F(PlanToolTest, RefusesAProfileOfAnotherBuildByDefault) {
   Result run = RunCommand(Dir("TANDEM_BINARY_DIR") + "/tools/plan/tandem-plan --profile " + *root_ +
                           "/profile.json --workload-rate 1");
