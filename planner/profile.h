@@ -73,7 +73,7 @@ struct PrefillPoint {
 };
 
 struct PrefillProfile {
-  int repetitions = 0;  // rounds over the grid
+  int repetitions = 0;               // rounds over the grid
   std::vector<PrefillPoint> points;  // by requests, then prompt_tokens
   std::vector<std::string> capped;   // what the grid left out and why (context, KV pool, token budget)
 };
@@ -174,10 +174,10 @@ Status ValidateProfile(const Profile& profile);
 // the host's own noise while it was profiled, below which no prediction from the
 // profile can be trusted.
 struct ProfileSpread {
-  int points = 0;      // points measured more than once
-  double max = 0;      // largest PrefillPoint/DecodePoint::spread
-  double median = 0;   // median of them
-  std::string where;   // the point of the largest ("prefill 4 × 512", "decode 32 at 512")
+  int points = 0;     // points measured more than once
+  double max = 0;     // largest PrefillPoint/DecodePoint::spread
+  double median = 0;  // median of them
+  std::string where;  // the point of the largest ("prefill 4 × 512", "decode 32 at 512")
 };
 ProfileSpread MeasurementSpread(const Profile& profile);
 

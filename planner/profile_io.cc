@@ -65,9 +65,11 @@ ordered_json MeasuredJson(const Profile& p) {
   ordered_json j;
   ordered_json prefill = {{"repetitions", p.prefill.repetitions}, {"points", ordered_json::array()}};
   for (const PrefillPoint& x : p.prefill.points) {
-    prefill["points"].push_back(
-        {{"prompt_tokens", x.prompt_tokens}, {"requests", x.requests}, {"steps", x.steps}, {"seconds", x.seconds},
-         {"spread", x.spread}});
+    prefill["points"].push_back({{"prompt_tokens", x.prompt_tokens},
+                                 {"requests", x.requests},
+                                 {"steps", x.steps},
+                                 {"seconds", x.seconds},
+                                 {"spread", x.spread}});
   }
   prefill["capped"] = p.prefill.capped;
   j["prefill"] = std::move(prefill);

@@ -42,8 +42,7 @@ inline Profile SampleProfile() {
   p.decode.repetitions = 3;
   p.decode.points = {{.batch = 1, .context_tokens = 128, .kv_tokens = 132, .step_seconds = 0.0041, .spread = 0.01},
                      {.batch = 8, .context_tokens = 128, .kv_tokens = 1056, .step_seconds = 0.0045, .spread = 0.0},
-                     {.batch = 8, .context_tokens = 8192, .kv_tokens = 65568, .step_seconds = 0.0052,
-                      .spread = 0.04}};
+                     {.batch = 8, .context_tokens = 8192, .kv_tokens = 65568, .step_seconds = 0.0052, .spread = 0.04}};
   p.decode.fit = {.intercept_seconds = 0.004,
                   .per_sequence_seconds = 5e-5,
                   .per_kv_token_seconds = 1.5e-8,

@@ -42,8 +42,7 @@ void PrintPrefill(const planner::PrefillProfile& prefill) {
 }
 
 void PrintDecode(const planner::DecodeProfile& decode) {
-  std::printf("decode (median of %d steps, then of %d rounds over the grid)\n", decode.timed_steps,
-              decode.repetitions);
+  std::printf("decode (median of %d steps, then of %d rounds over the grid)\n", decode.timed_steps, decode.repetitions);
   std::printf("| batch | context | KV tokens | step ms | spread | fit ms | error |\n|---|---|---|---|---|---|---|\n");
   for (const planner::DecodePoint& x : decode.points) {
     const double fit = decode.fit.StepSeconds(x.batch, x.kv_tokens);

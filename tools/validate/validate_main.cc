@@ -403,10 +403,11 @@ std::string ContextJson(const ValidateOptions& o, const planner::Profile& profil
                         const HostModel& host) {
   char hostname[256] = {};
   gethostname(hostname, sizeof(hostname) - 1);
+  const planner::ProfileSpread spread = planner::MeasurementSpread(profile);
   nlohmann::json j = {{"profile", profile_path},
                       {"profile_commit", profile.commit},
-                      {"profile_spread_max", planner::MeasurementSpread(profile).max},
-                      {"profile_spread_median", planner::MeasurementSpread(profile).median},
+                      {"profile_spread_max", spread.max},
+                      {"profile_spread_median", spread.median},
                       {"device", profile.device.name},
                       {"hardware_threads", profile.device.compute_units},
                       {"host_cores", host.cores},
@@ -469,11 +470,12 @@ StatusOr<int> Run(ValidateOptions o) {
   // How well the profile holds together: its rounds' disagreement (the host moving while it was
   // measured) and its fits' errors bound how close any prediction from it can be.
   const planner::ProfileSpread spread = planner::MeasurementSpread(profile);
-  std::printf("the profile: its rounds agreed within %.0f %% (median %.0f %%); the prefill fit is off its grid by up "
-              "to %.0f %% (mean %.0f %%), the decode fit by up to %.0f %% (mean %.0f %%)\n",
-              100 * spread.max, 100 * spread.median, 100 * cost.prefill_fit().max_relative_error,
-              100 * cost.prefill_fit().mean_relative_error, 100 * profile.decode.fit.max_relative_error,
-              100 * profile.decode.fit.mean_relative_error);
+  std::printf(
+      "the profile: its rounds agreed within %.0f %% (median %.0f %%); the prefill fit is off its grid by up "
+      "to %.0f %% (mean %.0f %%), the decode fit by up to %.0f %% (mean %.0f %%)\n",
+      100 * spread.max, 100 * spread.median, 100 * cost.prefill_fit().max_relative_error,
+      100 * cost.prefill_fit().mean_relative_error, 100 * profile.decode.fit.max_relative_error,
+      100 * profile.decode.fit.mean_relative_error);
   if (const std::string noisy = planner::NoisyProfileWarning(profile); !noisy.empty()) {
     std::printf("warning: the profile: %s\n", noisy.c_str());
   }

@@ -123,7 +123,8 @@ TEST_F(PlanToolTest, WarnsAboutAProfileWhoseRoundsDisagreed) {
   noisy.kv_capacity.device_tokens = 160000;
   for (planner::PrefillPoint& x : noisy.prefill.points) x.spread = 0.3;
   ASSERT_TRUE(planner::SaveProfile(noisy, *root_ + "/noisy.json").ok());
-  Result run = RunCommand(Plan("--prefill-profile " + *root_ + "/noisy.json --decode-profile " + *root_ + "/noisy.json"));
+  Result run =
+      RunCommand(Plan("--prefill-profile " + *root_ + "/noisy.json --decode-profile " + *root_ + "/noisy.json"));
   ASSERT_EQ(run.exit_code, 0) << run.output;  // a warning: the plan is still made
   EXPECT_NE(run.output.find("noisy.json: the repetitions of half its 6 points disagreed by more than"),
             std::string::npos)
