@@ -1,10 +1,11 @@
 #include "planner/profile.h"
 
-#include <algorithm>
 #include <cmath>
 #include <set>
 #include <utility>
 #include <vector>
+
+#include "planner/statistics.h"
 
 namespace tandem::planner {
 namespace {
@@ -173,11 +174,7 @@ ProfileSpread MeasurementSpread(const Profile& profile) {
         "decode " + std::to_string(p.batch) + " at " + std::to_string(p.context_tokens));
   }
   out.points = static_cast<int>(spreads.size());
-  if (!spreads.empty()) {
-    std::sort(spreads.begin(), spreads.end());
-    const size_t n = spreads.size();
-    out.median = n % 2 == 1 ? spreads[n / 2] : (spreads[n / 2 - 1] + spreads[n / 2]) / 2;
-  }
+  out.median = Median(std::move(spreads));
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "planner/linear_fit.h"
+#include "planner/statistics.h"
 
 namespace tandem::tools {
 namespace {
@@ -12,11 +13,7 @@ namespace {
 // A run that takes more steps than this is stuck (a scheduler that cannot admit).
 constexpr int kMaxStepsPerRun = 100000;
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
+using planner::Median;
 
 // (slowest − fastest) / median of one point's repetitions.
 double Spread(const std::vector<double>& values) {

@@ -21,6 +21,7 @@
 #include "kv_transfer/local/local_transport.h"
 #include "kv_transfer/transport_factory.h"
 #include "planner/linear_fit.h"
+#include "planner/statistics.h"
 
 #ifdef TANDEM_PROFILE_CUDA
 #include <cuda_runtime.h>
@@ -40,11 +41,7 @@ constexpr double kSessionTimeoutSeconds = 60;
 // Between polls where a node would not spin (node::MaySpin): its busy cadence.
 constexpr std::chrono::microseconds kPollInterval{200};
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
+using planner::Median;
 
 // The probe's memory: a host vector, or (CUDA builds) a cudaMalloc allocation, as
 // the nodes' pools are; filled with bytes that are not all alike, so no layer of

@@ -294,13 +294,6 @@ double E2eErrorSpread(const std::vector<PointStats>& predicted, const std::vecto
   return hi - lo;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double RelativeError(double predicted, double measured) {
   if (measured == 0) return predicted == 0 ? 0 : kInf;
   return (predicted - measured) / measured;

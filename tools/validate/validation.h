@@ -18,6 +18,7 @@
 #include "common/base/status.h"
 #include "planner/cost_model.h"
 #include "planner/layout.h"
+#include "planner/statistics.h"
 #include "planner/simulator.h"
 #include "planner/workload.h"
 
@@ -164,7 +165,7 @@ PointStats MedianStats(const std::vector<PointStats>& runs);
 // smallest of the runs' relative mean-E2E errors (each run against its own prediction, pairs
 // in order); 0 with fewer than two runs. The host's noise floor for the E2E bound.
 double E2eErrorSpread(const std::vector<PointStats>& predicted, const std::vector<PointStats>& measured);
-double Median(std::vector<double> values);  // 0 when empty
+using planner::Median;  // planner/statistics.h; 0 when empty
 
 // (predicted − measured) / measured; 0 when both are 0, +inf when only measured is.
 double RelativeError(double predicted, double measured);
