@@ -162,6 +162,9 @@ void PrefillNode::OnRequest(const std::shared_ptr<net::RpcConnection>& conn, net
   if (const auto* prefill = proto::MessageAs<proto::PrefillRequest>(*message)) {
     return HandlePrefill(*prefill, std::move(responder));
   }
+  if (const auto* target = proto::MessageAs<proto::PrefillTarget>(*message)) {
+    return HandlePrefillTarget(*target, std::move(responder));
+  }
   std::optional<std::pair<uint64_t, Epoch>> cancel = node::CancelTarget(*message);
   if (!cancel) return responder.Fail(UnimplementedError("prefill node does not serve " + message->GetTypeName()));
   const auto [id, epoch] = *cancel;
@@ -176,6 +179,35 @@ void PrefillNode::OnRequest(const std::shared_ptr<net::RpcConnection>& conn, net
   for (auto& fn : retries) fn();
 }
 
+namespace {
+
+// Decode's reservation against a prompt of `prompt_len` tokens: the prompt blocks it needs,
+// [*first_block, *first_block + *num_blocks), which must run to the prompt's end.
+Status CheckReservation(const proto::ReserveReply& res, int prompt_len, int block_size, int* first_block,
+                        int* num_blocks) {
+  const int prompt_blocks = (prompt_len + block_size - 1) / block_size;
+  if (res.prefix_hit_tokens() < 0 || res.prefix_hit_tokens() % block_size != 0 ||
+      res.prefix_hit_tokens() >= prompt_len + block_size) {
+    return InvalidArgumentError("reservation.prefix_hit_tokens is not a block multiple within the prompt");
+  }
+  int64_t needed = 0;
+  for (const proto::BlockRun& run : res.needed_runs()) {
+    if (run.num_blocks() <= 0 || run.first_block() < 0) return InvalidArgumentError("bad block run");
+    needed += run.num_blocks();
+  }
+  *first_block = res.prefix_hit_tokens() / block_size;
+  if (needed == 0 || *first_block + needed != prompt_blocks) {
+    return InvalidArgumentError("reservation does not cover the prompt's uncached blocks");
+  }
+  if (res.transport_descriptor().empty() || res.transport_descriptor().size() > (1u << 16)) {
+    return InvalidArgumentError("reservation.transport_descriptor missing or too large");
+  }
+  *num_blocks = static_cast<int>(needed);
+  return Status::Ok();
+}
+
+}  // namespace
+
 void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Responder responder) {
   if (host_.draining()) return responder.Fail(UnavailableError("draining"));
   const uint64_t id = prefill.request_id();
@@ -185,26 +217,15 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
     valid = node::ValidatePrompt(prefill.token_ids(), engine_->model_config().vocab_size, engine_->max_model_len());
   }
   if (!valid.ok()) return responder.Fail(valid);
-  const proto::ReserveReply& res = prefill.reservation();
   const int block_size = engine_->device_kv().layout().block_size;
   const int prompt_len = prefill.token_ids_size();
-  const int prompt_blocks = (prompt_len + block_size - 1) / block_size;
-  if (res.prefix_hit_tokens() < 0 || res.prefix_hit_tokens() % block_size != 0 ||
-      res.prefix_hit_tokens() >= prompt_len + block_size) {
-    return responder.Fail(
-        InvalidArgumentError("reservation.prefix_hit_tokens is not a block multiple within the prompt"));
-  }
-  int64_t needed = 0;
-  for (const proto::BlockRun& run : res.needed_runs()) {
-    if (run.num_blocks() <= 0 || run.first_block() < 0) return responder.Fail(InvalidArgumentError("bad block run"));
-    needed += run.num_blocks();
-  }
-  const int first_block = res.prefix_hit_tokens() / block_size;
-  if (needed == 0 || first_block + needed != prompt_blocks) {
-    return responder.Fail(InvalidArgumentError("reservation does not cover the prompt's uncached blocks"));
-  }
-  if (res.transport_descriptor().empty() || res.transport_descriptor().size() > (1u << 16)) {
-    return responder.Fail(InvalidArgumentError("reservation.transport_descriptor missing or too large"));
+  // Beside the Reserve the node does not know decode's prefix hit yet: it readies the whole
+  // prompt and sends what the PrefillTarget says decode needs.
+  int first_block = 0;
+  int needed = (prompt_len + block_size - 1) / block_size;
+  if (!prefill.reservation_follows()) {
+    Status reservation = CheckReservation(prefill.reservation(), prompt_len, block_size, &first_block, &needed);
+    if (!reservation.ok()) return responder.Fail(reservation);
   }
   if (prefill.decode_address().empty() || prefill.decode_address().size() > 256) {
     return responder.Fail(InvalidArgumentError("decode_address missing"));
@@ -241,9 +262,9 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
         break;
       case node::RequestTable<Request>::Admission::kAdmitted: {
         admitted = true;
-        r->target = res.transport_descriptor();
+        if (!prefill.reservation_follows()) r->target = prefill.reservation().transport_descriptor();
         r->first_block = first_block;
-        r->num_blocks = static_cast<int>(needed);
+        r->num_blocks = needed;
         r->prompt_len = prompt_len;
         r->trace_timing = prefill.trace_timing();
         engine::EngineRequest request =
@@ -263,6 +284,60 @@ void PrefillNode::HandlePrefill(const proto::PrefillRequest& prefill, net::Respo
   node::ReplyAck(responder, id, epoch);
 }
 
+void PrefillNode::HandlePrefillTarget(const proto::PrefillTarget& target, net::Responder responder) {
+  const uint64_t id = target.request_id();
+  const Epoch epoch = target.epoch();
+  Retries retries;
+  Status answer;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Request* r = requests_.Find(id, epoch);
+    if (r == nullptr) {
+      answer = NotFoundError("request " + std::to_string(id) + " epoch " + std::to_string(epoch) +
+                             " is not on this node (it failed or was cancelled)");
+    } else if (!r->target.empty()) {
+      answer = FailedPreconditionError("request " + std::to_string(id) + " already has its reservation");
+    } else if (const PrefillState state = r->machine.state();
+               state == PrefillState::kFailed || state == PrefillState::kErased) {
+      answer = FailedPreconditionError("request " + std::to_string(id) + ": the prefill failed");
+    } else {
+      int first_block = 0;
+      int needed = 0;
+      answer = CheckReservation(target.reservation(), r->prompt_len, engine_->device_kv().layout().block_size,
+                                &first_block, &needed);
+      if (answer.ok()) {
+        SetTargetLocked(*r, target.reservation().transport_descriptor(), first_block, needed);
+        ConnectedIfReadyLocked(id, *r, &retries);
+      } else {
+        // Nothing can be sent: the request ends here (the router prefills elsewhere).
+        HandleLocked(id, *r, {PrefillEventKind::kCancel, answer}, &retries);
+      }
+    }
+  }
+  for (auto& fn : retries) fn();
+  if (!answer.ok()) return responder.Fail(answer);
+  node::ReplyAck(responder, id, epoch);
+}
+
+void PrefillNode::SetTargetLocked(Request& r, std::string target, int first_block, int num_blocks) {
+  // A step that began before the reservation readied every prompt block: decode's
+  // cached prefix stays here.
+  const int drop = std::min<int>(first_block - r.first_block, static_cast<int>(r.source.size()));
+  if (drop > 0) {
+    const std::vector<BlockId> cached(r.source.begin(), r.source.begin() + drop);
+    // Staged: copies still queued into these land before any later copy into them.
+    if (!direct_) staging_->Free(cached);
+    r.source.erase(r.source.begin(), r.source.begin() + drop);
+  }
+  r.target = std::move(target);
+  r.first_block = first_block;
+  r.num_blocks = num_blocks;
+}
+
+void PrefillNode::ConnectedIfReadyLocked(uint64_t id, Request& r, Retries* retries) {
+  if (r.decode_conn && !r.target.empty()) HandleLocked(id, r, {PrefillEventKind::kConnected, Status::Ok()}, retries);
+}
+
 void PrefillNode::OnConnected(uint64_t id, Epoch epoch, StatusOr<std::shared_ptr<net::RpcConnection>> conn) {
   Retries retries;
   {
@@ -273,7 +348,7 @@ void PrefillNode::OnConnected(uint64_t id, Epoch epoch, StatusOr<std::shared_ptr
       HandleLocked(id, *r, {PrefillEventKind::kConnectFailed, conn.status()}, &retries);
     } else {
       r->decode_conn = *conn;
-      HandleLocked(id, *r, {PrefillEventKind::kConnected, Status::Ok()}, &retries);
+      ConnectedIfReadyLocked(id, *r, &retries);
     }
   }
   for (auto& fn : retries) fn();
@@ -344,7 +419,9 @@ void PrefillNode::RunLocked(uint64_t id, Request& r, const PrefillActions& actio
 }
 
 void PrefillNode::SendKvDone(uint64_t id, const Request& r, const Status& status) {
-  if (!r.decode_conn) return;  // never reached decode: its lease ends the reservation
+  // Never reached decode: its lease ends the reservation. No reservation yet: the router
+  // hears of the failure when its PrefillTarget finds the request gone.
+  if (!r.decode_conn || r.target.empty()) return;
   proto::KvDone done;
   done.set_request_id(id);
   done.set_epoch(r.epoch);

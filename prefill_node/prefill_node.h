@@ -83,9 +83,9 @@ class PrefillNode {
   struct Request {
     Epoch epoch = 0;
     PrefillHandoff machine;
-    std::string target;   // decode's KvTarget
-    int first_block = 0;  // first prompt block decode needs
-    int num_blocks = 0;   // blocks decode needs
+    std::string target;   // decode's KvTarget; empty until a PrefillTarget brings it (reservation_follows)
+    int first_block = 0;  // first prompt block decode needs (until the target: 0)
+    int num_blocks = 0;   // blocks decode needs (until the target: the prompt's)
     int prompt_len = 0;
     std::optional<runtime::SampledLogprobs> first_token_logprobs;  // when the request asked for logprobs
     std::vector<runtime::SampledLogprobs> prompt_logprobs;         // when it asked for prompt logprobs
@@ -104,6 +104,13 @@ class PrefillNode {
   void OnRequest(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message, net::Responder responder);
   void OnPeerMessage(const std::shared_ptr<net::RpcConnection>& conn, net::MessagePtr message);
   void HandlePrefill(const proto::PrefillRequest& prefill, net::Responder responder);
+  void HandlePrefillTarget(const proto::PrefillTarget& target, net::Responder responder);
+  // Takes decode's reservation: which prompt blocks it needs (the source narrowed to them
+  // when the step already prepared the whole prompt) and where they go. REQUIRES: mu_ held.
+  void SetTargetLocked(Request& r, std::string target, int first_block, int num_blocks);
+  // The machine's kConnected once decode is ready for the KV: the connection is up and the
+  // reservation known. REQUIRES: mu_ held.
+  void ConnectedIfReadyLocked(uint64_t id, Request& r, Retries* retries);
   void OnConnected(uint64_t id, Epoch epoch, StatusOr<std::shared_ptr<net::RpcConnection>> conn);
   // Feeds `event` to the request and runs its actions. REQUIRES: mu_ held.
   void HandleLocked(uint64_t id, Request& r, const PrefillEvent& event, Retries* retries);

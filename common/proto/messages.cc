@@ -30,6 +30,7 @@ const TypeEntry* Entries(size_t* count) {
       {MESSAGE_TYPE_RELEASE, &Release::default_instance(), "RELEASE"},
       {MESSAGE_TYPE_ACK, &Ack::default_instance(), "ACK"},
       {MESSAGE_TYPE_DRAIN, &Drain::default_instance(), "DRAIN"},
+      {MESSAGE_TYPE_PREFILL_TARGET, &PrefillTarget::default_instance(), "PREFILL_TARGET"},
   };
   *count = sizeof(kEntries) / sizeof(kEntries[0]);
   return kEntries;

@@ -30,6 +30,7 @@ HandoffParams ParamsFor(const GenerateRequest& request, const ClusterConfig& con
   p.prompt_len = static_cast<int32_t>(request.prompt_token_ids.size());
   p.max_tokens = request.max_tokens;
   p.no_room_retry_ms = config.no_room_retry_ms;
+  p.prefill_with_reserve = config.prefill_with_reserve;
   return p;
 }
 
@@ -187,9 +188,12 @@ void ClusterClient::Execute(const std::shared_ptr<Entry>& entry, HandoffAction& 
         return Post(entry, std::move(failed));
       }
       return CallNode(entry, action,
-                      MakeRemotePrefillRequest(request, action.epoch, entry->salt, *action.reply, decode->address),
+                      MakeRemotePrefillRequest(request, action.epoch, entry->salt, action.reply.get(), decode->address),
                       HandoffEventKind::kPrefillAcked, HandoffEventKind::kPrefillFailed);
     }
+    case HandoffActionKind::kSendPrefillTarget:
+      return CallNode(entry, action, MakePrefillTarget(request.request_id, action.epoch, *action.reply),
+                      HandoffEventKind::kPrefillAcked, HandoffEventKind::kPrefillFailed);
     case HandoffActionKind::kSendLocal:
       return CallNode(entry, action, MakeLocalPrefillRequest(request, action.epoch, entry->salt, action.tokens),
                       HandoffEventKind::kLocalAcked, HandoffEventKind::kLocalFailed);

@@ -24,6 +24,8 @@ void ClusterConfig::Bind(config::ConfigBinder& b) {
   b.Field("reservation_lease_ms", reservation_lease_ms, "KV reservation lease asked of decode nodes (ms, 0 = theirs)");
   b.Field("no_room_retry_ms", no_room_retry_ms,
           "how long a request refused for lack of room is placed again before 429 (ms)");
+  b.Field("prefill_with_reserve", prefill_with_reserve,
+          "send a request's PrefillRequest beside its Reserve (the prompt computes while decode reserves)");
   b.Field("num_control_threads", num_control_threads, "I/O threads of the control plane");
   control_tls.Bind(b, "control_tls", /*dials=*/false);
 }

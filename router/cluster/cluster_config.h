@@ -51,6 +51,11 @@ struct ClusterConfig {
   // nodes refuse it for lack of room (no batch slot, KV blocks or queue
   // space), ms; after that it ends with 429. 0 = answer 429 at once.
   int32_t no_room_retry_ms = 30000;
+  // A request's first dispatch sends its PrefillRequest beside the Reserve: the prefill
+  // node computes the prompt while the decode node reserves (it waits for the decode
+  // engine's step boundary), and sends the KV once a PrefillTarget brings the reservation.
+  // false: the PrefillRequest goes after the reservation, with it.
+  bool prefill_with_reserve = true;
   // I/O threads of the control-plane event loop.
   int32_t num_control_threads = 1;
   // TLS on the control plane (YAML map `control_tls:`, flags --control-tls-*). It

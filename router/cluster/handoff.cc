@@ -81,6 +81,10 @@ void Handoff::OnDecodePlaced(const HandoffEvent& e) {
   } else {
     state_ = State::kReserving;
     Send(Kind::kSendReserve, decode_node_, epoch_);
+    if (params_.prefill_with_reserve && retry_until_ == 0 && purpose_ == Purpose::kDispatch) {
+      early_placing_ = true;
+      Emit(Action(Kind::kPlacePrefill, decode_node_, epoch_));
+    }
   }
 }
 
@@ -105,15 +109,21 @@ void Handoff::MoveTo(NodeId node) {
 }
 
 void Handoff::OnPrefillPlaced(const HandoffEvent& e) {
-  if (state_ != State::kPlacingPrefill) return;
-  if (e.node == 0) return ReleaseThenLocal();
-  state_ = State::kPrefilling;
+  const bool early = state_ == State::kReserving && early_placing_;
+  if (!early && state_ != State::kPlacingPrefill) return;
+  early_placing_ = false;
+  if (e.node == 0) {
+    // Beside the Reserve: none now; one is chosen again once decode has answered.
+    if (!early) ReleaseThenLocal();
+    return;
+  }
+  state_ = early ? State::kReservingWithPrefill : State::kPrefilling;
   prefill_node_ = e.node;
   prefill_tokens_ = e.prefill_tokens;
   AddInflight(e.node, 0, e.prefill_tokens);
   HandoffAction send = Action(Kind::kSendPrefill, e.node, epoch_);
   send.decode_node = decode_node_;
-  send.reply = std::move(reservation_);
+  send.reply = std::move(reservation_);  // null beside the Reserve
   reservation_.reset();
   Emit(std::move(send));
 }
@@ -123,10 +133,19 @@ void Handoff::OnReserved(const HandoffEvent& e) {
     // Abandoned meanwhile (cancel, node death, fallback): free what was reserved.
     return Send(Kind::kSendRelease, e.node, e.epoch);
   }
-  if (state_ != State::kReserving) return;
+  if (state_ != State::kReserving && state_ != State::kReservingWithPrefill) return;
+  early_placing_ = false;
   if (!e.reply || e.reply->needed_runs_size() == 0) {
     // The whole prompt is cached on decode: nothing to transfer.
+    if (state_ == State::kReservingWithPrefill) CancelPrefill("whole prompt cached on decode");
     return ReleaseThenLocal();
+  }
+  if (state_ == State::kReservingWithPrefill) {
+    state_ = State::kPrefilling;
+    HandoffAction target = Action(Kind::kSendPrefillTarget, prefill_node_, epoch_);
+    target.decode_node = decode_node_;
+    target.reply = e.reply;
+    return Emit(std::move(target));
   }
   state_ = State::kPlacingPrefill;
   reservation_ = e.reply;
@@ -134,13 +153,27 @@ void Handoff::OnReserved(const HandoffEvent& e) {
 }
 
 void Handoff::OnReserveFailed(const HandoffEvent& e) {
-  if (!Current(e) || state_ != State::kReserving) return;
+  if (!Current(e) || (state_ != State::kReserving && state_ != State::kReservingWithPrefill)) return;
+  early_placing_ = false;
+  if (state_ == State::kReservingWithPrefill) {
+    CancelPrefill("reservation refused");
+    state_ = State::kReserving;
+  }
   if (PlaceAgainLater(e)) return;
   EndAndCancel(e.status);
 }
 
 void Handoff::OnPrefillFailed(const HandoffEvent& e) {
-  if (!Current(e) || state_ != State::kPrefilling) return;
+  if (!Current(e)) return;
+  if (state_ == State::kReservingWithPrefill && e.node == prefill_node_) {
+    Warn("request " + std::to_string(params_.request_id) + ": prefill node refused (" + e.status.ToString() +
+         "); choosing one once decode has reserved");
+    // After a timeout the prefill node may hold it after all.
+    CancelPrefill("prefill abandoned");
+    state_ = State::kReserving;
+    return;
+  }
+  if (state_ != State::kPrefilling) return;
   LeavePrefill();
   Warn("request " + std::to_string(params_.request_id) + ": prefill node refused (" + e.status.ToString() +
        "); prefilling on decode");
@@ -164,8 +197,8 @@ void Handoff::OnLocalFailed(const HandoffEvent& e) {
 
 void Handoff::OnTokens(const HandoffEvent& e) {
   if (e.epoch != epoch_ || decode_node_ == 0 || e.node != decode_node_) return;
-  const bool before_first =
-      state_ == State::kReserving || state_ == State::kPlacingPrefill || state_ == State::kPrefilling;
+  const bool before_first = state_ == State::kReserving || state_ == State::kReservingWithPrefill ||
+                            state_ == State::kPlacingPrefill || state_ == State::kPrefilling;
   if (!before_first && state_ != State::kLocal && state_ != State::kDecoding) return;
   // The remote prefill failed before the first token: prefill on decode instead, once.
   const bool fallback = e.finish == proto::FINISH_REASON_ERROR && before_first && e.tokens.empty() && !fell_back_;
@@ -224,6 +257,7 @@ void Handoff::OnNodeDead(const HandoffEvent& e) {
     prefill_node_ = 0;
     prefill_tokens_ = 0;
     if (state_ == State::kPrefilling) ReleaseThenLocal();
+    if (state_ == State::kReservingWithPrefill) state_ = State::kReserving;
   }
 }
 
@@ -232,8 +266,8 @@ void Handoff::OnNodeDead(const HandoffEvent& e) {
 // that streams finishes there (the node exits once idle).
 void Handoff::OnNodeDraining(const HandoffEvent& e) {
   if (!e.elsewhere || e.node == 0 || e.node != decode_node_) return;
-  if (state_ != State::kReserving && state_ != State::kPlacingPrefill && state_ != State::kPrefilling &&
-      state_ != State::kLocal && state_ != State::kLocalRetry) {
+  if (state_ != State::kReserving && state_ != State::kReservingWithPrefill && state_ != State::kPlacingPrefill &&
+      state_ != State::kPrefilling && state_ != State::kLocal && state_ != State::kLocalRetry) {
     return;
   }
   const NodeId prefill = prefill_node_;
@@ -262,6 +296,7 @@ void Handoff::OnTimerFired(const HandoffEvent& e) {
 
 void Handoff::Place(Purpose purpose) {
   state_ = State::kPlacing;
+  early_placing_ = false;
   purpose_ = purpose;
   HandoffAction place = Action(Kind::kPlaceDecode);
   place.local_only = purpose != Purpose::kDispatch;
@@ -335,6 +370,12 @@ void Handoff::LeavePrefill() {
   AddInflight(prefill_node_, 0, -prefill_tokens_);
   prefill_node_ = 0;
   prefill_tokens_ = 0;
+}
+
+void Handoff::CancelPrefill(std::string reason) {
+  const NodeId prefill = prefill_node_;
+  LeavePrefill();
+  Send(Kind::kSendCancel, prefill, epoch_, std::move(reason));
 }
 
 void Handoff::ArmTimer(int64_t delay_ms) {

@@ -9,6 +9,8 @@
 //   kNew ─start─► kPlacing ─placed─┬─► kLocal ──────────────┐
 //                                  └─► kReserving ─reserved─► kPlacingPrefill
 //                                        ─placed─► kPrefilling ──first tokens──► kDecoding ─finish─► kEnded
+//   kReserving ─prefill placed─► kReservingWithPrefill ─reserved─► kPrefilling (the prompt is
+//     computed while decode reserves: PrefillRequest beside the Reserve, the reservation after it)
 //   kLocal ──tokens──► kDecoding;  refusals (no room, unavailable, timeout) ──► kBackoff ─timer─► kPlacing;
 //   AlreadyExists ──► kLocalRetry ─timer─► kLocal;  decode node dead ──► kPlacing (moved, local path);
 //   decode node draining before the first token ──► kPlacing (placed again, epoch + 1)
@@ -35,6 +37,7 @@ enum class HandoffState : uint8_t {
   kNew,             // created; waits for kStart
   kPlacing,         // a decode node is being chosen (kPlaceDecode out, kDecodePlaced next)
   kReserving,       // Reserve sent to the decode node; its reply is awaited
+  kReservingWithPrefill,  // and a PrefillRequest (reservation follows) at a prefill node
   kPlacingPrefill,  // the decode node holds a reservation; a prefill node is being chosen
   kPrefilling,      // PrefillRequest at the prefill node; the first tokens come from decode
   kLocal,           // PrefillRequest with an empty reservation at the decode node (local path)
@@ -43,7 +46,7 @@ enum class HandoffState : uint8_t {
   kDecoding,        // tokens flow from the decode node
   kEnded,           // finished or failed; absorbs every event (late acks get a Cancel)
 };
-inline constexpr int kNumHandoffStates = 10;
+inline constexpr int kNumHandoffStates = 11;
 
 enum class HandoffEventKind : uint8_t {
   kStart,          // the request was submitted
@@ -88,7 +91,9 @@ enum class HandoffActionKind : uint8_t {
   kPlaceDecode,    // choose a decode node (local_only: for the local path); answer kDecodePlaced
   kPlacePrefill,   // choose a prefill node for the reservation on node; answer kPrefillPlaced
   kSendReserve,    // ReserveRequest to node at epoch
-  kSendPrefill,    // PrefillRequest with reply (the reservation on decode_node) to node at epoch
+  kSendPrefill,    // PrefillRequest to node at epoch: with reply (the reservation on decode_node),
+                   // or without (reply null: sent beside the Reserve, the reservation follows)
+  kSendPrefillTarget,  // PrefillTarget: reply (the reservation on decode_node) to node at epoch
   kSendLocal,      // PrefillRequest, empty reservation, prompt + tokens, to node at epoch
   kSendRelease,    // Release to node at epoch
   kSendCancel,     // Cancel to node at epoch (text: the reason)
@@ -107,9 +112,9 @@ struct HandoffAction {
   HandoffActionKind kind = HandoffActionKind::kLogWarning;
   NodeId node = 0;
   Epoch epoch = 0;
-  NodeId decode_node = 0;                            // kSendPrefill
+  NodeId decode_node = 0;                            // kSendPrefill, kSendPrefillTarget
   bool local_only = false;                           // kPlaceDecode
-  std::shared_ptr<const proto::ReserveReply> reply;  // kSendPrefill
+  std::shared_ptr<const proto::ReserveReply> reply;  // kSendPrefill (null: follows), kSendPrefillTarget
   std::vector<TokenId> tokens;                       // kSendLocal: generated so far; kDeliverTokens
   std::vector<TokenLogprobs> logprobs;               // kDeliverTokens, when the request asked for them
   std::vector<TokenLogprobs> prompt_logprobs;        // kDeliverTokens: with the first tokens, when asked for
@@ -130,6 +135,10 @@ struct HandoffParams {
   int32_t prompt_len = 0;            // the client's prompt, tokens
   int32_t max_tokens = 16;           // the client's limit
   int64_t no_room_retry_ms = 30000;  // ClusterConfig::no_room_retry_ms: how long refusals are retried
+  // ClusterConfig::prefill_with_reserve: a request's first dispatch sends the PrefillRequest
+  // beside the Reserve (not after a refusal: a decode node short of room would have
+  // prompts computed for nothing).
+  bool prefill_with_reserve = true;
 };
 
 class Handoff {
@@ -189,6 +198,8 @@ class Handoff {
   // EndWithError, then Cancel at the nodes that held the request.
   void EndAndCancel(const Status& status);
   void LeavePrefill();
+  // LeavePrefill, then Cancel at the prefill node (this epoch).
+  void CancelPrefill(std::string reason);
   void ArmTimer(int64_t delay_ms);
   int32_t ClampCached(int32_t cached) const;
 
@@ -204,7 +215,8 @@ class Handoff {
   NodeId moving_from_ = 0;                // while kPlacing for kMove: the dead decode node
   Epoch epoch_ = 1;
   NodeId decode_node_ = 0;
-  NodeId prefill_node_ = 0;     // while kPrefilling
+  NodeId prefill_node_ = 0;     // while kReservingWithPrefill, kPrefilling
+  bool early_placing_ = false;  // while kReserving: a prefill node is being chosen beside the Reserve
   int64_t prefill_tokens_ = 0;  // counted on prefill_node_
   bool fell_back_ = false;      // on the local path after a failed handoff or a move
   int local_retries_ = 0;

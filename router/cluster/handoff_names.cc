@@ -11,6 +11,7 @@ const char* HandoffStateName(HandoffState state) {
     case State::kNew: return "new";
     case State::kPlacing: return "placing";
     case State::kReserving: return "reserving";
+    case State::kReservingWithPrefill: return "reserving_with_prefill";
     case State::kPlacingPrefill: return "placing_prefill";
     case State::kPrefilling: return "prefilling";
     case State::kLocal: return "local";
@@ -49,6 +50,7 @@ const char* HandoffActionName(HandoffActionKind kind) {
     case Kind::kPlacePrefill: return "place_prefill";
     case Kind::kSendReserve: return "send_reserve";
     case Kind::kSendPrefill: return "send_prefill";
+    case Kind::kSendPrefillTarget: return "send_prefill_target";
     case Kind::kSendLocal: return "send_local";
     case Kind::kSendRelease: return "send_release";
     case Kind::kSendCancel: return "send_cancel";

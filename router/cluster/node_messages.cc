@@ -58,19 +58,31 @@ proto::ReserveRequest MakeReserveRequest(const GenerateRequest& request, Epoch e
 }
 
 proto::PrefillRequest MakeRemotePrefillRequest(const GenerateRequest& request, Epoch epoch,
-                                               const std::string& tenant_salt, const proto::ReserveReply& reservation,
+                                               const std::string& tenant_salt, const proto::ReserveReply* reservation,
                                                const std::string& decode_address) {
   proto::PrefillRequest prefill;
   prefill.set_request_id(request.request_id);
   prefill.set_epoch(epoch);
   for (TokenId t : request.prompt_token_ids) prefill.add_token_ids(t);
   *prefill.mutable_sampling() = ToProtoSampling(request);
-  *prefill.mutable_reservation() = reservation;
+  if (reservation != nullptr) {
+    *prefill.mutable_reservation() = *reservation;
+  } else {
+    prefill.set_reservation_follows(true);
+  }
   prefill.set_decode_address(decode_address);
   prefill.set_tenant_salt(tenant_salt);
   prefill.set_priority(ToProtoPriority(request.priority));
   prefill.set_trace_timing(request.trace_timing);
   return prefill;
+}
+
+proto::PrefillTarget MakePrefillTarget(RequestId request_id, Epoch epoch, const proto::ReserveReply& reservation) {
+  proto::PrefillTarget target;
+  target.set_request_id(request_id);
+  target.set_epoch(epoch);
+  *target.mutable_reservation() = reservation;
+  return target;
 }
 
 proto::PrefillRequest MakeLocalPrefillRequest(const GenerateRequest& request, Epoch epoch,

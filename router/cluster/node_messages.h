@@ -23,10 +23,14 @@ proto::ReserveRequest MakeReserveRequest(const GenerateRequest& request, Epoch e
                                          int32_t lease_ms);
 
 // PrefillRequest to a prefill node: compute the prompt, send its KV to the reservation
-// on the decode node at `decode_address`.
+// on the decode node at `decode_address`; `reservation` null: it follows in a PrefillTarget
+// (reservation_follows: sent beside the Reserve).
 proto::PrefillRequest MakeRemotePrefillRequest(const GenerateRequest& request, Epoch epoch,
-                                               const std::string& tenant_salt, const proto::ReserveReply& reservation,
+                                               const std::string& tenant_salt, const proto::ReserveReply* reservation,
                                                const std::string& decode_address);
+
+// The reservation for a PrefillRequest sent with reservation_follows.
+proto::PrefillTarget MakePrefillTarget(RequestId request_id, Epoch epoch, const proto::ReserveReply& reservation);
 
 // PrefillRequest with an empty reservation to a decode node (local path). After a move the
 // tokens generated so far extend the prompt, count against max_tokens and sample as output

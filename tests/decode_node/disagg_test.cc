@@ -183,6 +183,35 @@ class Cluster {
     return reply;
   }
 
+  // As the router does by default: the PrefillRequest beside the Reserve (reservation
+  // follows), then the reservation in a PrefillTarget. `compute_first`: the prefill node
+  // has computed the prompt before the reservation reaches it. Returns the reservation.
+  StatusOr<proto::ReserveReply> StartWithPrefillFirst(uint64_t id, const std::vector<TokenId>& prompt, int max_tokens,
+                                                      bool compute_first) {
+    proto::PrefillRequest early = MakePrefill(id, prompt, max_tokens, nullptr);
+    early.set_reservation_follows(true);
+    early.set_decode_address(decode_->address());
+    auto prefill = router_.node(proto::NODE_ROLE_PREFILL);
+    const int64_t finished = prefill_->engine().Counters().finished;
+    TANDEM_RETURN_IF_ERROR(prefill->CallAndWaitFor<proto::Ack>(early, 10000).status());
+    if (compute_first) {
+      // Finished (its first token sampled): the whole prompt's KV is ready and waits for a target.
+      const int64_t before = finished;
+      for (int i = 0; i < 500 && prefill_->engine().Counters().finished == before; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    TANDEM_ASSIGN_OR_RETURN(proto::ReserveReply reply,
+                            router_.node(proto::NODE_ROLE_DECODE)
+                                ->CallAndWaitFor<proto::ReserveReply>(MakeReserve(id, prompt, max_tokens), 10000));
+    proto::PrefillTarget target;
+    target.set_request_id(id);
+    target.set_epoch(1);
+    *target.mutable_reservation() = reply;
+    TANDEM_RETURN_IF_ERROR(prefill->CallAndWaitFor<proto::Ack>(target, 10000).status());
+    return reply;
+  }
+
   void Cancel(proto::NodeRole role, uint64_t id, Epoch epoch = 1) {
     proto::Cancel c;
     c.set_request_id(id);
@@ -303,6 +332,79 @@ TEST_P(DisaggTest, PartialPrefixHitOnDecodeTransfersOnlyTheSuffix) {
   // Independent size: layers x blocks x (2 x kv_heads x block x head_dim x 4 bytes), golden llama.
   const uint64_t block_layer_bytes = 2ull * 2 * kBlock * 16 * 4;
   EXPECT_EQ(cluster.prefill_->Stats().bytes_sent - before, 2ull * 2 * block_layer_bytes);
+  EXPECT_TRUE(cluster.WaitKvClean());
+}
+
+// The PrefillRequest ahead of the reservation (the router's default): the prompt computes
+// while decode reserves, and only what decode's reservation needs leaves the node, whether
+// the reservation comes before or after the prompt's KV is ready.
+TEST_P(DisaggTest, PrefillBeforeTheReservationMatchesTheSingleEngine) {
+  Cluster cluster(GetParam());
+  uint64_t id = 200;
+  for (bool compute_first : {false, true}) {
+    for (int len : {1, kBlock, 3 * kBlock + 5}) {
+      SCOPED_TRACE("prompt length " + std::to_string(len) + (compute_first ? ", computed first" : ""));
+      std::vector<TokenId> prompt = Prompt(len, len + (compute_first ? 1000 : 0));
+      auto reply = cluster.StartWithPrefillFirst(++id, prompt, 5, compute_first);
+      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+      RequestOutcome out = cluster.router_.Wait(id);
+      EXPECT_EQ(out.reason, proto::FINISH_REASON_LENGTH) << out.error.ToString();
+      EXPECT_EQ(out.terminal_entries, 1);
+      EXPECT_EQ(out.tokens, Oracle(prompt, 5));
+    }
+  }
+  // Decode holds the first two blocks: the prefill node, which readied all four before it
+  // knew, sends the last two.
+  std::vector<TokenId> first = Prompt(3 * kBlock + 5, 7);
+  ASSERT_TRUE(cluster.Start(1, first, 4).ok());
+  ASSERT_TRUE(cluster.router_.Wait(1).finished);
+  std::vector<TokenId> second(first.begin(), first.begin() + 2 * kBlock);
+  std::vector<TokenId> tail = Prompt(kBlock + 4, 99);
+  second.insert(second.end(), tail.begin(), tail.end());
+  const uint64_t before = cluster.prefill_->Stats().bytes_sent;
+  auto reply = cluster.StartWithPrefillFirst(2, second, 5, /*compute_first=*/true);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->prefix_hit_tokens(), 2 * kBlock);
+  RequestOutcome out = cluster.router_.Wait(2);
+  EXPECT_EQ(out.tokens, Oracle(second, 5));
+  EXPECT_EQ(out.num_cached_tokens, 2 * kBlock);
+  const uint64_t block_layer_bytes = 2ull * 2 * kBlock * 16 * 4;  // as in PartialPrefixHit...
+  EXPECT_EQ(cluster.prefill_->Stats().bytes_sent - before, 2ull * 2 * block_layer_bytes);
+  EXPECT_TRUE(cluster.WaitKvClean());
+}
+
+// A PrefillTarget the node cannot use is refused; a request cancelled before its target
+// comes leaves nothing behind.
+TEST_P(DisaggTest, PrefillTargetsThatCannotBeUsedAreRefused) {
+  Cluster cluster(GetParam());
+  auto prefill = cluster.router_.node(proto::NODE_ROLE_PREFILL);
+  const std::vector<TokenId> prompt = Prompt(2 * kBlock + 3, 5);
+  proto::PrefillTarget target;
+  target.set_request_id(500);
+  target.set_epoch(1);
+  target.mutable_reservation()->add_needed_runs()->set_num_blocks(3);
+  target.mutable_reservation()->set_transport_descriptor("garbage");
+  EXPECT_EQ(prefill->CallAndWaitFor<proto::Ack>(target, 5000).status().code(), StatusCode::kNotFound);
+  // Early, then a reservation that does not cover the prompt: refused, and the request ends.
+  proto::PrefillRequest early = cluster.MakePrefill(500, prompt, 4, nullptr);
+  early.set_reservation_follows(true);
+  early.set_decode_address(cluster.decode_->address());
+  ASSERT_TRUE(prefill->CallAndWaitFor<proto::Ack>(early, 5000).ok());
+  target.mutable_reservation()->mutable_needed_runs(0)->set_num_blocks(2);
+  EXPECT_EQ(prefill->CallAndWaitFor<proto::Ack>(target, 5000).status().code(), StatusCode::kInvalidArgument);
+  target.mutable_reservation()->mutable_needed_runs(0)->set_num_blocks(3);
+  const StatusCode again = prefill->CallAndWaitFor<proto::Ack>(target, 5000).status().code();
+  EXPECT_TRUE(again == StatusCode::kNotFound || again == StatusCode::kFailedPrecondition)
+      << "the refused request is over (gone, or ending): " << static_cast<int>(again);
+  // Early, then cancelled before any reservation; the next epoch's is refused too.
+  early.set_request_id(501);
+  ASSERT_TRUE(prefill->CallAndWaitFor<proto::Ack>(early, 5000).ok());
+  cluster.Cancel(proto::NODE_ROLE_PREFILL, 501);
+  target.set_request_id(501);
+  EXPECT_FALSE(prefill->CallAndWaitFor<proto::Ack>(target, 5000).ok());
+  // A second target for one that has its reservation.
+  ASSERT_TRUE(cluster.StartWithPrefillFirst(502, prompt, 3, false).ok());
+  EXPECT_EQ(cluster.router_.Wait(502).reason, proto::FINISH_REASON_LENGTH);
   EXPECT_TRUE(cluster.WaitKvClean());
 }
 

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/proto/messages.h"
 #include "common/tokenizer/tokenizer.h"
 #include "tests/e2e/local_cluster.h"
 #include "tests/e2e/reference_engine.h"
@@ -123,7 +124,7 @@ TEST_F(AdminE2eTest, ListsNodesAndDrainsADecodeNodeUnderLoad) {
   EXPECT_EQ(Node("d1")["role"], "decode");
   EXPECT_EQ(Node("d2")["role"], "decode");
   EXPECT_EQ(Node("p")["role"], "prefill");
-  EXPECT_EQ(Node("d1")["protocol_version"], 1);
+  EXPECT_EQ(Node("d1")["protocol_version"], proto::kProtocolVersion);
   EXPECT_FALSE(Node("d1")["version"].get<std::string>().empty());
   EXPECT_GT(Node("d1")["kv"]["gpu_total_blocks"].get<int64_t>(), 0);
   EXPECT_TRUE(Node("d1")["last_heartbeat_ms"].is_number());

@@ -28,6 +28,9 @@
 #   MPS=0         1: the nodes share the GPU through an MPS server (lib.sh mps_start), not time-slicing
 #   DEADLINE=540  seconds from the start: later scenarios are skipped (and say so) rather than cut
 #                 off by the device tool's 600 s limit
+#   RESERVE_FIRST=0  1: also runs disaggregated with each PrefillRequest sent after the reservation
+#                 (router --prefill-with-reserve false; mode reserve_first in the table), between the
+#                 default disaggregated run and the colocated one
 set -u
 cd "$(dirname "$0")/../.."
 LOCAL=0
@@ -117,6 +120,13 @@ run_mode() {  # MODE SEED_BASE: every scenario, then the greedy check
     "$LOGS/greedy_$mode.json" >> "$LOG" 2>&1
 }
 run_mode disaggregated 100
+if [ "${RESERVE_FIRST:-0}" = 1 ]; then
+  step "restart the router with each PrefillRequest after the reservation"
+  kill_process router TERM
+  start_router disaggregated --prefill-with-reserve false
+  wait_ready router
+  run_mode reserve_first 100
+fi
 
 step "restart the router colocated (the decode node re-registers and prefills locally)"
 kill_process router TERM

@@ -149,8 +149,11 @@ def table(logdir):
           "| GB/s land | GB/s send | prefill (ms) | TTFT client (ms) | goodput req/s (in SLO) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ttfts = {}
+    # reserve_first (cluster_check.sh RESERVE_FIRST=1): disaggregated, the PrefillRequest after the reservation.
+    modes = [m for m in ("disaggregated", "reserve_first", "colocated")
+             if m != "reserve_first" or list(logdir.glob("bench_reserve_first_*.log"))]
     for name, desc in [(s[0], " ".join(s[1:])) for s in scenarios]:
-        for mode in ("disaggregated", "colocated"):
+        for mode in modes:
             f = logdir / ("bench_%s_%s.log" % (mode, name))
             s = read_summary(f) if f.exists() else None
             if s is None:
@@ -167,24 +170,31 @@ def table(logdir):
           "summed time. prefill: the engine's first step for a prompt -> its first token, forward computed (prefill "
           "node; the decode node when it prefills locally); queueing before it is "
           "tandem_request_queue_time_seconds{stage}.")
-    print("\n| scenario | TTFT disaggregated / colocated (server) | (client) |\n|---|---|---|")
+    others = [m for m in modes if m != "colocated"]
+    print("\n| scenario | " + " | ".join("TTFT %s / colocated (server) | (client)" % m for m in others) + " |")
+    print("|---|" + "---|---|" * len(others))
+    ratio = lambda a, b: "n/a" if a is None or b is None or not b else "%.2f" % (a / b)
     for name in [s[0] for s in scenarios]:
-        d, c = ttfts.get((name, "disaggregated")), ttfts.get((name, "colocated"))
-        ratio = lambda a, b: "n/a" if a is None or b is None or not b else "%.2f" % (a / b)
-        print("| %s | %s | %s |" % (name, ratio(d and d[0], c and c[0]), ratio(d and d[1], c and c[1])))
+        c = ttfts.get((name, "colocated"))
+        cells = []
+        for m in others:
+            d = ttfts.get((name, m))
+            cells += [ratio(d and d[0], c and c[0]), ratio(d and d[1], c and c[1])]
+        print("| %s | %s |" % (name, " | ".join(cells)))
     startup = logdir / "startup.txt"
     if startup.exists():
         print("\n| node | start-up, launch -> /health/ready (s) |\n|---|---|")
         for l in startup.read_text().splitlines():
             print("| %s | %s |" % tuple(l.split(None, 1)))
-    g = {m: logdir / ("greedy_%s.json" % m) for m in ("disaggregated", "colocated")}
+    g = {m: logdir / ("greedy_%s.json" % m) for m in modes}
     if all(p.exists() for p in g.values()):
-        a, b = (json.loads(p.read_text()) for p in g.values())
-        same = "error" not in a and "error" not in b and a == b
-        print("\ngreedy equality (same prompt, temperature 0, both modes): %s (%s tokens; %s)" % (
-            "IDENTICAL" if same else "DIFFERENT", a.get("completion_tokens"),
-            "text %r" % a.get("text", "")[:60] if same else "disaggregated %r vs colocated %r" % (
-                a.get("text", a.get("error", ""))[:60], b.get("text", b.get("error", ""))[:60])))
+        out = {m: json.loads(p.read_text()) for m, p in g.items()}
+        a = out["disaggregated"]
+        same = all("error" not in o and o == a for o in out.values())
+        print("\ngreedy equality (same prompt, temperature 0, %s): %s (%s tokens; %s)" % (
+            ", ".join(modes), "IDENTICAL" if same else "DIFFERENT", a.get("completion_tokens"),
+            "text %r" % a.get("text", "")[:60] if same else " vs ".join(
+                "%s %r" % (m, o.get("text", o.get("error", ""))[:60]) for m, o in out.items())))
 
 
 def main(argv):

@@ -165,10 +165,10 @@ cluster_model() {
 
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
-start_router() {  # MODE: log router_MODE.log (a previous one is kept as router_MODE.<ms>.log), PID[router]
+start_router() {  # MODE [FLAGS...]: log router_MODE.log (a previous one is kept as router_MODE.<ms>.log), PID[router]
   [ -f "$LOGS/router_$1.log" ] && mv "$LOGS/router_$1.log" "$LOGS/router_$1.$(now_ms).log"
   "$ROUTER" --model-dir "$MODEL_DIR" --served-model-name $MODEL --listen-port "$HTTP_PORT" \
-    --control-address "127.0.0.1:$CONTROL_PORT" --cluster-token "$TOKEN" --mode "$1" \
+    --control-address "127.0.0.1:$CONTROL_PORT" --cluster-token "$TOKEN" --mode "$1" "${@:2}" \
     > "$LOGS/router_$1.log" 2>&1 &
   PID[router]=$!
   LAUNCHED_MS[router]=$(now_ms)

@@ -13,7 +13,7 @@ namespace {
 // The header bytes written out by hand from the layout in frame.h (the oracle).
 std::string HandHeader(uint8_t kind, uint16_t type, uint64_t correlation_id, uint32_t length) {
   std::string h = "TNDM";
-  h.push_back(1);
+  h.push_back(static_cast<char>(proto::kProtocolVersion));
   h.push_back(static_cast<char>(kind));
   h.push_back(static_cast<char>(type >> 8));
   h.push_back(static_cast<char>(type & 0xff));
@@ -102,7 +102,7 @@ TEST(FrameTest, RejectsEveryGarbledHeaderField) {
   EXPECT_EQ(FirstError(http).code(), StatusCode::kInvalidArgument);
 
   std::string bad_version = good;
-  bad_version[4] = 2;
+  bad_version[4] = static_cast<char>(proto::kProtocolVersion + 1);
   EXPECT_NE(FirstError(bad_version).message().find("version"), std::string::npos);
 
   std::string bad_kind = good;

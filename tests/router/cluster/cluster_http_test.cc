@@ -105,11 +105,17 @@ TEST_F(ClusterHttpTest, DisaggregatedNonStreamingUsageExact) {
   EXPECT_TRUE(reserve.sampling().has_seed());
   EXPECT_EQ(reserve.sampling().seed(), 7u);
   EXPECT_EQ(reserve.sampling().min_tokens(), 2);
-  // Prefill got the reservation and decode's address; decode got no local prefill.
+  // Prefill got the request beside the Reserve, with decode's address, and the reservation
+  // after it; decode got no local prefill.
   ASSERT_EQ(p.prefills().size(), 1u);
   const proto::PrefillRequest prefill = p.prefills()[0];
-  EXPECT_EQ(prefill.reservation().needed_runs_size(), 1);
-  EXPECT_EQ(prefill.reservation().transport_descriptor(), "fake-target");
+  EXPECT_TRUE(prefill.reservation_follows());
+  EXPECT_EQ(prefill.epoch(), 1u);
+  ASSERT_EQ(p.targets().size(), 1u);
+  EXPECT_EQ(p.targets()[0].request_id(), prefill.request_id());
+  EXPECT_EQ(p.targets()[0].epoch(), 1u);
+  EXPECT_EQ(p.targets()[0].reservation().needed_runs_size(), 1);
+  EXPECT_EQ(p.targets()[0].reservation().transport_descriptor(), "fake-target");
   EXPECT_EQ(prefill.decode_address(), d.address());
   EXPECT_EQ(prefill.tenant_salt(), kDefaultSalt);
   EXPECT_EQ(prefill.sampling().min_tokens(), 2);
@@ -211,7 +217,12 @@ TEST_F(ClusterHttpTest, MixedPoolColocatedReplicaPrefillsItsOwnRequests) {
   ASSERT_EQ(c.prefills().size(), 1u);
   EXPECT_FALSE(c.prefills()[0].has_reservation());
   EXPECT_EQ(c.prefills()[0].epoch(), 2u);
-  EXPECT_EQ(p.prefills().size(), 1u);  // the prefill node computed nothing for it
+  // The prefill node had it beside the refused Reserve: cancelled, never given a reservation.
+  ASSERT_EQ(p.prefills().size(), 2u);
+  EXPECT_EQ(p.targets().size(), 1u);
+  ASSERT_TRUE(p.WaitFor([&] { return !p.cancels().empty(); }));
+  EXPECT_EQ(p.cancels().back().request_id(), p.prefills()[1].request_id());
+  EXPECT_EQ(p.cancels().back().epoch(), 1u);
 }
 
 TEST_F(ClusterHttpTest, FallsBackToLocalPathWhenPrefillRefuses) {
@@ -273,7 +284,9 @@ TEST_F(ClusterHttpTest, WholePromptCachedReleasesAndGoesLocal) {
   HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.Json()["usage"]["prompt_tokens_details"]["cached_tokens"], 5);
-  EXPECT_TRUE(p.prefills().empty());
+  // Nothing to transfer: the prefill beside the Reserve is cancelled, never given a target.
+  EXPECT_TRUE(p.targets().empty());
+  ASSERT_TRUE(p.WaitFor([&] { return p.cancels().size() == p.prefills().size(); }));
   EXPECT_EQ(d.releases().size(), 1u);
   EXPECT_EQ(d.prefills().back().epoch(), 2u);
 }

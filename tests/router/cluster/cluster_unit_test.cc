@@ -119,10 +119,32 @@ TEST(NodeMessagesTest, EveryRequestMessageCarriesThePriority) {
     EXPECT_EQ(wire,
               priority == PriorityClass::kBatch ? proto::REQUEST_PRIORITY_BATCH : proto::REQUEST_PRIORITY_INTERACTIVE);
     EXPECT_EQ(MakeReserveRequest(request, 1, "salt", 0).priority(), wire);
-    EXPECT_EQ(MakeRemotePrefillRequest(request, 1, "salt", proto::ReserveReply(), "d:1").priority(), wire);
+    const proto::ReserveReply reservation;
+    EXPECT_EQ(MakeRemotePrefillRequest(request, 1, "salt", &reservation, "d:1").priority(), wire);
+    EXPECT_EQ(MakeRemotePrefillRequest(request, 1, "salt", nullptr, "d:1").priority(), wire) << "reservation follows";
     EXPECT_EQ(MakeLocalPrefillRequest(request, 1, "salt", {}).priority(), wire);
     EXPECT_EQ(MakeLocalPrefillRequest(request, 2, "salt", generated).priority(), wire) << "a moved request";
   }
+}
+
+TEST(NodeMessagesTest, ThePrefillRequestBesideTheReserveHasNoReservation) {
+  GenerateRequest request;
+  request.request_id = 3;
+  request.prompt_token_ids = {1, 2, 3};
+  proto::ReserveReply reservation;
+  reservation.set_prefix_hit_tokens(16);
+  reservation.set_transport_descriptor("target");
+  const proto::PrefillRequest with = MakeRemotePrefillRequest(request, 2, "salt", &reservation, "d:1");
+  EXPECT_FALSE(with.reservation_follows());
+  EXPECT_EQ(with.reservation().transport_descriptor(), "target");
+  const proto::PrefillRequest early = MakeRemotePrefillRequest(request, 2, "salt", nullptr, "d:1");
+  EXPECT_TRUE(early.reservation_follows());
+  EXPECT_FALSE(early.has_reservation());
+  EXPECT_EQ(early.decode_address(), "d:1");
+  const proto::PrefillTarget target = MakePrefillTarget(3, 2, reservation);
+  EXPECT_EQ(target.request_id(), 3u);
+  EXPECT_EQ(target.epoch(), 2u);
+  EXPECT_EQ(target.reservation().prefix_hit_tokens(), 16);
 }
 
 TEST(TenantSaltTest, MatchesSha256Oracle) {

@@ -9,7 +9,9 @@
 //            RefuseForNoRoom(n) answers the next n of them "no room";
 //            SetRefuseAsDraining answers them Unavailable("draining"), as a
 //            draining node does before its heartbeat says so.
-//   prefill: PrefillRequest -> Ack (or refusal), then on_prefill.
+//   prefill: PrefillRequest -> Ack (or refusal), then on_prefill once it has the
+//            reservation (in the request, or in the PrefillTarget that follows one sent
+//            beside the Reserve: Ack, or NotFound for a request it does not hold).
 //   both:    Drain -> Ack, and its heartbeats say draining from then on.
 // Kill() closes the connection (a crash as the router sees it);
 // StopHeartbeats() keeps it open but silent. SetCacheReport() rides the next
@@ -135,7 +137,8 @@ class FakeNode {
   }
   // The next heartbeat skips a sequence number (as if one was lost).
   void SkipSequence() { skip_sequence_ = true; }
-  // Called (prefill role) after the Ack of a PrefillRequest with a reservation.
+  // Called (prefill role) with the PrefillRequest and its reservation, after the Ack of
+  // the message that completed them.
   std::function<void(const proto::PrefillRequest&)> on_prefill;
 
   // Streams the script for (id, epoch), as decode does after a KV handoff.
@@ -170,6 +173,10 @@ class FakeNode {
     std::lock_guard<std::mutex> lock(mu_);
     return releases_;
   }
+  std::vector<proto::PrefillTarget> targets() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return targets_;
+  }
   std::vector<proto::Drain> drains() {
     std::lock_guard<std::mutex> lock(mu_);
     return drains_;
@@ -187,6 +194,11 @@ class FakeNode {
   int heartbeat_interval_ms() const { return interval_ms_; }
 
  private:
+  // A prefill with its reservation: on_prefill on a thread of its own. REQUIRES: mu_ held.
+  void Prefilled(const proto::PrefillRequest& prefill) {
+    if (on_prefill) streams_.emplace_back([this, prefill] { on_prefill(prefill); });
+  }
+
   void OnRequest(net::MessagePtr m, net::Responder r) {
     std::lock_guard<std::mutex> lock(mu_);
     if (const auto* reserve = proto::MessageAs<proto::ReserveRequest>(*m)) {
@@ -217,9 +229,10 @@ class FakeNode {
         proto::Ack ack;
         ack.set_request_id(prefill->request_id());
         r.Reply(ack);
-        if (on_prefill) {
-          proto::PrefillRequest copy = *prefill;
-          streams_.emplace_back([this, copy] { on_prefill(copy); });
+        if (prefill->reservation_follows()) {
+          awaiting_target_[prefill->request_id()] = *prefill;
+        } else {
+          Prefilled(*prefill);
         }
         return;
       }
@@ -249,8 +262,26 @@ class FakeNode {
       streams_.emplace_back([this, id, epoch, script] { Stream(id, epoch, script); });
       return;
     }
+    if (const auto* target = proto::MessageAs<proto::PrefillTarget>(*m)) {
+      targets_.push_back(*target);
+      auto it = awaiting_target_.find(target->request_id());
+      if (it == awaiting_target_.end() || it->second.epoch() != target->epoch()) {
+        return r.Fail(NotFoundError("no such request"));
+      }
+      proto::PrefillRequest prefill = std::move(it->second);
+      awaiting_target_.erase(it);
+      *prefill.mutable_reservation() = target->reservation();
+      proto::Ack ack;
+      ack.set_request_id(target->request_id());
+      r.Reply(ack);
+      return Prefilled(prefill);
+    }
     if (const auto* cancel = proto::MessageAs<proto::Cancel>(*m)) {
       cancels_.push_back(*cancel);
+      if (auto it = awaiting_target_.find(cancel->request_id());
+          it != awaiting_target_.end() && it->second.epoch() == cancel->epoch()) {
+        awaiting_target_.erase(it);
+      }
       auto reserved = reserved_.find(cancel->request_id());
       if (cancel_fails_handoff_ && reserved != reserved_.end() && reserved->second == cancel->epoch()) {
         proto::Tokens tokens;
@@ -378,8 +409,10 @@ class FakeNode {
   std::map<uint64_t, uint32_t> active_;             // id -> epoch, guarded by mu_
   std::map<uint64_t, uint32_t> cancelled_;          // guarded by mu_
   std::map<uint64_t, uint32_t> reserved_;           // id -> epoch of its last Reserve, guarded by mu_
+  std::map<uint64_t, proto::PrefillRequest> awaiting_target_;  // sent beside the Reserve, guarded by mu_
   std::vector<proto::ReserveRequest> reserves_;
   std::vector<proto::PrefillRequest> prefills_;
+  std::vector<proto::PrefillTarget> targets_;
   std::vector<proto::Cancel> cancels_;
   std::vector<proto::Release> releases_;
   std::vector<proto::Drain> drains_;

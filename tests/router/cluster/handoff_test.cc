@@ -24,9 +24,20 @@ constexpr NodeId kPrefill = 3;
 constexpr int32_t kPromptLen = 5;
 constexpr Nanos kMs = 1'000'000;
 
-HandoffParams Params(int64_t no_room_retry_ms = 30000) {
-  return HandoffParams{
-      .request_id = 42, .prompt_len = kPromptLen, .max_tokens = 8, .no_room_retry_ms = no_room_retry_ms};
+HandoffParams Params(int64_t no_room_retry_ms = 30000, bool prefill_with_reserve = true) {
+  return HandoffParams{.request_id = 42,
+                       .prompt_len = kPromptLen,
+                       .max_tokens = 8,
+                       .no_room_retry_ms = no_room_retry_ms,
+                       .prefill_with_reserve = prefill_with_reserve};
+}
+
+HandoffEvent PrefillPlaced(NodeId node, int64_t tokens = 10) {
+  HandoffEvent e;
+  e.kind = HandoffEventKind::kPrefillPlaced;
+  e.node = node;
+  e.prefill_tokens = tokens;
+  return e;
 }
 
 std::shared_ptr<const proto::ReserveReply> Reservation(int runs) {
@@ -91,6 +102,11 @@ Handoff MachineIn(S state) {
   const bool local = state == S::kLocal || state == S::kLocalRetry || state == S::kDecoding || state == S::kEnded;
   step(Placed(kDecode, local));
   if (state == S::kReserving || state == S::kLocal) return m;
+  if (state == S::kReservingWithPrefill) {
+    step(PrefillPlaced(kPrefill));  // the prefill node chosen beside the Reserve
+    EXPECT_EQ(m.state(), state);
+    return m;
+  }
   if (state == S::kLocalRetry) {
     step(Failed(E::kLocalFailed, kDecode, 1, AlreadyExistsError("older epoch")));
   } else if (state == S::kDecoding) {
@@ -180,7 +196,7 @@ const std::vector<Row>& TransitionTable() {
       {S::kNew, E::kTimerFired, S::kNew, {}},
       // kPlacing: waits for its placement.
       {S::kPlacing, E::kStart, S::kPlacing, {}},
-      {S::kPlacing, E::kDecodePlaced, S::kReserving, {A::kAddInflight, A::kSendReserve}},
+      {S::kPlacing, E::kDecodePlaced, S::kReserving, {A::kAddInflight, A::kSendReserve, A::kPlacePrefill}},
       {S::kPlacing, E::kPrefillPlaced, S::kPlacing, {}},
       {S::kPlacing, E::kReserved, S::kPlacing, {}},
       {S::kPlacing, E::kReserveFailed, S::kPlacing, {}},
@@ -197,7 +213,7 @@ const std::vector<Row>& TransitionTable() {
       // kReserving: Reserve at the decode node.
       {S::kReserving, E::kStart, S::kReserving, {}},
       {S::kReserving, E::kDecodePlaced, S::kReserving, {}},
-      {S::kReserving, E::kPrefillPlaced, S::kReserving, {}},
+      {S::kReserving, E::kPrefillPlaced, S::kReservingWithPrefill, {A::kAddInflight, A::kSendPrefill}},
       {S::kReserving, E::kReserved, S::kPlacingPrefill, {A::kPlacePrefill}},
       {S::kReserving, E::kReserveFailed, S::kBackoff, {A::kAvoidNode, A::kAddInflight, A::kArmTimer}},
       {S::kReserving, E::kPrefillAcked, S::kReserving, {}},
@@ -213,6 +229,32 @@ const std::vector<Row>& TransitionTable() {
       {S::kReserving, E::kCancel, S::kEnded, {A::kAddInflight, A::kFail, A::kSendCancel}},
       {S::kReserving, E::kShutdown, S::kEnded, {A::kAddInflight, A::kFail}},
       {S::kReserving, E::kTimerFired, S::kReserving, {}},
+      // kReservingWithPrefill: Reserve at the decode node, the PrefillRequest (reservation
+      // follows) at the prefill node.
+      {S::kReservingWithPrefill, E::kStart, S::kReservingWithPrefill, {}},
+      {S::kReservingWithPrefill, E::kDecodePlaced, S::kReservingWithPrefill, {}},
+      {S::kReservingWithPrefill, E::kPrefillPlaced, S::kReservingWithPrefill, {}},
+      {S::kReservingWithPrefill, E::kReserved, S::kPrefilling, {A::kSendPrefillTarget}},
+      {S::kReservingWithPrefill,
+       E::kReserveFailed,
+       S::kBackoff,
+       {A::kAddInflight, A::kSendCancel, A::kAvoidNode, A::kAddInflight, A::kArmTimer}},
+      {S::kReservingWithPrefill, E::kPrefillAcked, S::kReservingWithPrefill, {}},
+      {S::kReservingWithPrefill, E::kPrefillFailed, S::kReserving, {A::kLogWarning, A::kAddInflight, A::kSendCancel}},
+      {S::kReservingWithPrefill, E::kLocalAcked, S::kReservingWithPrefill, {}},
+      {S::kReservingWithPrefill, E::kLocalFailed, S::kReservingWithPrefill, {}},
+      {S::kReservingWithPrefill, E::kTokens, S::kDecoding, {A::kAddInflight, A::kDeliverTokens}},
+      {S::kReservingWithPrefill, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
+      {S::kReservingWithPrefill,
+       E::kNodeDraining,
+       S::kPlacing,
+       {A::kAddInflight, A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kSendCancel, A::kPlaceDecode}},
+      {S::kReservingWithPrefill,
+       E::kCancel,
+       S::kEnded,
+       {A::kAddInflight, A::kAddInflight, A::kFail, A::kSendCancel, A::kSendCancel}},
+      {S::kReservingWithPrefill, E::kShutdown, S::kEnded, {A::kAddInflight, A::kAddInflight, A::kFail}},
+      {S::kReservingWithPrefill, E::kTimerFired, S::kReservingWithPrefill, {}},
       // kPlacingPrefill: the reservation is held, a prefill node is being chosen.
       {S::kPlacingPrefill, E::kStart, S::kPlacingPrefill, {}},
       {S::kPlacingPrefill, E::kDecodePlaced, S::kPlacingPrefill, {}},
@@ -393,7 +435,7 @@ TEST(HandoffTest, StaleEventsAreFenced) {
 }
 
 TEST(HandoffTest, DisaggregatedPathSendsEachStepAtEpochOne) {
-  Handoff m(Params());
+  Handoff m(Params(30000, /*prefill_with_reserve=*/false));
   EXPECT_EQ(Kinds(m.Handle(Ev(E::kStart))), (std::vector<A>{A::kPlaceDecode}));
   std::vector<HandoffAction> out = m.Handle(Placed(kDecode, false));
   ASSERT_EQ(out.size(), 2u);
@@ -427,6 +469,97 @@ TEST(HandoffTest, DisaggregatedPathSendsEachStepAtEpochOne) {
   EXPECT_EQ(out[2].result.finish_reason, FinishReason::kStop);
   EXPECT_EQ(out[2].result.num_cached_prompt_tokens, kPromptLen) << "clamped to the client's prompt";
   EXPECT_EQ(m.generated(), (std::vector<TokenId>{9, 10}));
+}
+
+// The PrefillRequest goes beside the Reserve; the reservation follows it to the same
+// prefill node once decode has answered.
+TEST(HandoffTest, PrefillBesideTheReserveGetsTheReservationAfter) {
+  Handoff m(Params());
+  m.Handle(Ev(E::kStart));
+  std::vector<HandoffAction> out = m.Handle(Placed(kDecode, false));
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendReserve, A::kPlacePrefill}));
+  EXPECT_EQ(out[2].node, kDecode);
+  out = m.Handle(PrefillPlaced(kPrefill, 4));
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendPrefill}));
+  EXPECT_EQ(out[0].node, kPrefill);
+  EXPECT_EQ(out[0].prefill_tokens, 4);
+  EXPECT_EQ(out[1].node, kPrefill);
+  EXPECT_EQ(out[1].epoch, 1u);
+  EXPECT_EQ(out[1].decode_node, kDecode);
+  EXPECT_EQ(out[1].reply, nullptr) << "the reservation follows";
+  EXPECT_EQ(m.state(), S::kReservingWithPrefill);
+  EXPECT_TRUE(m.Handle(Ev(E::kPrefillAcked, kPrefill, 1)).empty());
+  HandoffEvent reserved = Ev(E::kReserved, kDecode, 1);
+  reserved.reply = Reservation(2);
+  out = m.Handle(reserved);
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kSendPrefillTarget}));
+  EXPECT_EQ(out[0].node, kPrefill);
+  EXPECT_EQ(out[0].epoch, 1u);
+  EXPECT_EQ(out[0].decode_node, kDecode);
+  EXPECT_EQ(out[0].reply->needed_runs_size(), 2);
+  EXPECT_EQ(m.state(), S::kPrefilling);
+  EXPECT_TRUE(m.Handle(Ev(E::kPrefillAcked, kPrefill, 1)).empty());
+  out = m.Handle(Tokens(kDecode, 1, {9}));
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kDeliverTokens}));
+  EXPECT_EQ(out[0].prefill_tokens, -4);
+  // The target refused (the prefill failed meanwhile): prefill on decode, as any failed prefill.
+  Handoff refused = MachineIn(S::kReservingWithPrefill);
+  refused.Handle(reserved);
+  out = refused.Handle(Failed(E::kPrefillFailed, kPrefill, 1, NotFoundError("gone")));
+  ASSERT_EQ(Kinds(out),
+            (std::vector<A>{A::kAddInflight, A::kLogWarning, A::kSendCancel, A::kSendRelease, A::kSendLocal}));
+  EXPECT_EQ(refused.state(), S::kLocal);
+}
+
+// What goes wrong beside the Reserve: the prefill node is cancelled where the reservation
+// failed or is not needed; where the prefill node failed or died, one is chosen once decode
+// has answered, as without the early request.
+TEST(HandoffTest, PrefillBesideTheReserveUndoneWhereTheReserveSaysSo) {
+  Handoff cached = MachineIn(S::kReservingWithPrefill);
+  HandoffEvent whole = Ev(E::kReserved, kDecode, 1);
+  whole.reply = Reservation(0);
+  std::vector<HandoffAction> out = cached.Handle(whole);
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendCancel, A::kSendRelease, A::kSendLocal}));
+  EXPECT_EQ(out[1].node, kPrefill);
+  EXPECT_EQ(out[1].epoch, 1u);
+  EXPECT_EQ(cached.prefill_node(), 0u);
+
+  Handoff no_room = MachineIn(S::kReservingWithPrefill);
+  out = no_room.Handle(Failed(E::kReserveFailed, kDecode, 1, ResourceExhaustedError("no room")));
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendCancel, A::kAddInflight, A::kArmTimer}));
+  EXPECT_EQ(out[0].node, kPrefill);
+  EXPECT_EQ(out[1].node, kPrefill);
+  EXPECT_EQ(out[1].epoch, 1u);
+  HandoffEvent fired = Ev(E::kTimerFired);
+  fired.timer_seq = out[3].timer_seq;
+  no_room.Handle(fired);
+  out = no_room.Handle(Placed(kOther, false));
+  EXPECT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendReserve}))
+      << "after a refusal the prompt waits for the reservation";
+
+  for (bool died : {false, true}) {
+    Handoff m = MachineIn(S::kReservingWithPrefill);
+    out = died ? m.Handle(Ev(E::kNodeDead, kPrefill))
+               : m.Handle(Failed(E::kPrefillFailed, kPrefill, 1, ResourceExhaustedError("prefill queue full")));
+    EXPECT_EQ(m.state(), S::kReserving) << died;
+    EXPECT_EQ(m.prefill_node(), 0u);
+    HandoffEvent reserved = Ev(E::kReserved, kDecode, 1);
+    reserved.reply = Reservation(1);
+    EXPECT_EQ(Kinds(m.Handle(reserved)), (std::vector<A>{A::kPlacePrefill}));
+    EXPECT_EQ(m.state(), S::kPlacingPrefill);
+  }
+
+  // No prefill node beside the Reserve: one is chosen after it.
+  Handoff none = MachineIn(S::kReserving);
+  EXPECT_TRUE(none.Handle(PrefillPlaced(0)).empty());
+  EXPECT_EQ(none.state(), S::kReserving);
+
+  // Turned off: the Reserve goes alone, and a stray placement answer changes nothing.
+  Handoff off(Params(30000, /*prefill_with_reserve=*/false));
+  off.Handle(Ev(E::kStart));
+  EXPECT_EQ(Kinds(off.Handle(Placed(kDecode, false))), (std::vector<A>{A::kAddInflight, A::kSendReserve}));
+  EXPECT_TRUE(off.Handle(PrefillPlaced(kPrefill)).empty());
+  EXPECT_EQ(off.state(), S::kReserving);
 }
 
 TEST(HandoffTest, LogprobsTravelWithTheirTokens) {
@@ -643,7 +776,7 @@ TEST(HandoffTest, DrainingNodeLosesOnlyWhatItHasNotBegun) {
   EXPECT_FALSE(out[5].local_only) << "nothing generated yet: a fresh placement";
   EXPECT_EQ(reserved.epoch(), 2u);
   out = reserved.Handle(Placed(kOther, false));
-  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendReserve}));
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendReserve, A::kPlacePrefill}));
   EXPECT_EQ(out[1].node, kOther);
   EXPECT_EQ(out[1].epoch, 2u);
   // A request moved before (tokens out) goes on the local path with them.
