@@ -4,9 +4,9 @@
 // seeded SimRandom: the same inputs give the same result, bit for bit. The
 // router mirrors router/cluster/placement.cc: a request's decode node is the one
 // with the most (free blocks) / (1 + load) among those with room for its
-// reservation (the real router places, is refused, and retries; here the refusal
-// is foreseen), lower id on ties; a request no decode node has room for waits at
-// the router, in order; its prefill node is the one with the fewest queued prompt
+// reservation (the real router places, is refused, and waits in its room queue;
+// here the refusal is foreseen), lower id on ties; a request no decode node has
+// room for waits at the router, in order; its prefill node is the one with the fewest queued prompt
 // tokens. Each node is a SimEngine (the scheduler's policy); a prefill node's
 // finished prompt holds its blocks while its KV moves, one transfer at a time per
 // prefill node; the first token reaches the client when the KV has landed, then

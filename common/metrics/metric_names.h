@@ -31,6 +31,7 @@ inline constexpr char kRouterPoolQueuedRequests[] = "tandem_router_pool_queued_r
 inline constexpr char kRouterPoolInflightPrefillTokens[] = "tandem_router_pool_inflight_prefill_tokens";
 inline constexpr char kRouterPoolBatchOccupancy[] = "tandem_router_pool_batch_occupancy";
 inline constexpr char kRouterPoolKvHeadroom[] = "tandem_router_pool_kv_headroom";
+inline constexpr char kRouterPoolWaitingForRoom[] = "tandem_router_pool_waiting_for_room";
 
 // Router and nodes (each for its own stage or work).
 inline constexpr char kRequestQueueTimeSeconds[] = "tandem_request_queue_time_seconds";

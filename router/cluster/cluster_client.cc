@@ -1,6 +1,7 @@
 #include "router/cluster/cluster_client.h"
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
@@ -47,6 +48,7 @@ struct ClusterClient::Entry {
   const GenerateRequest request;
   const StreamCallbacks callbacks;
   const std::string salt;
+  uint64_t arrival = 0;  // set once by Submit: its place in the order room goes in
   std::mutex mu;
   Handoff handoff;                   // guarded by mu
   std::deque<HandoffEvent> pending;  // guarded by mu
@@ -132,6 +134,7 @@ void ClusterClient::Submit(GenerateRequest request, StreamCallbacks callbacks) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopped_.load()) added = requests_.emplace(entry->request.request_id, entry).second;
+    entry->arrival = ++arrivals_;
   }
   if (!added) {
     entry->callbacks.on_error(stopped_.load() ? UnavailableError("router shutting down")
@@ -237,10 +240,14 @@ void ClusterClient::Execute(const std::shared_ptr<Entry>& entry, HandoffAction& 
 
 void ClusterClient::PlaceDecode(const std::shared_ptr<Entry>& entry, const HandoffAction& action) {
   const GenerateRequest& request = entry->request;
+  HandoffEvent placed = MakeEvent(HandoffEventKind::kDecodePlaced);
+  if (action.may_wait && !waiting_for_room_.MayTry(request.request_id, request.priority, entry->arrival)) {
+    placed.wait_for_room = true;
+    return Post(entry, std::move(placed), /*first=*/true);
+  }
   std::vector<TokenId> prompt = request.prompt_token_ids;  // what the node will be sent
   prompt.insert(prompt.end(), action.tokens.begin(), action.tokens.end());
   const std::vector<NodeView> views = registry_.ViewsFor(prompt, entry->salt);
-  HandoffEvent placed = MakeEvent(HandoffEventKind::kDecodePlaced);
   std::optional<NodeId> decode = stopped_.load() ? std::nullopt : PickDecode(views);
   placed.node = decode.value_or(0);
   const int32_t prompt_len = static_cast<int32_t>(request.prompt_token_ids.size());
@@ -301,6 +308,10 @@ void ClusterClient::CallNode(const std::shared_ptr<Entry>& entry, const HandoffA
                      ClusterClient* self = guard->self;
                      if (self == nullptr) return;
                      answer.now_ns = self->clock_.NowNanos();
+                     if (reply.ok() && (ok == HandoffEventKind::kReserved || ok == HandoffEventKind::kLocalAcked) &&
+                         self->waiting_for_room_.Remove(entry->request.request_id)) {
+                       self->WakeForRoomSoon();  // it waited and has room: the next may find some too
+                     }
                      if (!reply.ok()) {
                        answer.status = reply.status();
                      } else if (ok != HandoffEventKind::kReserved) {
@@ -322,6 +333,11 @@ void ClusterClient::SendToNode(NodeId node_id, const google::protobuf::Message& 
 }
 
 void ClusterClient::ArmTimer(const std::shared_ptr<Entry>& entry, const HandoffAction& action) {
+  if (action.wait_for_room) {
+    waiting_for_room_.Wait(entry->request.request_id, entry->request.priority, entry->arrival, action.timer_seq);
+  } else {
+    waiting_for_room_.Remove(entry->request.request_id);  // it waits for something else
+  }
   entry->timer = std::make_unique<boost::asio::steady_timer>(loop_.context());
   entry->timer->expires_after(std::chrono::milliseconds(action.delay_ms));
   std::weak_ptr<Entry> weak = entry;
@@ -338,12 +354,37 @@ void ClusterClient::ArmTimer(const std::shared_ptr<Entry>& entry, const HandoffA
 
 void ClusterClient::Forget(const std::shared_ptr<Entry>& entry) {
   entry->timer.reset();
+  waiting_for_room_.Remove(entry->request.request_id);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = requests_.find(entry->request.request_id);
     if (it != requests_.end() && it->second == entry) requests_.erase(it);
   }
   forgotten_.notify_all();
+  WakeForRoomSoon();
+}
+
+void ClusterClient::WakeForRoomSoon() {
+  if (waiting_for_room_.size() == 0) return;  // one that queues later has its backoff timer
+  // On the loop, not in the caller: a woken request that ends at once would wake the next
+  // inside this call, and so on down the queue.
+  boost::asio::post(loop_.context(), [guard = guard_] {
+    std::lock_guard<std::recursive_mutex> lock(guard->mu);
+    if (guard->self != nullptr) guard->self->WakeFirstWaitingForRoom();
+  });
+}
+
+void ClusterClient::WakeFirstWaitingForRoom() {
+  std::optional<RoomQueue::Wake> first = waiting_for_room_.WakeFirst();
+  if (!first) return;
+  std::shared_ptr<Entry> entry = Find(first->id);
+  if (!entry) {
+    waiting_for_room_.Remove(first->id);  // it ended meanwhile
+    return;
+  }
+  HandoffEvent wake = MakeEvent(HandoffEventKind::kTimerFired);
+  wake.timer_seq = first->timer_seq;
+  Post(entry, std::move(wake));
 }
 
 std::shared_ptr<ClusterClient::Entry> ClusterClient::Find(RequestId request_id) const {

@@ -30,6 +30,7 @@
 #include "router/cluster/cluster_gauges.h"
 #include "router/cluster/handoff.h"
 #include "router/cluster/node_registry.h"
+#include "router/cluster/room_queue.h"
 #include "router/engine_client.h"
 
 namespace tandem::router::cluster {
@@ -104,8 +105,13 @@ class ClusterClient final : public EngineClient {
                 const google::protobuf::Message& message, HandoffEventKind ok, HandoffEventKind failed);
   void SendToNode(NodeId node_id, const google::protobuf::Message& message);
   void ArmTimer(const std::shared_ptr<Entry>& entry, const HandoffAction& action);
-  // The request ended: it leaves the table.
+  // The request ended: it leaves the table (and the room queue), and the first request
+  // waiting for room tries again (the one that ended may have freed some).
   void Forget(const std::shared_ptr<Entry>& entry);
+  // Wakes the first request waiting for room that is not trying yet (RoomQueue::WakeFirst),
+  // from the EventLoop.
+  void WakeForRoomSoon();
+  void WakeFirstWaitingForRoom();
   std::shared_ptr<Entry> Find(RequestId request_id) const;
   std::vector<std::shared_ptr<Entry>> AllEntries() const;
   HandoffEvent MakeEvent(HandoffEventKind kind) const;
@@ -128,6 +134,8 @@ class ClusterClient final : public EngineClient {
 
   mutable std::mutex mu_;
   std::map<RequestId, std::shared_ptr<Entry>> requests_;  // guarded by mu_
+  uint64_t arrivals_ = 0;                                 // guarded by mu_: Submit's count, each Entry's place
+  RoomQueue waiting_for_room_;
   std::condition_variable forgotten_;                     // a request left requests_
   std::atomic<bool> stopped_{false};
 };

@@ -177,6 +177,7 @@ void ClusterClient::Tick() {
   CancelExpired();
   gauges_.UpdateNodes(registry_);
   gauges_.UpdateCachedBlocks(registry_);
+  gauges_.UpdateWaitingForRoom(waiting_for_room_.size());
 }
 
 }  // namespace tandem::router::cluster

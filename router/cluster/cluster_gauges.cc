@@ -23,6 +23,9 @@ ClusterGauges::ClusterGauges(metrics::MetricsRegistry* metrics) {
   pool_kv_headroom_ = &metrics->AddGauge(
       metrics::kRouterPoolKvHeadroom, "Free / all GPU KV blocks of a pool's nodes (their last heartbeats; 0 with none).",
       {"pool"});
+  waiting_for_room_ = &metrics->AddGauge(
+      metrics::kRouterPoolWaitingForRoom,
+      "Requests at the router waiting for room on a pool's nodes (refused for it, or queued behind those).", {"pool"});
 }
 
 void ClusterGauges::UpdateNodes(const NodeRegistry& registry) {
@@ -40,6 +43,10 @@ void ClusterGauges::UpdateNodes(const NodeRegistry& registry) {
     pool_kv_headroom_->WithLabels({name}).Set(
         pool->kv_blocks > 0 ? static_cast<double>(pool->free_kv_blocks) / static_cast<double>(pool->kv_blocks) : 0.0);
   }
+}
+
+void ClusterGauges::UpdateWaitingForRoom(size_t waiting) {
+  if (waiting_for_room_) waiting_for_room_->WithLabels({"decode"}).Set(static_cast<double>(waiting));
 }
 
 void ClusterGauges::UpdateCachedBlocks(const NodeRegistry& registry) {

@@ -72,6 +72,11 @@ void Handoff::OnDecodePlaced(const HandoffEvent& e) {
     }
     return MoveTo(e.node);
   }
+  if (e.wait_for_room) {
+    // Nothing was sent: the requests waiting for room go first, then this one.
+    if (!WaitThenPlace(e.now_ns, /*for_room=*/true)) EndWithError(ResourceExhaustedError("no room on a decode node"));
+    return;
+  }
   if (e.node == 0) return EndWithError(UnavailableError("no live decode node"));
   decode_node_ = e.node;
   AddInflight(e.node, 1, 0);
@@ -300,6 +305,7 @@ void Handoff::Place(Purpose purpose) {
   purpose_ = purpose;
   HandoffAction place = Action(Kind::kPlaceDecode);
   place.local_only = purpose != Purpose::kDispatch;
+  place.may_wait = purpose != Purpose::kMove;
   place.tokens = generated_;
   Emit(std::move(place));
 }
@@ -319,20 +325,29 @@ bool Handoff::PlaceAgainLater(const HandoffEvent& e) {
       code != StatusCode::kDeadlineExceeded) {
     return false;
   }
-  if (retry_until_ == 0) retry_until_ = e.now_ns + params_.no_room_retry_ms * 1'000'000;
-  if (e.now_ns >= retry_until_) return false;
+  if (!RetryWindowOpen(e.now_ns)) return false;
   // Unavailable: the node is draining or going (a closed connection was handled as a death
   // before this); a timeout: it is stopped or overloaded. Either way placement skips it
   // until its next heartbeat. A timeout may leave the request on the node: cancel it there.
   if (code != StatusCode::kResourceExhausted) Emit(Action(Kind::kAvoidNode, e.node));
   if (code == StatusCode::kDeadlineExceeded) Send(Kind::kSendCancel, e.node, e.epoch, "call timed out");
-  backoff_ms_ = std::clamp<int64_t>(2 * backoff_ms_, kMinBackoffMs, kMaxBackoffMs);
   AddInflight(decode_node_, -1, 0);  // the next placement counts its node
   decode_node_ = 0;
   local_retries_ = 0;
   ++epoch_;
+  return WaitThenPlace(e.now_ns, code == StatusCode::kResourceExhausted);
+}
+
+bool Handoff::RetryWindowOpen(Nanos now_ns) {
+  if (retry_until_ == 0) retry_until_ = now_ns + params_.no_room_retry_ms * 1'000'000;
+  return now_ns < retry_until_;
+}
+
+bool Handoff::WaitThenPlace(Nanos now_ns, bool for_room) {
+  if (!RetryWindowOpen(now_ns)) return false;
+  backoff_ms_ = std::clamp<int64_t>(2 * backoff_ms_, kMinBackoffMs, kMaxBackoffMs);
   state_ = State::kBackoff;
-  ArmTimer(backoff_ms_);
+  ArmTimer(backoff_ms_, for_room);
   return true;
 }
 
@@ -378,9 +393,10 @@ void Handoff::CancelPrefill(std::string reason) {
   Send(Kind::kSendCancel, prefill, epoch_, std::move(reason));
 }
 
-void Handoff::ArmTimer(int64_t delay_ms) {
+void Handoff::ArmTimer(int64_t delay_ms, bool wait_for_room) {
   HandoffAction arm = Action(Kind::kArmTimer);
   arm.delay_ms = delay_ms;
+  arm.wait_for_room = wait_for_room;
   arm.timer_seq = ++timer_seq_;
   Emit(std::move(arm));
 }

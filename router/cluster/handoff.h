@@ -12,6 +12,7 @@
 //   kReserving ─prefill placed─► kReservingWithPrefill ─reserved─► kPrefilling (the prompt is
 //     computed while decode reserves: PrefillRequest beside the Reserve, the reservation after it)
 //   kLocal ──tokens──► kDecoding;  refusals (no room, unavailable, timeout) ──► kBackoff ─timer─► kPlacing;
+//   kPlacing ─placed, wait_for_room─► kBackoff (requests refused for room go first: RoomQueue);
 //   AlreadyExists ──► kLocalRetry ─timer─► kLocal;  decode node dead ──► kPlacing (moved, local path);
 //   decode node draining before the first token ──► kPlacing (placed again, epoch + 1)
 //
@@ -75,6 +76,7 @@ struct HandoffEvent {
   Epoch epoch = 0;                                         // the epoch of the call or entry
   Status status;                                           // failures; a Tokens entry's error; the cancel reason
   bool local = false;                                      // kDecodePlaced: prefill on the decode node
+  bool wait_for_room = false;  // kDecodePlaced: not placed, requests waiting for decode room go first
   bool elsewhere = false;                                  // kNodeDraining: another decode node takes work
   int64_t prefill_tokens = 0;                              // kPrefillPlaced: tokens the prefill node will compute
   std::shared_ptr<const proto::ReserveReply> reply;        // kReserved
@@ -88,23 +90,23 @@ struct HandoffEvent {
 };
 
 enum class HandoffActionKind : uint8_t {
-  kPlaceDecode,    // choose a decode node (local_only: for the local path); answer kDecodePlaced
-  kPlacePrefill,   // choose a prefill node for the reservation on node; answer kPrefillPlaced
-  kSendReserve,    // ReserveRequest to node at epoch
-  kSendPrefill,    // PrefillRequest to node at epoch: with reply (the reservation on decode_node),
-                   // or without (reply null: sent beside the Reserve, the reservation follows)
+  kPlaceDecode,        // choose a decode node (local_only: for the local path); answer kDecodePlaced
+  kPlacePrefill,       // choose a prefill node for the reservation on node; answer kPrefillPlaced
+  kSendReserve,        // ReserveRequest to node at epoch
+  kSendPrefill,        // PrefillRequest to node at epoch: with reply (the reservation on decode_node),
+                       // or without (reply null: sent beside the Reserve, the reservation follows)
   kSendPrefillTarget,  // PrefillTarget: reply (the reservation on decode_node) to node at epoch
-  kSendLocal,      // PrefillRequest, empty reservation, prompt + tokens, to node at epoch
-  kSendRelease,    // Release to node at epoch
-  kSendCancel,     // Cancel to node at epoch (text: the reason)
-  kDeliverTokens,  // StreamCallbacks::on_tokens(tokens)
-  kDeliverCached,  // StreamCallbacks::on_cached(cached_tokens)
-  kFinish,         // StreamCallbacks::on_finish(result); the request is over
-  kFail,           // StreamCallbacks::on_error(status); the request is over
-  kArmTimer,       // fire kTimerFired{timer_seq} after delay_ms
-  kAddInflight,    // the router's count of work on node: += requests, += prefill_tokens
-  kAvoidNode,      // node refused work as unavailable or timed out: placement passes it over for a while
-  kLogWarning,     // log text
+  kSendLocal,          // PrefillRequest, empty reservation, prompt + tokens, to node at epoch
+  kSendRelease,        // Release to node at epoch
+  kSendCancel,         // Cancel to node at epoch (text: the reason)
+  kDeliverTokens,      // StreamCallbacks::on_tokens(tokens)
+  kDeliverCached,      // StreamCallbacks::on_cached(cached_tokens)
+  kFinish,             // StreamCallbacks::on_finish(result); the request is over
+  kFail,               // StreamCallbacks::on_error(status); the request is over
+  kArmTimer,           // fire kTimerFired{timer_seq} after delay_ms (wait_for_room: or when room may have freed)
+  kAddInflight,        // the router's count of work on node: += requests, += prefill_tokens
+  kAvoidNode,          // node refused work as unavailable or timed out: placement passes it over for a while
+  kLogWarning,         // log text
 };
 
 // One output. Fields not named by the kind are unused.
@@ -114,6 +116,7 @@ struct HandoffAction {
   Epoch epoch = 0;
   NodeId decode_node = 0;                            // kSendPrefill, kSendPrefillTarget
   bool local_only = false;                           // kPlaceDecode
+  bool may_wait = false;                             // kPlaceDecode: behind requests waiting for room
   std::shared_ptr<const proto::ReserveReply> reply;  // kSendPrefill (null: follows), kSendPrefillTarget
   std::vector<TokenId> tokens;                       // kSendLocal: generated so far; kDeliverTokens
   std::vector<TokenLogprobs> logprobs;               // kDeliverTokens, when the request asked for them
@@ -124,6 +127,7 @@ struct HandoffAction {
   Status status;                                     // kFail
   int64_t delay_ms = 0;                              // kArmTimer
   uint64_t timer_seq = 0;                            // kArmTimer
+  bool wait_for_room = false;                        // kArmTimer: a wait for decode room (RoomQueue)
   int32_t requests = 0;                              // kAddInflight
   int64_t prefill_tokens = 0;                        // kAddInflight
   std::string text;                                  // kSendCancel reason; kLogWarning
@@ -190,6 +194,11 @@ class Handoff {
   // unavailable, a timeout): places again after a backoff at epoch + 1. False for
   // other failures, and once no_room_retry_ms has passed since the first refusal.
   bool PlaceAgainLater(const HandoffEvent& e);
+  // Until no_room_retry_ms since the first refusal (now, if this is the first one).
+  bool RetryWindowOpen(Nanos now_ns);
+  // kBackoff until the timer (or, waiting for room, room freeing) places it again; false
+  // once the retry window has closed.
+  bool WaitThenPlace(Nanos now_ns, bool for_room);
   // Where a placement after a refusal or a drain goes: the local path once tokens are out.
   Purpose PurposeAgain() const;
   // Ends the request: un-counts its nodes, then kFinish / kFail (`terminal`).
@@ -200,7 +209,7 @@ class Handoff {
   void LeavePrefill();
   // LeavePrefill, then Cancel at the prefill node (this epoch).
   void CancelPrefill(std::string reason);
-  void ArmTimer(int64_t delay_ms);
+  void ArmTimer(int64_t delay_ms, bool wait_for_room = false);
   int32_t ClampCached(int32_t cached) const;
 
   void Emit(HandoffAction action) { out_.push_back(std::move(action)); }

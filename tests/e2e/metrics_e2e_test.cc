@@ -56,7 +56,8 @@ const std::set<std::string> kRouterFamilies = {"tandem_time_to_first_token_secon
                                                "tandem_router_pool_queued_requests",
                                                "tandem_router_pool_inflight_prefill_tokens",
                                                "tandem_router_pool_batch_occupancy",
-                                               "tandem_router_pool_kv_headroom"};
+                                               "tandem_router_pool_kv_headroom",
+                                               "tandem_router_pool_waiting_for_room"};
 const std::set<std::string> kPrefillFamilies = {
     "tandem_request_queue_time_seconds", "tandem_request_prefill_time_seconds", "tandem_iteration_tokens",
     "tandem_kv_transfer_seconds",        "tandem_kv_transfer_bytes_total",      "tandem_num_requests_running",

@@ -656,6 +656,44 @@ TEST(HandoffTest, NoRoomBacksOffDoublingThenFailsAfterTheWindow) {
   EXPECT_EQ(m.epoch(), static_cast<Epoch>(delays.size() + 1)) << "a new epoch per try";
 }
 
+// The router held the placement back (requests waiting for room go first): nothing was
+// sent, so the machine waits for room as after a refusal, at the same epoch, with no node
+// counted; past the retry window the request ends as one refused for room.
+TEST(HandoffTest, PlacementBehindRequestsWaitingForRoomWaitsWithoutANode) {
+  Handoff m(Params(/*no_room_retry_ms=*/100));
+  std::vector<HandoffAction> out = m.Handle(Ev(E::kStart));
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kPlaceDecode}));
+  EXPECT_TRUE(out[0].may_wait);
+  HandoffEvent held = Placed(0, false);
+  held.wait_for_room = true;
+  held.now_ns = 10 * kMs;
+  out = m.Handle(held);
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kArmTimer}));
+  EXPECT_TRUE(out[0].wait_for_room);
+  EXPECT_EQ(out[0].delay_ms, Handoff::kMinBackoffMs);
+  EXPECT_EQ(m.state(), S::kBackoff);
+  EXPECT_EQ(m.epoch(), 1u) << "nothing was sent at epoch 1";
+  HandoffEvent fired = Ev(E::kTimerFired);
+  fired.timer_seq = out[0].timer_seq;
+  ASSERT_EQ(Kinds(m.Handle(fired)), (std::vector<A>{A::kPlaceDecode}));
+  // Placed at last: the Reserve goes alone (no prompt computed beside it once room was short).
+  out = m.Handle(Placed(kDecode, false));
+  EXPECT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendReserve}));
+  EXPECT_EQ(out[1].epoch, 1u);
+
+  Handoff late(Params(/*no_room_retry_ms=*/100));
+  late.Handle(Ev(E::kStart));
+  held.now_ns = 0;
+  out = late.Handle(held);
+  fired.timer_seq = out[0].timer_seq;
+  late.Handle(fired);
+  held.now_ns = 100 * kMs;  // the window is over
+  out = late.Handle(held);
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kFail}));
+  EXPECT_EQ(out[0].status.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(late.state(), S::kEnded);
+}
+
 TEST(HandoffTest, LocalPathRetriesAlreadyExistsThenFails) {
   Handoff m = MachineIn(S::kLocal);
   for (int i = 0; i < Handoff::kMaxLocalRetries; ++i) {
@@ -675,8 +713,10 @@ TEST(HandoffTest, LocalPathRetriesAlreadyExistsThenFails) {
 TEST(HandoffTest, DecodeDeathMovesWithTheTokensSoFar) {
   Handoff m = MachineIn(S::kDecoding);  // generated {7}
   m.Handle(Tokens(kDecode, 1, {8}));
-  EXPECT_EQ(Kinds(m.Handle(Ev(E::kNodeDead, kDecode))), (std::vector<A>{A::kPlaceDecode}));
-  std::vector<HandoffAction> out = m.Handle(Placed(kOther, true));
+  std::vector<HandoffAction> out = m.Handle(Ev(E::kNodeDead, kDecode));
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kPlaceDecode}));
+  EXPECT_FALSE(out[0].may_wait) << "a stream moving after a death does not queue for room";
+  out = m.Handle(Placed(kOther, true));
   ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kLogWarning, A::kSendLocal}));
   EXPECT_EQ(out[0].node, kOther);
   EXPECT_EQ(out[2].node, kOther);
@@ -745,6 +785,8 @@ TEST(HandoffTest, RefusalsThatAnotherNodeOrLaterCanServeArePlacedAgain) {
       if (c.actions.back() == A::kArmTimer) {
         EXPECT_EQ(m.state(), S::kBackoff);
         EXPECT_EQ(m.epoch(), 2u);
+        EXPECT_EQ(out.back().wait_for_room, c.status.code() == StatusCode::kResourceExhausted)
+            << "only a refusal for room waits in the router's room queue";
         for (const HandoffAction& a : out) {
           if (a.kind == A::kAvoidNode || a.kind == A::kSendCancel) {
             EXPECT_EQ(a.node, kDecode);
