@@ -234,7 +234,10 @@ TEST_F(ClusterHttpTest, FallsBackToLocalPathWhenPrefillRefuses) {
   HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.Json()["choices"][0]["text"], "Hello world");
-  EXPECT_EQ(p.prefills().size(), 1u);
+  // Refused beside the Reserve; if that answer came before decode's, the router asked the
+  // prefill pool once more after the reservation (refused again) before prefilling on decode.
+  EXPECT_GE(p.prefills().size(), 1u);
+  EXPECT_LE(p.prefills().size(), 2u);
   // The reservation (epoch 1) was released, and the local prefill ran as epoch 2.
   ASSERT_EQ(d.releases().size(), 1u);
   EXPECT_EQ(d.releases()[0].epoch(), 1u);
