@@ -52,6 +52,14 @@ std::vector<TokenId> Prompt(int n, int seed) {
   return p;
 }
 
+// `first`'s first two blocks, then a different tail (ceil(52 / 16) = 4 blocks, 2 shared).
+std::vector<TokenId> SameFirstTwoBlocks(const std::vector<TokenId>& first) {
+  std::vector<TokenId> second(first.begin(), first.begin() + 2 * kBlock);
+  std::vector<TokenId> tail = Prompt(kBlock + 4, 99);
+  second.insert(second.end(), tail.begin(), tail.end());
+  return second;
+}
+
 // Test seams: the nodes' backends, and a wrapper around the prefill node's transport.
 struct NodeSeams {
   std::function<std::unique_ptr<runtime::Backend>()> prefill_backend, decode_backend;
@@ -315,9 +323,7 @@ TEST_P(DisaggTest, PartialPrefixHitOnDecodeTransfersOnlyTheSuffix) {
   ASSERT_TRUE(cluster.Start(1, first, 4).ok());
   ASSERT_TRUE(cluster.router_.Wait(1).finished);
   // Same first two blocks, different rest: decode has 2 blocks cached.
-  std::vector<TokenId> second(first.begin(), first.begin() + 2 * kBlock);
-  std::vector<TokenId> tail = Prompt(kBlock + 4, 99);
-  second.insert(second.end(), tail.begin(), tail.end());
+  const std::vector<TokenId> second = SameFirstTwoBlocks(first);
   uint64_t before = cluster.prefill_->Stats().bytes_sent;
   auto reply = cluster.Start(2, second, 5);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
@@ -358,9 +364,7 @@ TEST_P(DisaggTest, PrefillBeforeTheReservationMatchesTheSingleEngine) {
   std::vector<TokenId> first = Prompt(3 * kBlock + 5, 7);
   ASSERT_TRUE(cluster.Start(1, first, 4).ok());
   ASSERT_TRUE(cluster.router_.Wait(1).finished);
-  std::vector<TokenId> second(first.begin(), first.begin() + 2 * kBlock);
-  std::vector<TokenId> tail = Prompt(kBlock + 4, 99);
-  second.insert(second.end(), tail.begin(), tail.end());
+  const std::vector<TokenId> second = SameFirstTwoBlocks(first);
   const uint64_t before = cluster.prefill_->Stats().bytes_sent;
   auto reply = cluster.StartWithPrefillFirst(2, second, 5, /*compute_first=*/true);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
