@@ -214,6 +214,9 @@ void ClusterClient::Execute(const std::shared_ptr<Entry>& entry, HandoffAction& 
       return SendToNode(action.node, cancel);
     }
     case HandoffActionKind::kDeliverTokens:
+      // Tokens come from a node that has it: a wait for room whose answer went astray (an Ack
+      // timing out after the tokens) is over too.
+      if (waiting_for_room_.Remove(request.request_id)) WakeForRoomSoon();
       if (action.stage_times && entry->callbacks.on_stage_times) entry->callbacks.on_stage_times(*action.stage_times);
       if (!action.prompt_logprobs.empty() && entry->callbacks.on_prompt_logprobs) {
         entry->callbacks.on_prompt_logprobs(std::move(action.prompt_logprobs));
@@ -335,8 +338,8 @@ void ClusterClient::SendToNode(NodeId node_id, const google::protobuf::Message& 
 void ClusterClient::ArmTimer(const std::shared_ptr<Entry>& entry, const HandoffAction& action) {
   if (action.wait_for_room) {
     waiting_for_room_.Wait(entry->request.request_id, entry->request.priority, entry->arrival, action.timer_seq);
-  } else {
-    waiting_for_room_.Remove(entry->request.request_id);  // it waits for something else
+  } else if (waiting_for_room_.Remove(entry->request.request_id)) {
+    WakeForRoomSoon();  // it waits for something else: the next may go
   }
   entry->timer = std::make_unique<boost::asio::steady_timer>(loop_.context());
   entry->timer->expires_after(std::chrono::milliseconds(action.delay_ms));

@@ -170,11 +170,18 @@ void Handoff::OnReserveFailed(const HandoffEvent& e) {
 
 void Handoff::OnPrefillFailed(const HandoffEvent& e) {
   if (!Current(e)) return;
-  if (state_ == State::kReservingWithPrefill && e.node == prefill_node_) {
+  // A late failure from a prefill node left behind (dead, refused) is not the current one's.
+  if (e.node != prefill_node_) return;
+  if (state_ == State::kReservingWithPrefill) {
     Warn("request " + std::to_string(params_.request_id) + ": prefill node refused (" + e.status.ToString() +
          "); choosing one once decode has reserved");
-    // After a timeout the prefill node may hold it after all.
-    CancelPrefill("prefill abandoned");
+    // Only after a timeout may the node hold it after all. A node that answered holds
+    // nothing, and a Cancel would refuse the same epoch when it is chosen again.
+    if (e.status.code() == StatusCode::kDeadlineExceeded) {
+      CancelPrefill("prefill abandoned");
+    } else {
+      LeavePrefill();
+    }
     state_ = State::kReserving;
     return;
   }
@@ -207,12 +214,17 @@ void Handoff::OnTokens(const HandoffEvent& e) {
   if (!before_first && state_ != State::kLocal && state_ != State::kDecoding) return;
   // The remote prefill failed before the first token: prefill on decode instead, once.
   const bool fallback = e.finish == proto::FINISH_REASON_ERROR && before_first && e.tokens.empty() && !fell_back_;
+  // Decode ended the request before its KV came (an abort, an error): the prefill node may
+  // still hold the prompt, beside the Reserve waiting for a target that will not come.
+  const bool prefill_unfinished = state_ == State::kReservingWithPrefill ||
+                                  (before_first && e.tokens.empty() && e.finish != proto::FINISH_REASON_NONE);
   if (!fallback && (state_ != State::kLocal || !e.tokens.empty())) state_ = State::kDecoding;
   NodeId left_prefill = 0;  // a prefill node still holding the prompt when decode gave up
   if (prefill_node_ != 0 && (fallback || state_ == State::kDecoding)) {
-    if (fallback) left_prefill = prefill_node_;
+    if (fallback || prefill_unfinished) left_prefill = prefill_node_;
     LeavePrefill();
   }
+  if (!fallback && left_prefill != 0) Send(Kind::kSendCancel, left_prefill, e.epoch, "decode ended the request");
   if (fallback) {
     Warn("request " + std::to_string(params_.request_id) + ": remote prefill failed (" + e.status.message() +
          "); prefilling on decode");

@@ -246,6 +246,31 @@ TEST_F(ClusterHttpTest, FallsBackToLocalPathWhenPrefillRefuses) {
   EXPECT_FALSE(d.prefills().back().has_reservation());
 }
 
+// A prefill node that refuses the PrefillRequest sent beside the Reserve (its queue full)
+// holds nothing: the router asks it again once decode has reserved, at the same epoch and
+// without a Cancel in between (a Cancel of an epoch a node does not hold makes it refuse
+// that epoch when it comes), and the prompt is computed there, not on decode.
+TEST_F(ClusterHttpTest, PrefillRefusedBesideTheReserveIsAskedAgainAfterIt) {
+  Start();
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  FakeNode& p = AddPrefill(d);
+  p.RefusePrefills(1);
+  d.SetReserveDelayMs(200);  // the refusal comes first
+  d.SetScript({{kHello, kWorld, kEos}, proto::FINISH_REASON_STOP, 0});
+  HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "hello"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], "Hello world");
+  std::vector<proto::PrefillRequest> asks = p.prefills();
+  ASSERT_EQ(asks.size(), 2u);
+  EXPECT_TRUE(asks[0].reservation_follows());
+  EXPECT_FALSE(asks[1].reservation_follows());
+  EXPECT_EQ(asks[1].epoch(), 1u);
+  EXPECT_TRUE(asks[1].has_reservation());
+  EXPECT_TRUE(p.cancels().empty());
+  EXPECT_TRUE(d.prefills().empty()) << "the prompt was computed on decode";
+  EXPECT_TRUE(d.releases().empty());
+}
+
 // A decode node without room (full batch) refuses the reservation: the router places the
 // request again with backoff, at a new epoch, until there is room; past no_room_retry_ms
 // the client gets 429 with Retry-After.
@@ -502,6 +527,38 @@ TEST_F(ClusterHttpTest, MovedRequestRetriedForRoomKeepsItsTokens) {
       EXPECT_GT(tries[i].epoch(), tries[i - 1].epoch());
     }
   }
+}
+
+// A request that waited for room and got it leaves the room queue with its first tokens,
+// even when the Ack of its PrefillRequest never comes back in time (a timeout after the
+// stream began, which the request ignores): the requests behind it are not held back for
+// the rest of its stream.
+TEST_F(ClusterHttpTest, FirstTokensEndAWaitForRoomWhoseAckWentAstray) {
+  ClusterConfig config;
+  config.node_call_timeout_ms = 150;
+  Start(config);
+  FakeNode& d = AddNode(proto::NODE_ROLE_DECODE, "d0");
+  std::vector<TokenId> tokens(30, kHello);
+  tokens.push_back(kEos);
+  d.SetScript({tokens, proto::FINISH_REASON_STOP, 0, /*hold_after=*/-1, /*step_ms=*/40});
+  d.RefuseForNoRoom(1);                    // the first ask: no room, it waits
+  d.SetLocalAckDelayMs(500, /*count=*/1);  // the second: streams at once, its Ack too late
+  std::atomic<bool> first_done{false};
+  std::thread first([&] {
+    HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "a"}, {"max_tokens", 40}});
+    EXPECT_EQ(r.status, 200) << r.body;
+    first_done = true;
+  });
+  EXPECT_TRUE(d.WaitFor([&] { return d.prefills().size() >= 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));  // past the call's timeout
+  std::thread second([&] {
+    HttpResult r = router::testing::Post(port_, "/v1/completions", {{"prompt", "b"}, {"max_tokens", 1}});
+    EXPECT_EQ(r.status, 200) << r.body;
+  });
+  EXPECT_TRUE(d.WaitFor([&] { return d.prefills().size() >= 3; }, 600)) << "the second was held back";
+  EXPECT_FALSE(first_done.load()) << "the first ended before the second was asked for";
+  first.join();
+  second.join();
 }
 
 // The client leaves while the decode node's Ack of the local PrefillRequest is still on

@@ -11,7 +11,8 @@
 //            draining node does before its heartbeat says so.
 //   prefill: PrefillRequest -> Ack (or refusal), then on_prefill once it has the
 //            reservation (in the request, or in the PrefillTarget that follows one sent
-//            beside the Reserve: Ack, or NotFound for a request it does not hold).
+//            beside the Reserve: Ack, or NotFound for a request it does not hold);
+//            a Cancel of a request it does not hold refuses that epoch when it comes.
 //   both:    Drain -> Ack, and its heartbeats say draining from then on.
 // Kill() closes the connection (a crash as the router sees it);
 // StopHeartbeats() keeps it open but silent. SetCacheReport() rides the next
@@ -108,6 +109,10 @@ class FakeNode {
   }
   void SetReserveNeedsNothing(bool v) { reserve_needs_nothing_ = v; }
   void SetRefusePrefill(bool v) { refuse_prefill_ = v; }
+  // Prefill: the next `n` PrefillRequests fail with ResourceExhausted ("prefill queue full").
+  void RefusePrefills(int n) { refuse_prefills_ = n; }
+  // Decode: Reserves are answered this late.
+  void SetReserveDelayMs(int ms) { reserve_delay_ms_ = ms; }
   // Decode: the next `n` Reserves or local PrefillRequests fail with ResourceExhausted
   // (a full batch); they are still recorded.
   void RefuseForNoRoom(int n) { refuse_no_room_ = n; }
@@ -220,12 +225,29 @@ class FakeNode {
       }
       active_[reserve->request_id()] = reserve->epoch();
       reserved_[reserve->request_id()] = reserve->epoch();
+      if (const int delay = reserve_delay_ms_.load(); delay > 0) {
+        streams_.emplace_back([r, reply, delay] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+          r.Reply(reply);
+        });
+        return;
+      }
       return r.Reply(reply);
     }
     if (const auto* prefill = proto::MessageAs<proto::PrefillRequest>(*m)) {
       prefills_.push_back(*prefill);
       if (role_ == proto::NODE_ROLE_PREFILL) {
         if (refuse_prefill_) return r.Fail(ResourceExhaustedError("prefill queue full"));
+        if (refuse_prefills_ > 0) {
+          --refuse_prefills_;
+          return r.Fail(ResourceExhaustedError("prefill queue full"));
+        }
+        // As a real node's tombstone (common/node/request_table.h): a Cancel that found
+        // nothing refuses that epoch or older when it comes.
+        if (auto t = prefill_tombstones_.find(prefill->request_id());
+            t != prefill_tombstones_.end() && prefill->epoch() <= t->second) {
+          return r.Fail(CancelledError("request was cancelled before it arrived"));
+        }
         proto::Ack ack;
         ack.set_request_id(prefill->request_id());
         r.Reply(ack);
@@ -281,6 +303,8 @@ class FakeNode {
       if (auto it = awaiting_target_.find(cancel->request_id());
           it != awaiting_target_.end() && it->second.epoch() == cancel->epoch()) {
         awaiting_target_.erase(it);
+      } else if (role_ == proto::NODE_ROLE_PREFILL) {
+        prefill_tombstones_[cancel->request_id()] = cancel->epoch();
       }
       auto reserved = reserved_.find(cancel->request_id());
       if (cancel_fails_handoff_ && reserved != reserved_.end() && reserved->second == cancel->epoch()) {
@@ -391,6 +415,8 @@ class FakeNode {
   std::atomic<bool> reserve_needs_nothing_{false};
   std::atomic<bool> refuse_prefill_{false};
   std::atomic<int> refuse_no_room_{0};
+  std::atomic<int> refuse_prefills_{0};
+  std::atomic<int> reserve_delay_ms_{0};
   std::atomic<bool> refuse_draining_{false};
   std::atomic<int> local_ack_delay_ms_{0};
   std::atomic<int> local_ack_delays_left_{-1};
@@ -410,6 +436,7 @@ class FakeNode {
   std::map<uint64_t, uint32_t> cancelled_;          // guarded by mu_
   std::map<uint64_t, uint32_t> reserved_;           // id -> epoch of its last Reserve, guarded by mu_
   std::map<uint64_t, proto::PrefillRequest> awaiting_target_;  // sent beside the Reserve, guarded by mu_
+  std::map<uint64_t, uint32_t> prefill_tombstones_;            // id -> epoch cancelled unheld, guarded by mu_
   std::vector<proto::ReserveRequest> reserves_;
   std::vector<proto::PrefillRequest> prefills_;
   std::vector<proto::PrefillTarget> targets_;

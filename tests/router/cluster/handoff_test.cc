@@ -240,10 +240,10 @@ const std::vector<Row>& TransitionTable() {
        S::kBackoff,
        {A::kAddInflight, A::kSendCancel, A::kAvoidNode, A::kAddInflight, A::kArmTimer}},
       {S::kReservingWithPrefill, E::kPrefillAcked, S::kReservingWithPrefill, {}},
-      {S::kReservingWithPrefill, E::kPrefillFailed, S::kReserving, {A::kLogWarning, A::kAddInflight, A::kSendCancel}},
+      {S::kReservingWithPrefill, E::kPrefillFailed, S::kReserving, {A::kLogWarning, A::kAddInflight}},
       {S::kReservingWithPrefill, E::kLocalAcked, S::kReservingWithPrefill, {}},
       {S::kReservingWithPrefill, E::kLocalFailed, S::kReservingWithPrefill, {}},
-      {S::kReservingWithPrefill, E::kTokens, S::kDecoding, {A::kAddInflight, A::kDeliverTokens}},
+      {S::kReservingWithPrefill, E::kTokens, S::kDecoding, {A::kAddInflight, A::kSendCancel, A::kDeliverTokens}},
       {S::kReservingWithPrefill, E::kNodeDead, S::kPlacing, {A::kPlaceDecode}},
       {S::kReservingWithPrefill,
        E::kNodeDraining,
@@ -537,17 +537,46 @@ TEST(HandoffTest, PrefillBesideTheReserveUndoneWhereTheReserveSaysSo) {
   EXPECT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendReserve}))
       << "after a refusal the prompt waits for the reservation";
 
-  for (bool died : {false, true}) {
+  // The prefill node refused, timed out or died: one is chosen again after the reservation,
+  // the same node at the same epoch if it is the best. Only after a timeout may the node hold
+  // the request: a Cancel there, none where it answered (a Cancel of an epoch a node does
+  // not hold makes it refuse that epoch when it is asked again).
+  for (int how : {0, 1, 2}) {
     Handoff m = MachineIn(S::kReservingWithPrefill);
-    out = died ? m.Handle(Ev(E::kNodeDead, kPrefill))
-               : m.Handle(Failed(E::kPrefillFailed, kPrefill, 1, ResourceExhaustedError("prefill queue full")));
-    EXPECT_EQ(m.state(), S::kReserving) << died;
+    out = how == 0   ? m.Handle(Ev(E::kNodeDead, kPrefill))
+          : how == 1 ? m.Handle(Failed(E::kPrefillFailed, kPrefill, 1, ResourceExhaustedError("prefill queue full")))
+                     : m.Handle(Failed(E::kPrefillFailed, kPrefill, 1, DeadlineExceededError("no answer")));
+    EXPECT_EQ(m.state(), S::kReserving) << how;
     EXPECT_EQ(m.prefill_node(), 0u);
+    const size_t cancels =
+        std::count_if(out.begin(), out.end(), [](const HandoffAction& a) { return a.kind == A::kSendCancel; });
+    EXPECT_EQ(cancels, how == 2 ? 1u : 0u) << how;
     HandoffEvent reserved = Ev(E::kReserved, kDecode, 1);
     reserved.reply = Reservation(1);
     EXPECT_EQ(Kinds(m.Handle(reserved)), (std::vector<A>{A::kPlacePrefill}));
     EXPECT_EQ(m.state(), S::kPlacingPrefill);
+    const NodeId again = how == 0 ? kOther : kPrefill;  // (kOther stands for another prefill node)
+    out = m.Handle(PrefillPlaced(again, 4));
+    ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendPrefill}));
+    EXPECT_EQ(out[1].node, again);
+    EXPECT_EQ(out[1].epoch, 1u);
+    EXPECT_NE(out[1].reply, nullptr) << "with the reservation";
+    if (how == 0) {
+      // The dead node's call fails late, at the same epoch: not the new node's failure.
+      EXPECT_TRUE(m.Handle(Failed(E::kPrefillFailed, kPrefill, 1, UnavailableError("went away"))).empty());
+      EXPECT_EQ(m.state(), S::kPrefilling);
+    }
   }
+
+  // Decode ended the request before its KV came (an abort): the prefill node waiting for its
+  // target is cancelled.
+  Handoff aborted = MachineIn(S::kReservingWithPrefill);
+  HandoffEvent abort = Tokens(kDecode, 1, {});
+  abort.finish = proto::FINISH_REASON_ABORT;
+  out = aborted.Handle(abort);
+  ASSERT_EQ(Kinds(out), (std::vector<A>{A::kAddInflight, A::kSendCancel, A::kAddInflight, A::kFail}));
+  EXPECT_EQ(out[1].node, kPrefill);
+  EXPECT_EQ(out[1].epoch, 1u);
 
   // No prefill node beside the Reserve: one is chosen after it.
   Handoff none = MachineIn(S::kReserving);
