@@ -72,6 +72,16 @@ struct ValidateOptions {
   // calibration's: the host's speed drifts between minutes), the serving path's CPU fitted
   // over every run so far.
   bool track_host = true;
+  // With track_host: before a layout's sweep, one light run on it (0.3 of its knee as
+  // predicted so far) measures its engines, and the layout's knee and first run are
+  // predicted with them. Engines that share a host's caches run slower the more of them
+  // there are (2-core box, 2026-12-07: 0.61-0.72 of the profile in the disaggregated
+  // layouts, 0.78-0.84 in the colocated one), so the run before, of another layout, says
+  // little about this one's.
+  bool calibrate_layouts = true;
+  // Sweeps of this protocol simulated per layout on a cluster exactly as the model: how far
+  // it measures a knee from the steady state's (SteadyKneeErrorsUnderProtocol); 0: none.
+  int protocol_sweeps = 40;
   bool short_form = false;                // CI: 1P1D and 1C, two rates (+ the refinement), a quick profile
   // > 0: exit 1 when the mean |E2E error| of the points at or below the predicted knee is
   // above it (past the knee a backlog's growth makes any latency noisy: not a CI bound).
@@ -303,7 +313,64 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
                                                cluster_options));
   // Warm-up: first requests pay for lazy setup (connections, UCX endpoints).
   (void)RunLoad(o, *cluster, 0.5 * sweep.predicted_knee, 10, o.seed + 999, log_dir + "/warmup.jsonl");
+  // The engines of a run (CalibrateEngines on their threads' CPU against the profiled work of
+  // its steps as the simulation replays them); with --track-host the next run's.
+  auto track = [&](const std::vector<MeasuredRequest>& records, const RunCpu& run_cpu,
+                   const planner::SimResult& as_profiled) {
+    const ClusterCpu& c = run_cpu.cluster;
+    const EngineCalibration engines = CalibrateEngines(as_profiled.prefill_work, c.prefill_engine_seconds,
+                                                       as_profiled.decode_work, c.decode_engine_seconds);
+    if (o.track_host) {  // the next run is predicted with this one's engines, the serving path fitted so far
+      tracked->engine_speed = engines.speed;
+      tracked->step_overhead_seconds = engines.step_overhead_seconds;
+      if (host.cores > 0) {
+        samples->push_back(MeasureServingSample(c, host.serving.idle_cores_per_node, run_cpu.client_seconds,
+                                                run_cpu.seconds, static_cast<int>(records.size()),
+                                                CompletionTokens(records)));
+        tracked->serving = FitServingCpu(host.serving.idle_cores_per_node, *samples);
+      }
+    }
+    return engines;
+  };
+  auto at_profile = [&] {  // the host as measured so far, the engines at the profile's speed
+    HostModel at = host;
+    at.engine_speed = 1;
+    at.step_overhead_seconds = 0;
+    return at;
+  };
+  if (o.track_host && o.calibrate_layouts) {
+    const double rate = 0.3 * sweep.predicted_knee;
+    // Half a point's floor of requests: enough for the engines' speed, which is all it measures.
+    const int requests = std::clamp(static_cast<int>(rate * o.seconds_per_point), o.min_requests / 2, o.max_requests);
+    const std::string records_path = log_dir + "/calibration.jsonl";
+    TANDEM_ASSIGN_OR_RETURN(std::vector<MeasuredRequest> records,
+                            RunLoad(o, *cluster, rate, requests, o.seed + 996, records_path));
+    TANDEM_ASSIGN_OR_RETURN(RunCpu run_cpu, ReadRunCpu(records_path));
+    planner::SimResult as_profiled;
+    (void)PredictedStats(layout, cost, records, slo, o.seed, at_profile(), &as_profiled);
+    const EngineCalibration engines = track(records, run_cpu, as_profiled);
+    sweep.calibrated_speed = engines.speed;
+    sweep.predicted_knee = knee_at(host.engine_speed, host.step_overhead_seconds);
+    std::printf(
+        "  calibrated on this layout (%zu requests at %.2f req/s): engine speed %.2f, step overhead %.3f ms; "
+        "predicted goodput knee %.2f req/s\n",
+        records.size(), rate, engines.speed, engines.step_overhead_seconds * 1e3, sweep.predicted_knee);
+    std::fflush(stdout);
+    if (sweep.predicted_knee <= 0) return FailedPreconditionError(layout.Name() + ": the planner predicts no goodput");
+  }
+  if (o.protocol_sweeps > 0) {
+    const KneeProtocol protocol{.fractions = o.rate_fractions,
+                                .repeats = o.repeats,
+                                .seconds_per_point = o.seconds_per_point,
+                                .min_requests = o.min_requests,
+                                .max_requests = o.max_requests,
+                                .refine = o.refine_knee};
+    sweep.protocol_knee_errors =
+        SteadyKneeErrorsUnderProtocol(layout, cost, workload, slo, HostSimOptions(host, o.seed + 5000),
+                                      sweep.predicted_knee, protocol, o.protocol_sweeps);
+  }
   std::vector<double> rates, attainments, layout_speeds, layout_overheads;
+  std::vector<double> predicted_attainments, run_speed_attainments, profiled_attainments;
   auto run_point = [&](double fraction) -> Status {
     SweepPoint point;
     point.fraction = fraction;
@@ -330,14 +397,10 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       planner::SimResult simulated;
       predicted.push_back(PredictedStats(layout, cost, records, slo, o.seed, host, &simulated));
       std::ofstream(log_dir + name + ".compared.jsonl") << ComparedRecordsJsonl(records, simulated);
-      HostModel own = host;
-      own.engine_speed = 1;
-      own.step_overhead_seconds = 0;
+      HostModel own = at_profile();
       planner::SimResult as_profiled;
       profiled.push_back(PredictedStats(layout, cost, records, slo, o.seed, own, &as_profiled));
-      const EngineCalibration engines =
-          CalibrateEngines(as_profiled.prefill_work, run_cpu.cluster.prefill_engine_seconds, as_profiled.decode_work,
-                           run_cpu.cluster.decode_engine_seconds);
+      const EngineCalibration engines = track(records, run_cpu, as_profiled);
       own.engine_speed = engines.speed;
       own.step_overhead_seconds = engines.step_overhead_seconds;
       speeds.push_back(engines.speed);
@@ -351,16 +414,6 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
       prefill_ran_simulated.push_back(RanOfRunnable(at_own.prefill_work.cpu_seconds, at_own.prefill_work.wait_seconds));
       decode_ran_simulated.push_back(RanOfRunnable(at_own.decode_work.cpu_seconds, at_own.decode_work.wait_seconds));
       measured.push_back(m);
-      if (o.track_host) {  // the next run is predicted with this one's engines, the serving path fitted so far
-        tracked->engine_speed = engines.speed;
-        tracked->step_overhead_seconds = engines.step_overhead_seconds;
-        if (host.cores > 0) {
-          samples->push_back(MeasureServingSample(run_cpu.cluster, host.serving.idle_cores_per_node,
-                                                  run_cpu.client_seconds, run_cpu.seconds,
-                                                  static_cast<int>(records.size()), CompletionTokens(records)));
-          tracked->serving = FitServingCpu(host.serving.idle_cores_per_node, *samples);
-        }
-      }
     }
     point.measured = MedianStats(measured);
     point.predicted = MedianStats(predicted);
@@ -379,6 +432,9 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
     std::fflush(stdout);
     rates.push_back(point.measured.offered_rate);
     attainments.push_back(point.measured.attainment);
+    predicted_attainments.push_back(point.predicted.attainment);
+    run_speed_attainments.push_back(point.at_run_speed.attainment);
+    profiled_attainments.push_back(point.profiled.attainment);
     sweep.points.push_back(point);
     return Status::Ok();
   };
@@ -396,6 +452,9 @@ StatusOr<LayoutSweep> SweepLayout(const ValidateOptions& o, const planner::Layou
   }
   // The knee again with the engines as the sweep's runs measured them (the medians).
   sweep.run_speed_knee = knee_at(Median(layout_speeds), Median(layout_overheads));
+  sweep.predicted_knee_on_runs = FindKnee(rates, predicted_attainments, slo.attainment);
+  sweep.run_speed_knee_on_runs = FindKnee(rates, run_speed_attainments, slo.attainment);
+  sweep.profiled_knee_on_runs = FindKnee(rates, profiled_attainments, slo.attainment);
   return sweep;
 }
 
@@ -404,31 +463,31 @@ std::string ContextJson(const ValidateOptions& o, const planner::Profile& profil
   char hostname[256] = {};
   gethostname(hostname, sizeof(hostname) - 1);
   const planner::ProfileSpread spread = planner::MeasurementSpread(profile);
-  nlohmann::json j = {{"profile", profile_path},
-                      {"profile_commit", profile.commit},
-                      {"profile_spread_max", spread.max},
-                      {"profile_spread_median", spread.median},
-                      {"device", profile.device.name},
-                      {"hardware_threads", profile.device.compute_units},
-                      {"host_cores", host.cores},
-                      {"host_idle_cores_per_node", host.serving.idle_cores_per_node},
-                      {"host_cpu_ms_per_request", host.serving.seconds_per_request * 1e3},
-                      {"host_cpu_ms_per_output_token", host.serving.seconds_per_output_token * 1e3},
-                      {"host_node_cpu_ms_per_output_token", host.serving.node_seconds_per_output_token * 1e3},
-                      {"host_node_cpu_ms_per_request", host.serving.node_seconds_per_request * 1e3},
-                      {"engine_speed", host.engine_speed},
-                      {"step_overhead_ms", host.step_overhead_seconds * 1e3},
-                      {"track_host", o.track_host},
-                      {"host", hostname},
-                      {"workload",
-                       {{"prompt_tokens", o.prompt_tokens},
-                        {"output_tokens", o.output_tokens},
-                        {"range_ratio", o.range_ratio}}},
-                      {"slo", {{"ttft_ms", o.slo_ttft_ms}, {"tpot_ms", o.slo_tpot_ms},
-                               {"attainment_percent", o.attainment_percent}}},
-                      {"rate_fractions", o.rate_fractions},
-                      {"repeats", o.repeats},
-                      {"short", o.short_form}};
+  nlohmann::json j = {
+      {"profile", profile_path},
+      {"profile_commit", profile.commit},
+      {"profile_spread_max", spread.max},
+      {"profile_spread_median", spread.median},
+      {"device", profile.device.name},
+      {"hardware_threads", profile.device.compute_units},
+      {"host_cores", host.cores},
+      {"host_idle_cores_per_node", host.serving.idle_cores_per_node},
+      {"host_cpu_ms_per_request", host.serving.seconds_per_request * 1e3},
+      {"host_cpu_ms_per_output_token", host.serving.seconds_per_output_token * 1e3},
+      {"host_node_cpu_ms_per_output_token", host.serving.node_seconds_per_output_token * 1e3},
+      {"host_node_cpu_ms_per_request", host.serving.node_seconds_per_request * 1e3},
+      {"engine_speed", host.engine_speed},
+      {"step_overhead_ms", host.step_overhead_seconds * 1e3},
+      {"track_host", o.track_host},
+      {"calibrate_layouts", o.calibrate_layouts},
+      {"protocol_sweeps", o.protocol_sweeps},
+      {"host", hostname},
+      {"workload",
+       {{"prompt_tokens", o.prompt_tokens}, {"output_tokens", o.output_tokens}, {"range_ratio", o.range_ratio}}},
+      {"slo", {{"ttft_ms", o.slo_ttft_ms}, {"tpot_ms", o.slo_tpot_ms}, {"attainment_percent", o.attainment_percent}}},
+      {"rate_fractions", o.rate_fractions},
+      {"repeats", o.repeats},
+      {"short", o.short_form}};
   return j.dump();
 }
 
@@ -441,6 +500,7 @@ StatusOr<int> Run(ValidateOptions o) {
     // wake-ups), which no profile prices, dwarf the compute (7x at 256 / 32 tokens).
     o.seconds_per_point = 5;
     o.max_requests = 120;
+    o.protocol_sweeps = std::min(o.protocol_sweeps, 10);
   }
   std::vector<planner::Layout> layouts;
   for (const std::string& name : o.layouts) {
@@ -613,6 +673,14 @@ int main(int argc, char** argv) {
                  "predict each run (and each layout's knee) with the host as measured up to it: the engines' speed "
                  "and per-step overhead as the run before measured them, the serving path's CPU "
                  "fitted over every run so far; false: as calibrated throughout")
+      ->capture_default_str();
+  app.add_option("--calibrate-layouts", o.calibrate_layouts,
+                 "with --track-host: one light run on each layout before its sweep measures its engines, and its "
+                 "knee and first run are predicted with them (engines sharing a host run slower the more they are)")
+      ->capture_default_str();
+  app.add_option("--protocol-sweeps", o.protocol_sweeps,
+                 "sweeps of this protocol simulated per layout on a cluster exactly as the model, to show how far "
+                 "it measures a knee from the steady state's (0: none)")
       ->capture_default_str();
   app.add_flag("--short", o.short_form, "the CI form: 1P1D and 1C, two rates and the knee's refinement, a --quick profile");
   app.add_option("--max-mean-e2e-error", o.max_mean_e2e_error,

@@ -27,10 +27,19 @@ struct SweepPoint {
 
 struct LayoutSweep {
   planner::Layout layout;
-  double predicted_knee = 0;     // the planner's goodput: max Poisson rate at the SLO attainment (host as calibrated)
+  double predicted_knee = 0;     // the planner's goodput: max Poisson rate at the SLO attainment (host as tracked)
   double run_speed_knee = 0;     // the same with the engines as the sweep's runs measured them (medians)
   double profiled_knee = 0;      // the same at the profile's speed
+  double calibrated_speed = 0;   // the engines' speed its calibration run measured (0: none ran)
   Knee measured_knee;            // where the sweep's measured attainment crosses it
+  // Where each prediction's attainment of the sweep's own runs, at the rates they offered,
+  // crosses it: the measured knee's way on the same arrivals (whose luck moves a knee measured
+  // from runs of seconds as much as any model error: docs/planner.md).
+  Knee predicted_knee_on_runs, run_speed_knee_on_runs, profiled_knee_on_runs;
+  // The steady-state knee's relative errors against the sweep's protocol run on a cluster that is
+  // exactly the model (SteadyKneeErrorsUnderProtocol, sorted): how far this measurement alone
+  // puts a knee from the steady state's.
+  std::vector<double> protocol_knee_errors;
   std::vector<SweepPoint> points;
 };
 
@@ -40,8 +49,12 @@ struct ValidationSummary {
   double mean_ttft_p90_error = 0;   // mean |relative error| of p90 TTFT over every point
   int light_points = 0;             // points at or below the predicted knee (fraction <= 1)
   double light_e2e_error = 0;       // mean |relative error| of mean E2E over them (the CI bound's)
-  double max_knee_error = 0;        // largest |relative error| of a bracketed knee
+  double max_knee_error = 0;        // largest |relative error| of a bracketed knee, on the runs
   int bracketed_knees = 0;
+  double max_steady_knee_error = 0;  // the same of the planner's steady-state knee
+  // The largest over the layouts of the 90th percentile of |protocol_knee_errors|: the steady-state
+  // knee's error this measurement gives a model-exact cluster (0: not simulated).
+  double protocol_knee_error_p90 = 0;
   std::vector<std::string> predicted_top2;  // by predicted goodput per node
   std::string measured_best;                // by measured knee per node
   bool best_in_top2 = false;

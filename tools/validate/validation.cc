@@ -315,4 +315,48 @@ Knee FindKnee(const std::vector<double>& rates, const std::vector<double>& attai
   return {.rate = points.back().first, .bracketed = false, .below_sweep = false};
 }
 
+std::vector<double> SteadyKneeErrorsUnderProtocol(const planner::Layout& layout, const planner::CostModel& cost,
+                                                  const planner::Workload& workload, const planner::Slo& slo,
+                                                  const planner::SimOptions& options, double steady_knee,
+                                                  const KneeProtocol& protocol, int sweeps) {
+  uint64_t seed = options.seed;
+  // One point: its runs' offered rate and attainment, the medians.
+  auto point = [&](double rate) {
+    std::vector<double> offered, attained;
+    for (int r = 0; r < protocol.repeats; ++r) {
+      planner::SimOptions run = options;
+      run.seed = ++seed;
+      run.num_requests = run.max_requests =
+          std::clamp(static_cast<int>(rate * protocol.seconds_per_point), protocol.min_requests, protocol.max_requests);
+      run.warmup_fraction = 0;
+      run.min_span_ttfts = 0;
+      run.record_requests = true;
+      const planner::SimResult result = planner::Simulate(layout, cost, workload, slo, rate, run);
+      if (result.requests.size() < 2) continue;
+      const double span = result.requests.back().arrival - result.requests.front().arrival;
+      offered.push_back(span > 0 ? static_cast<double>(result.requests.size() - 1) / span : rate);
+      attained.push_back(result.attainment);
+    }
+    return std::pair<double, double>{Median(std::move(offered)), Median(std::move(attained))};
+  };
+  std::vector<double> errors;
+  for (int s = 0; s < sweeps && steady_knee > 0; ++s) {
+    std::vector<double> rates, attainments;
+    auto add = [&](double rate) {
+      const auto [offered, attained] = point(rate);
+      rates.push_back(offered);
+      attainments.push_back(attained);
+    };
+    for (double fraction : protocol.fractions) add(fraction * steady_knee);
+    Knee knee = FindKnee(rates, attainments, slo.attainment);
+    if (protocol.refine && knee.bracketed) {
+      add(knee.rate);
+      knee = FindKnee(rates, attainments, slo.attainment);
+    }
+    if (knee.bracketed) errors.push_back(RelativeError(steady_knee, knee.rate));
+  }
+  std::sort(errors.begin(), errors.end());
+  return errors;
+}
+
 }  // namespace tandem::tools

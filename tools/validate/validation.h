@@ -180,4 +180,28 @@ struct Knee {
 };
 Knee FindKnee(const std::vector<double>& rates, const std::vector<double>& attainments, double target);
 
+// The measuring protocol of a sweep's knee (tandem-validate): per rate, a fraction of the
+// predicted knee, `repeats` runs of Poisson arrivals from an empty cluster, rate ×
+// seconds_per_point requests within [min_requests, max_requests], each statistic the median;
+// the knee where the attainment at the offered rates crosses the SLO's (FindKnee), with
+// `refine` one more rate there.
+struct KneeProtocol {
+  std::vector<double> fractions;
+  int repeats = 1;
+  double seconds_per_point = 8;
+  int min_requests = 40;
+  int max_requests = 400;
+  bool refine = true;
+};
+
+// How far `protocol` measures a knee from the steady-state one (planner::FindMaxGoodput's,
+// `steady_knee`) when the cluster behaves exactly as the model: `sweeps` sweeps simulated with
+// `options`' host (fresh arrivals each run), the steady knee's relative error against each
+// knee bracketed, sorted. Runs of seconds start empty and draw their arrivals' luck: their
+// knee is not the steady state's.
+std::vector<double> SteadyKneeErrorsUnderProtocol(const planner::Layout& layout, const planner::CostModel& cost,
+                                                  const planner::Workload& workload, const planner::Slo& slo,
+                                                  const planner::SimOptions& options, double steady_knee,
+                                                  const KneeProtocol& protocol, int sweeps);
+
 }  // namespace tandem::tools
