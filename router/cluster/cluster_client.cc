@@ -55,6 +55,7 @@ struct ClusterClient::Entry {
   bool running = false;              // guarded by mu: a thread is handling the queue
   // Owned by the thread handling the queue (running):
   std::unique_ptr<boost::asio::steady_timer> timer;
+  bool waited_for_room = false;  // since its last tokens: they end the wait (ArmTimer, kDeliverTokens)
   // Prefill nodes' cached prefix of the prompt at dispatch (node id -> tokens), so the
   // prefill placement after the reservation does not hash the prompt again.
   std::vector<std::pair<NodeId, int64_t>> prefill_hits;
@@ -216,7 +217,10 @@ void ClusterClient::Execute(const std::shared_ptr<Entry>& entry, HandoffAction& 
     case HandoffActionKind::kDeliverTokens:
       // Tokens come from a node that has it: a wait for room whose answer went astray (an Ack
       // timing out after the tokens) is over too.
-      if (waiting_for_room_.Remove(request.request_id)) WakeForRoomSoon();
+      if (entry->waited_for_room) {  // not a lookup per token: only after a wait
+        entry->waited_for_room = false;
+        if (waiting_for_room_.Remove(request.request_id)) WakeForRoomSoon();
+      }
       if (action.stage_times && entry->callbacks.on_stage_times) entry->callbacks.on_stage_times(*action.stage_times);
       if (!action.prompt_logprobs.empty() && entry->callbacks.on_prompt_logprobs) {
         entry->callbacks.on_prompt_logprobs(std::move(action.prompt_logprobs));
@@ -338,6 +342,7 @@ void ClusterClient::SendToNode(NodeId node_id, const google::protobuf::Message& 
 void ClusterClient::ArmTimer(const std::shared_ptr<Entry>& entry, const HandoffAction& action) {
   if (action.wait_for_room) {
     waiting_for_room_.Wait(entry->request.request_id, entry->request.priority, entry->arrival, action.timer_seq);
+    entry->waited_for_room = true;
   } else if (waiting_for_room_.Remove(entry->request.request_id)) {
     WakeForRoomSoon();  // it waits for something else: the next may go
   }
